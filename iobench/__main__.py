@@ -1,0 +1,5 @@
+"""``python -m iobench``."""
+
+from iobench.cli import main
+
+main()

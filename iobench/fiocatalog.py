@@ -1,0 +1,212 @@
+"""What the installed fio accepts: option names, aliases, types and valid values.
+
+Everything comes from fio itself (``--cmdhelp``, ``--enghelp``, ``--parse-only``)
+so a matrix is checked against the fio that will run it, not a list we keep.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+from iobench.errors import FioError
+from iobench.process import CommandNotFound, minimal_env, run_process
+from iobench.units import parse_seconds, parse_size
+
+OptionKind = Literal["int", "bool", "time", "choice", "float_list", "string"]
+
+_INT_RE = re.compile(r"^(0x[0-9a-f]+|\d+(\.\d+)?\s*([kmgtpe]i?b?)?%?)$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class FioOption:
+    """One option as the installed fio describes it."""
+
+    name: str
+    kind: OptionKind
+    choices: tuple[str, ...] = ()
+    minimum: int | None = None
+    maximum: int | None = None
+    engine: str | None = None
+
+    def check(self, value: str) -> str | None:
+        """Return why fio would reject ``value``, or None when it looks acceptable."""
+        if self.kind == "int":
+            return self._check_int(value)
+        if self.kind == "bool":
+            if value.lower() not in {"0", "1", "true", "false", "yes", "no", "on", "off", ""}:
+                return f"{self.name} takes 0 or 1, not {value!r}"
+        elif self.kind == "time":
+            try:
+                parse_seconds(value)
+            except ValueError as exc:
+                return f"{self.name}: {exc}"
+        elif self.kind == "choice" and self.choices:
+            head = value.split(":", 1)[0].lower()
+            if head not in self.choices:
+                return f"{self.name} must be one of {', '.join(self.choices)}; got {value!r}"
+        return None
+
+    def _check_int(self, value: str) -> str | None:
+        for part in re.split(r"[,:\-]", value) if not value.startswith("-") else [value]:
+            if not _INT_RE.match(part.strip()):
+                return f"{self.name} takes a number (optionally with k/m/g), not {value!r}"
+        if _INT_RE.match(value) and not value.endswith("%"):
+            try:
+                number = parse_size(value) if not value.lower().startswith("0x") else int(value, 16)
+            except ValueError:
+                return None
+            if self.minimum is not None and number < self.minimum:
+                return f"{self.name} must be at least {self.minimum}; got {value}"
+            if self.maximum is not None and self.maximum > 0 and number > self.maximum:
+                return f"{self.name} must be at most {self.maximum}; got {value}"
+        return None
+
+
+def _kind_of(type_line: str, has_choices: bool) -> OptionKind:
+    if has_choices:
+        return "choice"
+    if "boolean" in type_line:
+        return "bool"
+    if "integer" in type_line:
+        return "int"
+    if "time postfix" in type_line:
+        return "time"
+    if "floating point" in type_line:
+        return "float_list"
+    return "string"
+
+
+def _parse_cmdhelp(text: str) -> FioOption | None:
+    """Read one ``fio --cmdhelp=NAME`` block."""
+    # For an unknown name fio shows the closest option and says "No such command" on stderr.
+    if "No such command" in text:
+        return None
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith(" - showing")]
+    if not lines:
+        return None
+    name = lines[0].split(":", 1)[0].strip()
+    type_line = ""
+    choices: list[str] = []
+    minimum = maximum = None
+    in_choices = False
+    for line in lines[1:]:
+        key, _, rest = line.partition(":")
+        key = key.strip()
+        if key == "type":
+            type_line, in_choices = rest, False
+        elif key == "valid values" or (key == "" and in_choices):
+            in_choices = True
+            word = rest.split()
+            if word:
+                choices.append(word[0].lower())
+        elif key == "range":
+            in_choices = False
+            found = dict(re.findall(r"(min|max)=(-?\d+)", rest))
+            minimum = int(found["min"]) if "min" in found else None
+            maximum = int(found["max"]) if "max" in found else None
+        else:
+            in_choices = False
+    return FioOption(name, _kind_of(type_line, bool(choices)), tuple(choices), minimum, maximum)
+
+
+@dataclass
+class FioCatalog:
+    """The installed fio, asked lazily and remembered for the life of the object."""
+
+    binary: str
+    version: str
+    _options: dict[str, FioOption | None] = field(default_factory=dict, repr=False)
+    _engines: dict[str, dict[str, FioOption]] = field(default_factory=dict, repr=False)
+
+    def _ask(self, *args: str) -> str:
+        done = run_process([self.binary, *args], timeout=30)
+        return done.stdout + done.stderr
+
+    def option(self, name: str) -> FioOption | None:
+        """The core option ``name`` (or alias) as fio describes it, or None if fio has none."""
+        if name not in self._options:
+            self._options[name] = _parse_cmdhelp(self._ask(f"--cmdhelp={name}"))
+        return self._options[name]
+
+    def engine_options(self, engine: str) -> dict[str, FioOption]:
+        """Options the ioengine ``engine`` adds (``fio --enghelp=ENGINE``)."""
+        if engine not in self._engines:
+            found: dict[str, FioOption] = {}
+            for line in self._ask(f"--enghelp={engine}").splitlines():
+                key, sep, _ = line.partition(":")
+                key = key.strip()
+                if sep and key and " " not in key:
+                    found[key] = FioOption(key, "string", engine=engine)
+            self._engines[engine] = found
+        return self._engines[engine]
+
+    def option_names(self) -> list[str]:
+        """Every core option name, for suggestions."""
+        names = []
+        for line in self._ask("--cmdhelp").splitlines():
+            key, sep, _ = line.partition(":")
+            if sep and key.strip():
+                names.append(key.strip())
+        return names
+
+    def lookup(self, name: str, engines: tuple[str, ...] = ()) -> FioOption | None:
+        """Find ``name`` among the core options, then among the options of ``engines``."""
+        found = self.option(name)
+        if found is not None:
+            return found
+        for engine in engines:
+            option = self.engine_options(engine).get(name)
+            if option is not None:
+                return option
+        return None
+
+    def parse_only(self, jobfile: str) -> str | None:
+        """Let fio parse ``jobfile`` without running it; return its complaint, or None if accepted."""
+        with tempfile.TemporaryDirectory(prefix="iobench-parse-") as tmp:
+            path = Path(tmp) / "check.fio"
+            path.write_text(jobfile)
+            done = run_process([self.binary, "--parse-only", str(path)], cwd=tmp, timeout=60)
+        if done.returncode == 0:
+            return None
+        text = (done.stderr + done.stdout).strip()
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip() and "job global dropped" not in ln]
+        return "; ".join(lines[:4]) or f"fio --parse-only exited {done.returncode}"
+
+
+def find_fio(binary: str | None = None) -> str:
+    """Resolve the fio executable: ``binary``, ``$IOBENCH_FIO``, or ``fio`` on PATH."""
+    wanted = binary or os.environ.get("IOBENCH_FIO") or "fio"
+    resolved = shutil.which(wanted)
+    if resolved is None:
+        raise FioError(
+            f"fio not found ({wanted!r} is not on PATH); install it with "
+            "`apt-get install fio` (or `make demo`, which does), or set IOBENCH_FIO"
+        )
+    return resolved
+
+
+@cache
+def _catalog_for(binary: str) -> FioCatalog:
+    try:
+        done = run_process([binary, "--version"], timeout=30, env=minimal_env())
+    except CommandNotFound as exc:
+        raise FioError(str(exc)) from None
+    version = done.stdout.strip()
+    if done.returncode != 0 or not version.startswith("fio-"):
+        raise FioError(f"{binary} --version printed {version!r}; is this fio?")
+    major = version.removeprefix("fio-").split(".", 1)[0]
+    if not major.isdigit() or int(major) < 3:
+        raise FioError(f"{binary} is {version}; iobench runs fio 3.x or newer")
+    return FioCatalog(binary=binary, version=version)
+
+
+def fio_catalog(binary: str | None = None) -> FioCatalog:
+    """The :class:`FioCatalog` of the fio that will run (cached per binary)."""
+    return _catalog_for(find_fio(binary))

@@ -1,0 +1,136 @@
+"""Dispatch fio output to the right reader and build the frame."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from iobench.errors import ResultsError
+from iobench.fioout import detect
+from iobench.fioout.frame import empty_frame, to_frame
+from iobench.fioout.jsonout import read_json
+from iobench.fioout.model import JobStats
+from iobench.fioout.normal import read_normal
+from iobench.fioout.terse import read_terse
+
+_FIO_MESSAGE = re.compile(r"^fio: .*$", re.MULTILINE)
+
+
+def read_jobs(text: str, *, origin: str = "<text>") -> list[JobStats]:
+    """Find fio results in ``text`` and return them as job records.
+
+    The first form found wins, in the order JSON (json, json+), terse, normal,
+    so mixed ``json,normal`` and ``json,terse`` output gives one set of records.
+
+    Raises
+    ------
+    ResultsError
+        ``text`` holds no fio results (naming ``origin`` and quoting fio's
+        first ``fio:`` message, if any).
+    """
+    obj = detect.find_json(text)
+    if obj is not None:
+        return read_json(obj)
+    lines = detect.terse_lines(text)
+    if lines:
+        return read_terse(lines, origin=origin)
+    if detect.has_normal(text):
+        return read_normal(text, origin=origin)
+    hint = _FIO_MESSAGE.search(text)
+    said = f"; fio said: {hint.group(0).strip()!r}" if hint else ""
+    raise ResultsError(
+        f"{origin}: no fio results found (no JSON results object, no terse lines, "
+        f"no normal-format job report){said}"
+    )
+
+
+def parse_fio_text(text: str, *, origin: str = "<text>") -> pd.DataFrame:
+    """Parse fio output held in a string into the tidy frame.
+
+    Parameters
+    ----------
+    text : str
+        Anything fio printed: JSON or json+ (fio 2.x or 3.x, local or
+        client/server), terse v2–v5, normal output (2.x and 3.x layouts), or a
+        mix such as ``--output-format=json,normal``. Text around the results
+        (warnings, ``fio: terminating on signal 2``, ETA lines) is ignored.
+    origin : str, default "<text>"
+        Name used in error messages and in the ``source`` column.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per job (or group, or client job) × direction that did I/O;
+        see :data:`iobench.fioout.FRAME_COLUMNS` and :data:`FRAME_DTYPES`.
+
+    Raises
+    ------
+    ResultsError
+        ``text`` holds no fio results, or results that cannot be read.
+    """
+    return to_frame(read_jobs(text, origin=origin), origin)
+
+
+def _read_file(path: Path) -> str:
+    if not path.is_file():
+        problem = "is not a file" if path.exists() else "no such file"
+        raise ResultsError(
+            f"{path}: {problem}. To parse fio output held in a string, use "
+            "parse_fio_text(text) or parse_fio(name, text=text)."
+        )
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise ResultsError(f"{path}: cannot read: {exc.strerror}") from exc
+
+
+def parse_fio(
+    source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    text: str | None = None,
+) -> pd.DataFrame:
+    """Parse fio output files into the tidy frame.
+
+    Parameters
+    ----------
+    source : str, path-like, or sequence of them
+        A path (``str`` or :class:`os.PathLike`) names a file to read; a string
+        is always a path, never fio output. A sequence names several files,
+        parsed in order and concatenated. With ``text``, ``source`` is only
+        the name recorded for that text.
+    text : str, optional
+        fio output held in memory (same as :func:`parse_fio_text`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The tidy frame; its ``source`` column holds the path (or name) each row
+        came from. An empty sequence gives an empty frame with every column.
+
+    Raises
+    ------
+    ResultsError
+        A file is missing or unreadable, or holds no fio results.
+
+    Examples
+    --------
+    >>> df = parse_fio("run/fio.json")                       # doctest: +SKIP
+    >>> df = parse_fio(["r1/fio.json", "r2/fio.json"])       # doctest: +SKIP
+    >>> df = parse_fio("point-3", text=captured_stdout)      # doctest: +SKIP
+    """
+    if text is not None:
+        if not isinstance(source, str | os.PathLike):
+            raise TypeError("with text=, source must be a single name, not a sequence")
+        return parse_fio_text(text, origin=os.fspath(source))
+    if isinstance(source, str | os.PathLike):
+        paths = [Path(source)]
+    else:
+        paths = [Path(item) for item in source]
+    frames = [parse_fio_text(_read_file(path), origin=str(path)) for path in paths]
+    if not frames:
+        return empty_frame()
+    return pd.concat(frames, ignore_index=True)

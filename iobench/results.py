@@ -1,0 +1,156 @@
+"""Saved points → the tidy frame of SPEC §6, and :func:`load` for notebooks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from iobench.errors import ResultsError
+from iobench.fioout import parse_fio_text
+from iobench.fioout.frame import FRAME_METRICS
+from iobench.store import SCHEMA_VERSION, RunDir
+
+IDENTITY = ("run_id", "point", "repeat", "host", "jobname", "job_index", "direction", "status")
+PLACEMENT = (
+    "target",
+    "target_node",
+    "cpu_node",
+    "cpus",
+    "cpus_observed",
+    "scheduler",
+    "readahead_kb",
+)
+EXTRA = ("reason", "runtime_requested_ms")
+
+
+def _process_rows(point_dir: Path, meta: dict[str, Any], process: dict[str, Any]) -> pd.DataFrame | None:
+    output = point_dir / process["output"]
+    if not output.is_file():
+        return None
+    try:
+        frame = parse_fio_text(output.read_text(errors="replace"), origin=str(output))
+    except ResultsError:
+        return None
+    if frame.empty:
+        return None
+    sections = dict(zip(process["sections"], process["targets"], strict=True))
+    frame["target"] = frame["jobname"].map(sections).astype("string")
+    frame["target_node"] = process.get("target_node")
+    frame["cpu_node"] = process.get("cpu_node")
+    frame["cpus"] = process.get("cpus")
+    frame["cpus_observed"] = process.get("cpus_observed")
+    settings = meta.get("settings") or {}
+    disks = process.get("target_disks") or {}
+    for column in ("scheduler", "readahead_kb"):
+        frame[column] = [
+            next((settings.get(d, {}).get(column) for d in disks.get(t, []) if d in settings), None)
+            for t in frame["target"].fillna("")
+        ]
+    return frame
+
+
+def _empty_row(meta: dict[str, Any]) -> pd.DataFrame:
+    process = (meta.get("processes") or [{}])[0]
+    targets = process.get("targets") or [None]
+    return pd.DataFrame(
+        [
+            {
+                "target": targets[0] if len(targets) == 1 else None,
+                "target_node": process.get("target_node"),
+                "cpu_node": process.get("cpu_node"),
+                "cpus": process.get("cpus"),
+                "cpus_observed": process.get("cpus_observed"),
+            }
+        ]
+    )
+
+
+def point_frame(point_dir: Path, meta: dict[str, Any], run_id: str, host: str | None) -> pd.DataFrame:
+    """The rows of one saved point × repeat (one empty row when fio reported nothing)."""
+    parts = [_process_rows(point_dir, meta, p) for p in meta.get("processes") or []]
+    found = [p for p in parts if p is not None]
+    frame = pd.concat(found, ignore_index=True) if found else _empty_row(meta)
+    frame["run_id"] = run_id
+    frame["point"] = meta["point"]
+    frame["repeat"] = meta["repeat"]
+    frame["status"] = meta["status"]
+    frame["reason"] = meta.get("reason")
+    frame["runtime_requested_ms"] = meta.get("runtime_requested_ms")
+    if "host" not in frame or frame["host"].isna().all():
+        frame["host"] = host
+    for name, value in (meta.get("values") or {}).items():
+        frame[name] = value
+    return frame
+
+
+def _tidy_types(frame: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
+    ints = ("point", "repeat", "target_node", "cpu_node", "readahead_kb", "runtime_requested_ms")
+    for column in ints:
+        if column in frame:
+            frame[column] = frame[column].astype("Float64").round().astype("Int64")
+    for column in ("run_id", "status", "reason", "target", "cpus", "cpus_observed", "scheduler", "host"):
+        if column in frame:
+            frame[column] = frame[column].astype("string")
+    for column in axes:
+        kinds = {type(v) for v in frame[column].dropna()}
+        if kinds <= {int, bool} and kinds:
+            frame[column] = frame[column].astype("Int64")
+        elif kinds <= {int, float} and kinds:
+            frame[column] = frame[column].astype("Float64")
+        else:
+            frame[column] = frame[column].astype("string")
+    return frame
+
+
+def build_frame(run: RunDir) -> pd.DataFrame:
+    """Assemble the tidy frame from every saved point of ``run``."""
+    manifest = run.manifest()
+    run_id = run.path.name
+    host = (manifest.get("machine") or {}).get("host")
+    frames, axes = [], []
+    for point_dir, meta in run.point_metas():
+        frames.append(point_frame(point_dir, meta, run_id, host))
+        axes += [a for a in meta.get("values") or {} if a not in axes]
+    if not frames:
+        return pd.DataFrame({c: pd.Series([], dtype="object") for c in IDENTITY})
+    frame = _tidy_types(pd.concat(frames, ignore_index=True), axes)
+    order = [c for c in (*IDENTITY, *axes, *PLACEMENT, *FRAME_METRICS, *EXTRA) if c in frame]
+    rest = [c for c in frame.columns if c not in order and c != "source"]
+    return frame[order + rest]
+
+
+def load(run_dir: str | os.PathLike[str], *, rebuild: bool = False) -> pd.DataFrame:
+    """The tidy frame of a run directory.
+
+    Reads ``results.parquet``; when it is missing (a run killed before the
+    end) or ``rebuild`` is set, the frame is rebuilt from the saved points and
+    written back.
+
+    Parameters
+    ----------
+    run_dir
+        A directory made by ``iobench run``.
+    rebuild
+        Ignore ``results.parquet`` and parse the raw fio outputs again.
+
+    Raises
+    ------
+    ResultsError
+        When ``run_dir`` is not a run directory, or its schema is newer than this iobench.
+    """
+    run = RunDir.open(run_dir)
+    if run.frame_path.is_file() and not rebuild:
+        import pyarrow.parquet as pq
+
+        metadata = pq.read_schema(run.frame_path).metadata or {}
+        version = int(metadata.get(b"iobench_schema_version", b"0"))
+        if version == SCHEMA_VERSION:
+            return pd.read_parquet(run.frame_path)
+        if version > SCHEMA_VERSION:
+            raise ResultsError(f"{run.frame_path}: schema version {version} is newer than this iobench reads")
+    frame = build_frame(run)
+    run.write_frame(frame)
+    return frame

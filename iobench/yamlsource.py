@@ -1,0 +1,74 @@
+"""YAML read once for its data and once for where each value sits in the file."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+
+class YamlSyntaxError(ValueError):
+    """The text is not YAML; ``where`` is ``line:column``."""
+
+    def __init__(self, where: str, message: str) -> None:
+        self.where = where
+        super().__init__(message)
+
+
+def load_yaml(text: str) -> tuple[Any, yaml.Node | None]:
+    """Return the data of ``text`` (``safe_load``) and its node tree for locations."""
+    try:
+        data = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{mark.line + 1}:{mark.column + 1}" if mark else "1:1"
+        raise YamlSyntaxError(where, str(exc.problem or exc)) from None
+    except yaml.YAMLError as exc:
+        raise YamlSyntaxError("1:1", str(exc)) from None
+    return data, node
+
+
+def locate(node: yaml.Node | None, loc: Sequence[str | int]) -> str:
+    """Return ``line:column`` of the deepest node along ``loc`` (1-based)."""
+    best = node
+    key_node: yaml.Node | None = None
+    for part in loc:
+        if isinstance(best, yaml.MappingNode):
+            for key, value in best.value:
+                if isinstance(key, yaml.ScalarNode) and key.value == str(part):
+                    key_node, best = key, value
+                    break
+            else:
+                break
+        elif isinstance(best, yaml.SequenceNode) and isinstance(part, int):
+            if 0 <= part < len(best.value):
+                key_node, best = None, best.value[part]
+            else:
+                break
+        else:
+            break
+    target = best if best is not None else key_node
+    if target is None:
+        return "1:1"
+    mark = target.start_mark
+    return f"{mark.line + 1}:{mark.column + 1}"
+
+
+def locate_key(node: yaml.Node | None, loc: Sequence[str | int]) -> str:
+    """Like :func:`locate`, but point at the key of the last step (for unknown keys)."""
+    parent = node
+    for part in loc[:-1]:
+        if isinstance(parent, yaml.MappingNode):
+            parent = next((v for k, v in parent.value if getattr(k, "value", None) == str(part)), None)
+        elif isinstance(parent, yaml.SequenceNode) and isinstance(part, int) and part < len(parent.value):
+            parent = parent.value[part]
+        else:
+            return locate(node, loc[:-1])
+    if isinstance(parent, yaml.MappingNode) and loc:
+        for key, _ in parent.value:
+            if getattr(key, "value", None) == str(loc[-1]):
+                mark = key.start_mark
+                return f"{mark.line + 1}:{mark.column + 1}"
+    return locate(node, loc)

@@ -1,0 +1,156 @@
+"""The command line: exit codes, messages without tracebacks, and data that never becomes code."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from iobench.cli import app
+
+pytestmark = pytest.mark.fio
+runner = CliRunner()
+COMMANDS = ["run", "plan", "topology", "parse"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help_and_is_in_the_readme(command: str) -> None:
+    result = runner.invoke(app, [command, "--help"])
+    assert result.exit_code == 0 and "Usage" in result.output
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    assert f"iobench {command}" in readme
+
+
+def test_plan_json(null_matrix: Callable[..., Path]) -> None:
+    result = runner.invoke(app, ["plan", str(null_matrix()), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [d["point"] for d in data] == [1, 2, 3, 4]
+    assert all(d["status"] == "run" and d["processes"][0]["argv"] for d in data)
+
+
+def test_plan_text_shows_argv_and_job_file(null_matrix: Callable[..., Path]) -> None:
+    result = runner.invoke(app, ["plan", str(null_matrix())])
+    assert result.exit_code == 0
+    assert "--output-format=json --output=fio.json job.fio" in result.stdout
+    assert "[global]" in result.stdout and "0004-r1  run  iodepth=2 numjobs=2" in result.stdout
+
+
+def test_invalid_matrix_exits_2_without_traceback(write_matrix: Callable[..., Path], tmp_path: Path) -> None:
+    path = write_matrix("version: 1\nname: x\nrepeats: 2\ntargets: [{path: /tmp/x, size: 1M}]\n")
+    out = tmp_path / "results"
+    for command in (["run", str(path), "--out", str(out)], ["plan", str(path)]):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 2
+        assert "matrix.yaml:3:1: repeats: unknown key" in result.output
+        assert "Traceback" not in result.output
+    assert not out.exists()
+
+
+def test_missing_matrix_file(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["plan", str(tmp_path / "nope.yaml")])
+    assert result.exit_code == 2 and "cannot read the matrix" in result.output
+
+
+CODE_ROUTES = {
+    "exec_prerun": "fio:\n  exec_prerun: touch {marker}\n",
+    "exec_postrun": "fio:\n  exec_postrun: touch {marker}\n",
+    "exec_engine": "fio:\n  ioengine: exec\n  program: touch\n  arguments: {marker}\n",
+    "external_engine": "fio:\n  ioengine: external:{marker}.so\n",
+    "include": "fio:\n  include: {marker}\n",
+    "newline_in_option": 'fio:\n  description: "x\\nexec_prerun=touch {marker}"\n',
+    "newline_in_axis": 'matrix:\n  rw: ["read\\nexec_prerun=touch {marker}"]\n',
+    "newline_in_path": 'targets: [{{path: "{marker}.dat\\nexec_prerun=touch {marker}", size: 1M}}]\n',
+    "control_char_in_axis": 'matrix:\n  bs: ["4k\\u0007"]\n',
+    "filename_override": "fio:\n  filename: {marker}\n",
+}
+
+
+@pytest.mark.parametrize("route", sorted(CODE_ROUTES))
+def test_a_matrix_is_data_not_code(route: str, write_matrix: Callable[..., Path], tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    body = CODE_ROUTES[route].format(marker=marker)
+    targets = "" if "targets:" in body else f"targets: [{{path: {tmp_path}/t.dat, size: 1M}}]\n"
+    path = write_matrix(f"version: 1\nname: code\n{targets}{body}")
+    out = tmp_path / "results"
+    for command in (["run", str(path), "--out", str(out)], ["plan", str(path)]):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 2, result.output
+        assert "Traceback" not in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["matrix.yaml"]
+    assert not marker.exists()
+
+
+def test_name_with_newline_is_refused(write_matrix: Callable[..., Path], tmp_path: Path) -> None:
+    path = write_matrix(f'version: 1\nname: "a\\nb"\ntargets: [{{path: {tmp_path}/t.dat, size: 1M}}]\n')
+    result = runner.invoke(app, ["run", str(path), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2 and "invalid run name" in result.output
+    assert not (tmp_path / "r").exists()
+
+
+def test_run_prints_plain_lines_and_where_results_are(
+    null_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    result = runner.invoke(app, ["run", str(null_matrix()), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("iobench: 4 runs of nulltest -> ")
+    assert sum(1 for line in lines if line.startswith("[") and " ok " in line and "IOPS" in line) == 4
+    assert any(line.startswith("results: ") and "(4 ok)" in line for line in lines)
+    assert any(line.startswith("figures: ") for line in lines)
+
+
+def test_quiet_prints_only_the_run_directory(null_matrix: Callable[..., Path], tmp_path: Path) -> None:
+    result = runner.invoke(app, ["run", str(null_matrix()), "--out", str(tmp_path / "r"), "--quiet"])
+    assert result.exit_code == 0
+    assert Path(result.stdout.strip()).parent == tmp_path / "r"
+
+
+def test_sigterm_saves_finished_points_and_exits_130(
+    null_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    path = null_matrix()
+    path.write_text(path.read_text().replace("runtime: 1", "runtime: 2"))
+    out = tmp_path / "r"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "iobench", "run", str(path), "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not list(out.glob("*/points/0001-r1/meta.json")):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr and "--resume" in stderr and "Traceback" not in stderr
+    run_dir = next(out.iterdir())
+    assert (run_dir / "results.parquet").is_file()
+    assert json.loads((run_dir / "points" / "0001-r1" / "meta.json").read_text())["status"] == "ok"
+    assert not any(os.path.basename(p).startswith(".") for p in os.listdir(run_dir / "points"))
+
+
+def test_topology_json() -> None:
+    result = runner.invoke(app, ["topology", "--json"])
+    assert result.exit_code == 0
+    data = json.loads(result.stdout)
+    assert set(data) >= {"nodes", "cores", "devices"} and data["nodes"][0]["cpus"]
+
+
+def test_parse_writes_csv(tmp_path: Path) -> None:
+    fixture = Path(__file__).parent / "data" / "fio" / "fio-3.33" / "numjobs.json"
+    out = tmp_path / "out.csv"
+    result = runner.invoke(app, ["parse", str(fixture), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.read_text().count("\n") == 4  # header + 3 jobs
+    bad = runner.invoke(app, ["parse", str(tmp_path / "missing.json")])
+    assert bad.exit_code == 2 and "no such file" in bad.output

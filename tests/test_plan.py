@@ -1,0 +1,130 @@
+"""Planning: every point × repeat with placement, argv and job file; no side effects."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from iobench.errors import SafetyError, TopologyError
+from iobench.matrix import load_matrix
+from iobench.plan import plan
+from iobench.safety import remember_created
+
+pytestmark = pytest.mark.fio
+
+
+def test_plan_lists_every_point_and_repeat_interleaved(null_matrix: Callable[..., Path]) -> None:
+    p = plan(load_matrix(null_matrix("repeat: 2\n")))
+    assert [r.key for r in p.runs] == [f"{i:04d}-r{r}" for r in (1, 2) for i in (1, 2, 3, 4)]
+    assert p.runs[0].params == {"iodepth": 1, "numjobs": 1}
+
+
+def test_sequential_and_shuffled_orders(null_matrix: Callable[..., Path]) -> None:
+    seq = plan(load_matrix(null_matrix("repeat: 2\norder: sequential\n")))
+    assert [r.key for r in seq.runs][:3] == ["0001-r1", "0001-r2", "0002-r1"]
+    shuffled = load_matrix(null_matrix("repeat: 2\norder: shuffled\nseed: 7\n"))
+    first, again = plan(shuffled), plan(shuffled)
+    assert first.seed == 7
+    assert [r.key for r in first.runs] == [r.key for r in again.runs]
+    assert sorted(r.key for r in first.runs) == sorted(r.key for r in seq.runs)
+    assert [r.key for r in first.runs] != [r.key for r in seq.runs]
+    unseeded = plan(load_matrix(null_matrix("order: shuffled\n")))
+    assert unseeded.seed is not None
+
+
+def test_plan_json_has_the_spec_fields(null_matrix: Callable[..., Path], tmp_path: Path) -> None:
+    p = plan(load_matrix(null_matrix()))
+    data = json.loads(json.dumps(p.to_json()))
+    first = data[0]
+    assert {"point", "repeat", "params", "status", "reason", "settings", "processes"} <= set(first)
+    process = first["processes"][0]
+    assert {"argv", "jobfile", "targets", "cpu_node", "target_node", "cpus", "job_cpus"} <= set(process)
+    assert process["argv"][1:] == ["--output-format=json", "--output=fio.json", "job.fio"]
+    assert process["argv"][0].endswith("fio")
+    assert process["targets"] == [str(tmp_path / "target.dat")]
+    assert process["job_cpus"] is None
+    assert "filename=" + str(tmp_path / "target.dat") in process["jobfile"]
+    assert "iodepth=1\nnumjobs=1\n" in process["jobfile"]
+
+
+def test_job_files_are_deterministic(null_matrix: Callable[..., Path]) -> None:
+    path = null_matrix()
+    assert plan(load_matrix(path)).to_json() == plan(load_matrix(path)).to_json()
+
+
+def test_node_binding_runs_under_numactl(null_matrix: Callable[..., Path]) -> None:
+    path = null_matrix()
+    path.write_text(
+        path.read_text().replace("  numjobs: [1, 2]\n", "  numjobs: [1, 2]\n  binding: [none, 'node:0']\n")
+    )
+    runs = plan(load_matrix(path)).runs
+    unbound = [r for r in runs if r.params["binding"] == "none"]
+    assert unbound[0].processes[0].argv[0].endswith("fio")
+    bound = [r for r in runs if r.params["binding"] == "node:0"]
+    argv = bound[0].processes[0].argv
+    assert Path(argv[0]).name == "numactl"
+    assert "--cpunodebind=0" in argv and "--membind=0" in argv
+    assert argv[argv.index("--") + 1].endswith("fio")
+    assert bound[0].processes[0].cpu_node == 0
+
+
+def test_unplaceable_points_are_skipped_with_a_reason(null_matrix: Callable[..., Path]) -> None:
+    path = null_matrix()
+    path.write_text(path.read_text().replace("  numjobs: [1, 2]\n", "  binding: [none, 'node:9']\n"))
+    p = plan(load_matrix(path))
+    skipped = [r for r in p.runs if r.status == "skipped"]
+    assert len(skipped) == 2 and all("node" in (r.reason or "") for r in skipped)
+    assert all(r.processes == () for r in skipped)
+
+
+def test_all_points_skipped_is_an_error(null_matrix: Callable[..., Path]) -> None:
+    path = null_matrix()
+    path.write_text(path.read_text().replace("  numjobs: [1, 2]\n", "  binding: ['node:9']\n"))
+    with pytest.raises(TopologyError, match="every point is skipped"):
+        plan(load_matrix(path))
+
+
+def test_existing_foreign_file_is_not_written(write_matrix: Callable[..., Path], tmp_path: Path) -> None:
+    victim = tmp_path / "precious.db"
+    victim.write_bytes(b"data" * 1024)
+    path = write_matrix(
+        f"""
+        version: 1
+        name: w
+        targets: [{{path: {victim}}}]
+        fio: {{ioengine: psync, rw: randwrite, size: 4k}}
+        """
+    )
+    with pytest.raises(SafetyError, match="exists and iobench did not create it.*allow_write: true"):
+        plan(load_matrix(path))
+    remember_created([str(victim)])
+    assert plan(load_matrix(path)).runs
+
+
+def test_reads_may_not_grow_a_foreign_file(write_matrix: Callable[..., Path], tmp_path: Path) -> None:
+    small = tmp_path / "small.dat"
+    small.write_bytes(b"x" * 4096)
+    path = write_matrix(
+        f"""
+        version: 1
+        name: r
+        targets: [{{path: {small}, size: 1M}}]
+        fio: {{ioengine: psync, rw: randread}}
+        """
+    )
+    with pytest.raises(SafetyError, match="fio would extend it"):
+        plan(load_matrix(path))
+
+
+def test_new_file_needs_a_size_and_an_existing_directory(
+    write_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    path = write_matrix(f"version: 1\nname: n\ntargets: [{{path: {tmp_path}/new.dat}}]\nfio: {{rw: read}}\n")
+    with pytest.raises(SafetyError, match="give it a `size:`"):
+        plan(load_matrix(path))
+    path = write_matrix(f"version: 1\nname: n\ntargets: [{{path: {tmp_path}/no/dir.dat, size: 1M}}]\n")
+    with pytest.raises(SafetyError, match="does not exist"):
+        plan(load_matrix(path))

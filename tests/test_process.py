@@ -1,0 +1,96 @@
+"""The process wrapper: argv only, own group, timeouts that kill the whole tree."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from iobench.process import CommandNotFound, run_process
+
+# A parent that starts a grandchild which would outlive it, like numactl → fio → workers.
+TREE = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+open(sys.argv[1], "w").write(str(child.pid))
+time.sleep(60)
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def test_output_and_status_are_returned() -> None:
+    done = run_process(
+        [sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"]
+    )
+    assert (done.returncode, done.stdout.strip(), done.stderr.strip(), done.timed_out) == (
+        3,
+        "out",
+        "err",
+        False,
+    )
+
+
+def test_no_shell_interpretation() -> None:
+    done = run_process(["echo", "a;", "$(id)", ">", "/tmp/x"])
+    assert done.stdout.strip() == "a; $(id) > /tmp/x"
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
+    pidfile = tmp_path / "grandchild.pid"
+    started = time.monotonic()
+    done = run_process([sys.executable, "-c", TREE, str(pidfile)], timeout=1.5)
+    assert done.timed_out
+    assert time.monotonic() - started < 15
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(grandchild)
+
+
+def test_interrupt_stops_the_group_and_propagates(tmp_path: Path) -> None:
+    pidfile = tmp_path / "grandchild.pid"
+
+    def poll(pid: int) -> None:
+        if pidfile.exists() and pidfile.read_text():
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_process([sys.executable, "-c", TREE, str(pidfile)], poll=poll, poll_interval=0.1, timeout=30)
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 8
+    while alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(grandchild)
+
+
+def test_poll_sees_the_running_child() -> None:
+    seen: list[int] = []
+    done = run_process(
+        [sys.executable, "-c", "import time; time.sleep(0.6)"], poll=seen.append, poll_interval=0.1
+    )
+    assert done.returncode == 0 and seen
+
+
+def test_missing_program_is_a_clear_error() -> None:
+    with pytest.raises(CommandNotFound, match="cannot execute '/nonexistent/fio'"):
+        run_process(["/nonexistent/fio"])
+
+
+def test_environment_is_explicit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("IOBENCH_LEAK", "1")
+    done = run_process([sys.executable, "-c", "import os; print(sorted(os.environ))"])
+    assert "IOBENCH_LEAK" not in done.stdout
+    assert threading.active_count() >= 1
