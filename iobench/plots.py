@@ -62,11 +62,38 @@ def _format_value(column: str, value: Any) -> str:
     return str(value)
 
 
+def _draw(axis: Any, data: pd.DataFrame, *, x: str, y: str, hue: str | None) -> None:
+    """One panel: ``y`` (mean over repeats) against ``x``, a line per ``hue`` value."""
+    from matplotlib.ticker import StrMethodFormatter
+
+    scale = SCALES.get(y, 1.0)
+    groups = [(None, data)] if hue is None else list(data.groupby(hue, sort=True))
+    for key, group in groups:
+        means = group.groupby(x, sort=True)[y].mean()
+        label = None if hue is None else f"{hue}={_format_value(hue, key)}"
+        axis.plot(list(means.index), [float(v) * scale for v in means.to_numpy()], marker="o", label=label)
+    axis.set_xlabel(_label(x))
+    axis.set_ylabel(_label(y))
+    axis.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+    axis.set_ylim(bottom=0)
+    if x in ("iodepth", "numjobs", "bs"):
+        axis.set_xscale("log", base=2)
+        ticks = sorted(data[x].dropna().unique())
+        axis.set_xticks([float(t) for t in ticks], [_format_value(x, t) for t in ticks])
+    if hue is not None:
+        axis.legend(title=None, fontsize="small")
+    axis.grid(True, alpha=0.3)
+
+
+def _panels(totals: pd.DataFrame, col: str | None) -> list[Any]:
+    return [None] if col is None else sorted(totals[col].dropna().unique())
+
+
 def plot(
     df: pd.DataFrame,
     *,
     x: str,
-    y: str = "iops",
+    y: str | Sequence[str] = "iops",
     hue: str | None = None,
     col: str | None = None,
     ax: Any = None,
@@ -77,53 +104,41 @@ def plot(
     ----------
     df
         A tidy frame (from :func:`iobench.load` or :func:`iobench.run`).
-    x, y
-        Columns for the axes; ``y`` is summed over a point's jobs (IOPS,
-        bandwidth) or IOPS-weighted (latency).
+    x
+        Column for the horizontal axis.
+    y
+        Metric column, or several (a row of panels each). IOPS and bandwidth are
+        summed over a point's jobs; latencies are IOPS-weighted.
     hue
         Column whose values get a line each.
     col
         Column whose values get a panel each (ignored when ``ax`` is given).
     ax
-        A matplotlib Axes to draw into; a new Figure is made when omitted.
+        A matplotlib Axes to draw into (one ``y`` only); a new Figure is made when omitted.
 
     Returns
     -------
     matplotlib.figure.Figure
     """
     from matplotlib.figure import Figure
-    from matplotlib.ticker import StrMethodFormatter
 
     totals = point_totals(df)
-    panels: Sequence[Any] = [None] if col is None or ax is not None else sorted(totals[col].dropna().unique())
-    if ax is None:
-        fig = Figure(figsize=(5.5 * len(panels), 4), layout="constrained")
-        axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    else:
-        fig, axes = ax.figure, [ax]
-    scale = SCALES.get(y, 1.0)
-    for axis, panel in zip(axes, panels, strict=True):
-        data = totals if panel is None else totals[totals[col] == panel]
-        groups = [(None, data)] if hue is None else list(data.groupby(hue, sort=True))
-        for key, group in groups:
-            means = group.groupby(x, sort=True)[y].mean()
-            label = None if hue is None else f"{hue}={_format_value(hue, key)}"
-            axis.plot(
-                list(means.index), [float(v) * scale for v in means.to_numpy()], marker="o", label=label
-            )
-        axis.set_xlabel(_label(x))
-        axis.set_ylabel(_label(y))
-        axis.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
-        axis.set_ylim(bottom=0)
-        if x in ("iodepth", "numjobs", "bs"):
-            axis.set_xscale("log", base=2)
-            ticks = sorted(data[x].dropna().unique())
-            axis.set_xticks([float(t) for t in ticks], [_format_value(x, t) for t in ticks])
-        if panel is not None:
-            axis.set_title(f"{col}={_format_value(str(col), panel)}")
-        if hue is not None:
-            axis.legend(title=None, fontsize="small")
-        axis.grid(True, alpha=0.3)
+    metrics = [y] if isinstance(y, str) else list(y)
+    if ax is not None:
+        _draw(ax, totals, x=x, y=metrics[0], hue=hue)
+        return ax.figure
+    panels = _panels(totals, col)
+    fig = Figure(figsize=(5.5 * len(panels), 3.6 * len(metrics)), layout="constrained")
+    grid = fig.subplots(len(metrics), len(panels), squeeze=False, sharex="col")
+    for row, metric in enumerate(metrics):
+        for column, panel in enumerate(panels):
+            axis = grid[row][column]
+            data = totals if panel is None else totals[totals[col] == panel]
+            _draw(axis, data, x=x, y=metric, hue=hue)
+            if panel is not None and row == 0:
+                axis.set_title(f"{col}={_format_value(str(col), panel)}")
+            if row < len(metrics) - 1:
+                axis.set_xlabel("")
     return fig
 
 
@@ -146,14 +161,11 @@ def default_figures(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
     others = [c for c in params if c != x]
     hue = others[0] if others else None
     col = others[1] if len(others) > 1 else None
-    written = []
-    for y, name in (("iops", "iops"), ("lat_mean_us", "latency")):
-        fig = plot(df, x=x, y=y, hue=hue, col=col)
-        fig.suptitle(f"{_label(y)} vs {_label(x)}", fontsize="medium")
-        caption = _caption(df)
-        if caption:
-            fig.text(0.99, 0.005, caption, ha="right", va="bottom", fontsize="x-small", color="0.4")
-        path = out / f"{name}-vs-{x}.png"
-        fig.savefig(path, dpi=120)
-        written.append(path)
-    return written
+    fig = plot(df, x=x, y=["iops", "lat_mean_us"], hue=hue, col=col)
+    fig.suptitle(f"IOPS and mean latency vs {_label(x)}", fontsize="medium")
+    caption = _caption(df)
+    if caption:
+        fig.text(0.99, 0.002, caption, ha="right", va="bottom", fontsize="x-small", color="0.4")
+    path = out / f"sweep-{x}.png"
+    fig.savefig(path, dpi=110)
+    return [path]

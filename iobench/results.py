@@ -26,14 +26,24 @@ PLACEMENT = (
 EXTRA = ("reason", "runtime_requested_ms")
 
 
-def _process_rows(point_dir: Path, meta: dict[str, Any], process: dict[str, Any]) -> pd.DataFrame | None:
+Parsed = dict[str, pd.DataFrame]
+"""fio outputs already parsed during the run, keyed ``<point key>/<output file>``."""
+
+
+def _process_rows(
+    point_dir: Path, meta: dict[str, Any], process: dict[str, Any], parsed: Parsed
+) -> pd.DataFrame | None:
     output = point_dir / process["output"]
-    if not output.is_file():
+    cached = parsed.get(f"{point_dir.name}/{process['output']}")
+    if cached is not None:
+        frame = cached.copy()
+    elif not output.is_file():
         return None
-    try:
-        frame = parse_fio_text(output.read_text(errors="replace"), origin=str(output))
-    except ResultsError:
-        return None
+    else:
+        try:
+            frame = parse_fio_text(output.read_text(errors="replace"), origin=str(output))
+        except ResultsError:
+            return None
     if frame.empty:
         return None
     sections = dict(zip(process["sections"], process["targets"], strict=True))
@@ -68,9 +78,11 @@ def _empty_row(meta: dict[str, Any]) -> pd.DataFrame:
     )
 
 
-def point_frame(point_dir: Path, meta: dict[str, Any], run_id: str, host: str | None) -> pd.DataFrame:
+def point_frame(
+    point_dir: Path, meta: dict[str, Any], run_id: str, host: str | None, parsed: Parsed | None = None
+) -> pd.DataFrame:
     """The rows of one saved point × repeat (one empty row when fio reported nothing)."""
-    parts = [_process_rows(point_dir, meta, p) for p in meta.get("processes") or []]
+    parts = [_process_rows(point_dir, meta, p, parsed or {}) for p in meta.get("processes") or []]
     found = [p for p in parts if p is not None]
     frame = pd.concat(found, ignore_index=True) if found else _empty_row(meta)
     frame["run_id"] = run_id
@@ -105,14 +117,14 @@ def _tidy_types(frame: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
     return frame
 
 
-def build_frame(run: RunDir) -> pd.DataFrame:
-    """Assemble the tidy frame from every saved point of ``run``."""
+def build_frame(run: RunDir, parsed: Parsed | None = None) -> pd.DataFrame:
+    """Assemble the tidy frame from every saved point of ``run`` (``parsed`` spares re-reading outputs)."""
     manifest = run.manifest()
     run_id = run.path.name
     host = (manifest.get("machine") or {}).get("host")
     frames, axes = [], []
     for point_dir, meta in run.point_metas():
-        frames.append(point_frame(point_dir, meta, run_id, host))
+        frames.append(point_frame(point_dir, meta, run_id, host, parsed))
         axes += [a for a in meta.get("values") or {} if a not in axes]
     if not frames:
         return pd.DataFrame({c: pd.Series([], dtype="object") for c in IDENTITY})

@@ -181,7 +181,7 @@ class _PointRunner:
     run_dir: RunDir
     plan: Plan
     executor: Executor
-    live: dict[int, int] = field(default_factory=dict)
+    parsed: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     def _one(self, process: FioProcess, cwd: Path, timeout: float) -> tuple[Completed, GroupWatcher]:
         watcher = GroupWatcher()
@@ -217,6 +217,7 @@ class _PointRunner:
                 first = errors.iloc[0]
                 return "failed", f"fio job {first['jobname']} ended with error {first['error']}", frames
             frames.append(frame)
+            self.parsed[f"{run.key}/{process.output}"] = frame
         return "ok", None, frames
 
     def __call__(self, run: PlannedRun) -> PointOutcome:
@@ -384,7 +385,9 @@ def run(
                     break
     except KeyboardInterrupt:
         interrupted = True
-    result = _finish(run_dir, the_plan, manifest, interrupted=interrupted, figures=figures)
+    result = _finish(
+        run_dir, the_plan, manifest, point_runner.parsed, interrupted=interrupted, figures=figures
+    )
     show.finished(result)
     if interrupted:
         raise RunInterrupted(result)
@@ -392,10 +395,16 @@ def run(
 
 
 def _finish(
-    run_dir: RunDir, the_plan: Plan, manifest: dict[str, Any], *, interrupted: bool, figures: bool
+    run_dir: RunDir,
+    the_plan: Plan,
+    manifest: dict[str, Any],
+    parsed: dict[str, pd.DataFrame],
+    *,
+    interrupted: bool,
+    figures: bool,
 ) -> RunResult:
     counts = Counter(meta.get("status", "?") for _, meta in run_dir.point_metas())
-    frame = build_frame(run_dir)
+    frame = build_frame(run_dir, parsed)
     run_dir.write_frame(frame)
     if figures and not interrupted and "iops" in frame and frame["iops"].notna().any():
         from iobench.plots import default_figures
