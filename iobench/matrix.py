@@ -509,6 +509,29 @@ def typed_value(catalog: FioCatalog, name: str, value: Scalar) -> Scalar:
     return value
 
 
+PARSE_CHECK_SECTIONS = 512
+
+
+def _fio_accepts(catalog: FioCatalog, fio: dict[str, str], combos: list[Combo], issues: _Issues) -> None:
+    """Let fio itself parse every distinct option set once (``--parse-only``), as a last check."""
+    sections: dict[tuple[tuple[str, str], ...], int] = {}
+    for index, combo in enumerate(combos, start=1):
+        options = dict(fio)
+        options.update({k: fio_text(v) for k, v in combo.items() if k not in IOBENCH_AXES})
+        # One job per section: parsing only, and fio caps the number of jobs it will hold.
+        options["numjobs"] = "1"
+        sections.setdefault(tuple(options.items()), index)
+        if len(sections) >= PARSE_CHECK_SECTIONS:
+            break
+    text = "".join(
+        f"[point{index}]\n" + "".join(f"{k}={v}\n" for k, v in options) + "filename=/nonexistent/iobench\n"
+        for options, index in sections.items()
+    )
+    complaint = catalog.parse_only(text)
+    if complaint:
+        issues.add(("matrix",) if combos != [{}] else ("fio",), f"{catalog.version} rejects it: {complaint}")
+
+
 def _null_engine(data: dict[str, Any]) -> None:
     """``ioengine: null`` in YAML reads as nothing; fio's null engine is what was meant."""
     fio, axes = data.get("fio"), data.get("matrix")
@@ -582,6 +605,8 @@ def parse_matrix(
         )
     if axes and not combos:
         issues.add(("matrix", "exclude"), "exclude removes every combination")
+    issues.raise_if_any()
+    _fio_accepts(catalog, fio_options, combos, issues)
     issues.raise_if_any()
     values = tuple({k: typed_value(catalog, k, v) for k, v in c.items()} for c in combos)
     return Matrix(

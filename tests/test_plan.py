@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -127,4 +128,45 @@ def test_new_file_needs_a_size_and_an_existing_directory(
         plan(load_matrix(path))
     path = write_matrix(f"version: 1\nname: n\ntargets: [{{path: {tmp_path}/no/dir.dat, size: 1M}}]\n")
     with pytest.raises(SafetyError, match="does not exist"):
+        plan(load_matrix(path))
+
+
+@pytest.fixture(scope="module")
+def snapshots(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from sysfs_snapshots import SnapshotCache
+
+    return SnapshotCache(tmp_path_factory)
+
+
+def test_plan_for_another_machine_from_its_sysfs(snapshots: Any, write_matrix: Callable[..., Path]) -> None:
+    """A 2-node box with an NVMe on node 0, planned from its snapshot: local, remote and unbound."""
+    root = snapshots.root("32em64t-2n8c+dax+nvme+mic+dimms")
+    path = write_matrix(
+        """
+        version: 1
+        name: numa
+        targets: [{path: /dev/nvme0n1}]
+        fio: {ioengine: libaio, direct: 1, rw: randread, bs: 4k, numjobs: 4}
+        matrix:
+          iodepth: [1, 32]
+          binding: [local, remote, none]
+        """
+    )
+    p = plan(load_matrix(path), fsroot=root)
+    by_binding = {r.params["binding"]: r.processes[0] for r in p.runs if r.params["iodepth"] == 1}
+    local, remote, unbound = by_binding["local"], by_binding["remote"], by_binding["none"]
+    assert (local.target_node, local.cpu_node, remote.cpu_node, unbound.cpu_node) == (0, 0, 1, None)
+    assert local.argv[1:3] == ("--cpunodebind=0", "--membind=0")
+    assert remote.argv[1:3] == ("--cpunodebind=1", "--membind=1")
+    assert unbound.argv[0].endswith("fio")
+    assert all("--readonly" in proc.argv for proc in by_binding.values())
+    assert set(local.cpus).isdisjoint(remote.cpus) and len(local.cpus) == 8
+
+
+def test_writes_to_a_device_need_allow_write(write_matrix: Callable[..., Path], tmp_path: Path) -> None:
+    dev = next((f"/dev/{p.name}" for p in Path("/sys/block").iterdir() if p.name.startswith("loop")), None)
+    if dev is None or not Path(dev).exists():
+        pytest.skip("no loop device node to point at")
+    path = write_matrix(f"version: 1\nname: w\ntargets: [{{path: {dev}}}]\nfio: {{rw: randwrite}}\n")
+    with pytest.raises(SafetyError, match="block device and the matrix writes.*allow_write: true"):
         plan(load_matrix(path))
