@@ -6,14 +6,16 @@ so a matrix is checked against the fio that will run it, not a list we keep.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from iobench.errors import FioError
 from iobench.process import CommandNotFound, minimal_env, run_process
@@ -116,14 +118,58 @@ def _parse_cmdhelp(text: str) -> FioOption | None:
     return FioOption(name, _kind_of(type_line, bool(choices)), tuple(choices), minimum, maximum)
 
 
+def _option(data: dict[str, Any]) -> FioOption:
+    return FioOption(**{**data, "choices": tuple(data.get("choices", ()))})
+
+
+def _cache_path(binary: str, version: str) -> Path | None:
+    try:
+        info = os.stat(binary)
+    except OSError:
+        return None
+    key = f"{binary}:{info.st_mtime_ns}:{info.st_size}:{version}"
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "iobench" / f"fio-options-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+
+
 @dataclass
 class FioCatalog:
-    """The installed fio, asked lazily and remembered for the life of the object."""
+    """The installed fio, asked lazily; answers are remembered on disk per fio binary."""
 
     binary: str
     version: str
     _options: dict[str, FioOption | None] = field(default_factory=dict, repr=False)
     _engines: dict[str, dict[str, FioOption]] = field(default_factory=dict, repr=False)
+    _dirty: bool = field(default=False, repr=False)
+
+    def __post_init__(self) -> None:
+        path = _cache_path(self.binary, self.version)
+        try:
+            data = json.loads(path.read_text()) if path else {}
+            self._options = {k: _option(v) if v else None for k, v in data.get("options", {}).items()}
+            self._engines = {
+                e: {k: _option(v) for k, v in opts.items()} for e, opts in data.get("engines", {}).items()
+            }
+        except (OSError, ValueError, TypeError):
+            self._options, self._engines = {}, {}
+
+    def save(self) -> None:
+        """Remember what fio said, so the next matrix is checked without asking again."""
+        path = _cache_path(self.binary, self.version)
+        if not self._dirty or path is None:
+            return
+        data = {
+            "options": {k: asdict(v) if v else None for k, v in self._options.items()},
+            "engines": {e: {k: asdict(v) for k, v in opts.items()} for e, opts in self._engines.items()},
+        }
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}")
+            tmp.write_text(json.dumps(data))
+            os.replace(tmp, path)
+        except OSError:
+            return
+        self._dirty = False
 
     def _ask(self, *args: str) -> str:
         done = run_process([self.binary, *args], timeout=30)
@@ -133,6 +179,7 @@ class FioCatalog:
         """The core option ``name`` (or alias) as fio describes it, or None if fio has none."""
         if name not in self._options:
             self._options[name] = _parse_cmdhelp(self._ask(f"--cmdhelp={name}"))
+            self._dirty = True
         return self._options[name]
 
     def engine_options(self, engine: str) -> dict[str, FioOption]:
@@ -145,6 +192,7 @@ class FioCatalog:
                 if sep and key and " " not in key:
                     found[key] = FioOption(key, "string", engine=engine)
             self._engines[engine] = found
+            self._dirty = True
         return self._engines[engine]
 
     def option_names(self) -> list[str]:

@@ -607,6 +607,7 @@ def parse_matrix(
         issues.add(("matrix", "exclude"), "exclude removes every combination")
     issues.raise_if_any()
     _fio_accepts(catalog, fio_options, combos, issues)
+    catalog.save()
     issues.raise_if_any()
     values = tuple({k: typed_value(catalog, k, v) for k, v in c.items()} for c in combos)
     return Matrix(

@@ -38,10 +38,18 @@ def _close_figures() -> Iterator[None]:
         plt.close("all")
 
 
+@pytest.fixture(scope="session")
+def _cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cache")
+
+
 @pytest.fixture(autouse=True)
-def _private_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep iobench's state (created-files registry) out of the real home directory."""
+def _private_state(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, _cache_dir: Path
+) -> None:
+    """Keep iobench's state (created-files registry) and cache out of the real home directory."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(_cache_dir))
 
 
 @pytest.fixture

@@ -1,0 +1,65 @@
+"""What the installed fio accepts, asked from fio itself and remembered on disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from iobench.fiocatalog import FioCatalog, fio_catalog
+
+pytestmark = pytest.mark.fio
+
+
+def test_options_aliases_and_types_come_from_fio() -> None:
+    catalog = fio_catalog()
+    assert catalog.option("blocksize").name == "bs"  # type: ignore[union-attr]
+    assert catalog.option("iodepht") is None  # fio shows its closest match; we do not take it
+    rw = catalog.option("rw")
+    assert rw is not None and rw.kind == "choice" and "randread" in rw.choices
+    assert "hipri" in catalog.engine_options("io_uring")
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "ok"),
+    [
+        ("bs", "4k", True),
+        ("bs", "4k,8k", True),
+        ("bs", "lots", False),
+        ("iodepth", "0", False),
+        ("rwmixread", "101", False),
+        ("direct", "1", True),
+        ("direct", "maybe", False),
+        ("runtime", "10m", True),
+        ("runtime", "soon", False),
+        ("rw", "randrw:8", True),
+        ("rw", "random", False),
+    ],
+)
+def test_values_are_checked_by_type(name: str, value: str, ok: bool) -> None:
+    option = fio_catalog().option(name)
+    assert option is not None
+    assert (option.check(value) is None) is ok
+
+
+def test_answers_are_cached_on_disk_and_a_broken_cache_is_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    base = fio_catalog()
+    first = FioCatalog(base.binary, base.version)
+    assert first.option("numjobs") is not None and first.option("nosuchoption") is None
+    first.save()
+    [cache] = (tmp_path / "iobench").iterdir()
+    second = FioCatalog(base.binary, base.version)
+    assert second._options == first._options and not second._dirty
+    cache.write_text("{not json")
+    third = FioCatalog(base.binary, base.version)
+    assert third.option("numjobs") == first.option("numjobs")
+
+
+def test_parse_only_reports_what_fio_rejects() -> None:
+    catalog = fio_catalog()
+    assert catalog.parse_only("[j]\nioengine=null\nrw=read\nsize=1M\nfilename=/nonexistent/x\n") is None
+    complaint = catalog.parse_only("[j]\nioengine=null\nbssplit=4k/50:junk\nfilename=/nonexistent/x\n")
+    assert complaint is not None and "bssplit" in complaint
