@@ -1,12 +1,18 @@
-"""What /proc shows about a running fio: which CPUs and memory nodes each process may use."""
+"""What /proc shows about a running fio: the CPUs and memory policy each process really has.
+
+Placement is verified, not assumed (SPEC §3): the runner polls fio's process
+group while it runs and :func:`check_placement` compares what it saw with the plan.
+"""
 
 from __future__ import annotations
 
-import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from iobench.cpulist import format_cpulist, parse_cpulist
+from iobench.errors import TopologyError
+from iobench.process import descendants
 
 
 @dataclass(frozen=True)
@@ -15,37 +21,49 @@ class Observed:
 
     pid: int
     comm: str
+    leader: bool
     cpus: tuple[int, ...]
     mems: str | None
+    policy: str | None
 
 
-def _pgrp(stat: str) -> int | None:
-    # comm may hold spaces and parentheses: the fields after it follow the last ')'.
-    fields = stat.rpartition(")")[2].split()
-    return int(fields[2]) if len(fields) > 2 else None
+def memory_policy(pid: int, proc: str = "/proc") -> str | None:
+    """The NUMA policy of the process's heap-like mappings (``bind:1``, ``default``…), from numa_maps."""
+    try:
+        lines = (Path(proc) / str(pid) / "numa_maps").read_text().splitlines()
+    except OSError:
+        return None
+    policies = {line.split()[1] for line in lines if len(line.split()) > 1}
+    if not policies:
+        return None
+    return ",".join(sorted(policies))
 
 
-def observe_group(pgid: int, proc: str = "/proc") -> list[Observed]:
-    """Every live process of group ``pgid`` with its allowed CPUs and memory nodes."""
+def observe_group(root: int, proc: str = "/proc", *, known: Sequence[int] = ()) -> list[Observed]:
+    """``root`` and every process below it, with allowed CPUs, memory nodes and policy.
+
+    The memory policy (a walk of ``numa_maps``) is read only for pids not in ``known``.
+    """
     found = []
-    for entry in os.listdir(proc):
-        if not entry.isdigit():
-            continue
-        base = Path(proc) / entry
+    for pid in descendants(root, proc):
+        base = Path(proc) / str(pid)
         try:
-            if _pgrp((base / "stat").read_text()) != pgid:
-                continue
             status = (base / "status").read_text()
-        except (OSError, ValueError, IndexError):
+        except OSError:
             continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        cpus = parse_cpulist(fields.get("Cpus_allowed_list", "").strip())
+        info = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        try:
+            cpus = parse_cpulist(info.get("Cpus_allowed_list", "").strip())
+        except TopologyError:
+            continue
         found.append(
             Observed(
-                pid=int(entry),
-                comm=fields.get("Name", "").strip(),
+                pid=pid,
+                comm=info.get("Name", "").strip(),
+                leader=pid == root,
                 cpus=cpus,
-                mems=fields.get("Mems_allowed_list", "").strip() or None,
+                mems=info.get("Mems_allowed_list", "").strip() or None,
+                policy=None if pid in known else memory_policy(pid, proc),
             )
         )
     return found
@@ -58,11 +76,19 @@ class GroupWatcher:
         self.proc = proc
         self.seen: dict[int, Observed] = {}
 
-    def __call__(self, pgid: int) -> None:
-        """Look at group ``pgid`` once."""
-        for item in observe_group(pgid, self.proc):
-            if item.comm.startswith("fio"):
-                self.seen[item.pid] = item
+    def __call__(self, root: int) -> None:
+        """Look at ``root`` (the process iobench started) and its descendants once."""
+        for item in observe_group(root, self.proc, known=tuple(self.seen)):
+            if not item.comm.startswith("fio"):
+                continue
+            previous = self.seen.get(item.pid)
+            if item.policy is None and previous is not None:
+                item = Observed(item.pid, item.comm, item.leader, item.cpus, item.mems, previous.policy)
+            self.seen[item.pid] = item
+
+    def workers(self) -> list[Observed]:
+        """fio's job processes in fork order (the group leader is fio's parent process)."""
+        return sorted((o for o in self.seen.values() if not o.leader), key=lambda o: o.pid)
 
     def cpus(self) -> str | None:
         """Union of the CPUs any fio process was allowed, as a cpulist; None if none was seen."""
@@ -71,8 +97,54 @@ class GroupWatcher:
         return format_cpulist(tuple(sorted({c for item in self.seen.values() for c in item.cpus})))
 
     def to_json(self) -> list[dict[str, object]]:
-        """The per-process observations, in pid order (fio forks its jobs in order)."""
+        """The per-process observations, in pid order."""
         return [
-            {"pid": o.pid, "comm": o.comm, "cpus": format_cpulist(o.cpus), "mems": o.mems}
+            {
+                "pid": o.pid,
+                "comm": o.comm,
+                "leader": o.leader,
+                "cpus": format_cpulist(o.cpus),
+                "mems": o.mems,
+                "policy": o.policy,
+            }
             for o in sorted(self.seen.values(), key=lambda o: o.pid)
         ]
+
+
+def check_placement(
+    watcher: GroupWatcher,
+    *,
+    cpus: Sequence[int],
+    job_cpus: Sequence[Sequence[int]] | None,
+    mem_node: int | None,
+) -> str | None:
+    """Why what /proc showed contradicts the plan, or None when it agrees (or nothing was seen).
+
+    Every fio process must be confined to the planned CPUs; with pinned jobs, each
+    planned job CPU set must belong to one worker; with a memory node, the policy
+    must bind to it.
+    """
+    if not watcher.seen:
+        return None
+    allowed = set(cpus)
+    for item in watcher.seen.values():
+        if not set(item.cpus) <= allowed:
+            return (
+                f"fio process {item.pid} was allowed CPUs {format_cpulist(item.cpus)}, "
+                f"outside the planned {format_cpulist(tuple(cpus))}"
+            )
+    workers = watcher.workers()
+    if job_cpus is not None and workers:
+        seen_sets = [set(w.cpus) for w in workers]
+        for index, planned in enumerate(job_cpus[: len(workers)]):
+            if set(planned) not in seen_sets:
+                return (
+                    f"job {index} should run on CPUs {format_cpulist(tuple(planned))}; the workers had "
+                    + ", ".join(format_cpulist(w.cpus) for w in workers)
+                )
+    if mem_node is not None:
+        policies = [o.policy for o in watcher.seen.values() if o.policy]
+        wrong = [p for p in policies if f"bind:{mem_node}" not in p]
+        if wrong:
+            return f"memory should be bound to node {mem_node}; /proc showed policy {wrong[0]}"
+    return None

@@ -39,6 +39,7 @@ class FioProcess:
     targets: tuple[str, ...]
     sections: tuple[str, ...]
     cpu_node: int | None
+    mem_node: int | None
     target_node: int | None
     cpus: tuple[int, ...]
     job_cpus: tuple[tuple[int, ...], ...] | None
@@ -52,6 +53,7 @@ class FioProcess:
             "output": self.output,
             "targets": list(self.targets),
             "cpu_node": self.cpu_node,
+            "mem_node": self.mem_node,
             "target_node": self.target_node,
             "cpus": format_cpulist(self.cpus),
             "job_cpus": None if self.job_cpus is None else [format_cpulist(c) for c in self.job_cpus],
@@ -220,6 +222,7 @@ class _Planner:
             targets=tuple(t.path for t in targets),
             sections=tuple(t.section for t in targets),
             cpu_node=placed.cpu_node,
+            mem_node=placed.mem_node,
             target_node=homes.pop() if len(homes) == 1 else None,
             cpus=placed.cpus,
             job_cpus=placed.job_cpus,

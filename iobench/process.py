@@ -44,6 +44,31 @@ def minimal_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def descendants(pid: int, proc: str = "/proc") -> list[int]:
+    """``pid`` and every process below it, from the parent links in /proc.
+
+    fio's job processes call setsid(), so they leave fio's process group: the
+    group alone does not name them.
+    """
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir(proc):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"{proc}/{entry}/stat") as handle:
+                fields = handle.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if len(fields) > 1:
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(children.get(current, []))
+    return found
+
+
 def _signal_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
@@ -51,13 +76,17 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 def _stop_group(proc: subprocess.Popen[bytes], first: int = signal.SIGTERM) -> None:
     """Signal the child's whole group, then SIGKILL whatever is left after a grace period."""
+    tree = descendants(proc.pid)
     _signal_group(proc.pid, first)
     try:
         proc.wait(timeout=KILL_GRACE_S)
     except subprocess.TimeoutExpired:
         pass
-    # Workers may outlive their parent; the group still names them.
+    # Workers that left the group (fio's setsid) or outlive their parent are killed by pid.
     _signal_group(proc.pid, signal.SIGKILL)
+    for pid in tree[1:] + [p for p in descendants(proc.pid)[1:] if p not in tree]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=KILL_GRACE_S)
 

@@ -51,7 +51,7 @@ def _process_rows(
     frame["target_node"] = process.get("target_node")
     frame["cpu_node"] = process.get("cpu_node")
     frame["cpus"] = process.get("cpus")
-    frame["cpus_observed"] = process.get("cpus_observed")
+    frame["cpus_observed"] = _observed_per_job(frame, process)
     settings = meta.get("settings") or {}
     disks = process.get("target_disks") or {}
     for column in ("scheduler", "readahead_kb"):
@@ -60,6 +60,16 @@ def _process_rows(
             for t in frame["target"].fillna("")
         ]
     return frame
+
+
+def _observed_per_job(frame: pd.DataFrame, process: dict[str, Any]) -> list[Any]:
+    """Each row's worker CPUs when fio's workers map one-to-one onto its jobs, else the union."""
+    workers = [o for o in process.get("observed") or [] if not o.get("leader")]
+    jobs = sorted(frame["job_index"].dropna().unique())
+    if workers and len(workers) == len(jobs):
+        by_job = {job: w["cpus"] for job, w in zip(jobs, workers, strict=True)}
+        return [by_job.get(j, process.get("cpus_observed")) for j in frame["job_index"]]
+    return [process.get("cpus_observed")] * len(frame)
 
 
 def _empty_row(meta: dict[str, Any]) -> pd.DataFrame:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import signal
 import threading
 import time
@@ -26,7 +27,7 @@ from iobench.errors import IobenchError, ResultsError
 from iobench.fioout import parse_fio_text
 from iobench.matrix import Matrix
 from iobench.metadata import collect_metadata
-from iobench.observe import GroupWatcher
+from iobench.observe import GroupWatcher, check_placement
 from iobench.plan import FioProcess, Plan, PlannedRun, plan
 from iobench.process import Completed, minimal_env, run_process
 from iobench.results import build_frame
@@ -182,26 +183,43 @@ class _PointRunner:
     plan: Plan
     executor: Executor
     parsed: dict[str, pd.DataFrame] = field(default_factory=dict)
+    live: set[int] = field(default_factory=set)
 
     def _one(self, process: FioProcess, cwd: Path, timeout: float) -> tuple[Completed, GroupWatcher]:
         watcher = GroupWatcher()
         done = self.executor(
-            process.argv, cwd=cwd, timeout=timeout, env=minimal_env(), poll=watcher, poll_interval=0.25
+            process.argv,
+            cwd=cwd,
+            timeout=timeout,
+            env=minimal_env(),
+            poll=watcher,
+            poll_interval=0.25,
+            on_start=self.live.add,
         )
         return done, watcher
 
     def _launch(self, run: PlannedRun, cwd: Path) -> list[tuple[Completed, GroupWatcher]]:
         if len(run.processes) == 1:
             return [self._one(run.processes[0], cwd, run.timeout_s)]
-        with ThreadPoolExecutor(max_workers=len(run.processes)) as pool:
+        # One fio per target, all at once (launch: per-target): threads only wait on them.
+        self.live.clear()
+        pool = ThreadPoolExecutor(max_workers=len(run.processes))
+        try:
             futures = [pool.submit(self._one, p, cwd, run.timeout_s) for p in run.processes]
             return [f.result() for f in futures]
+        except BaseException:
+            for pgid in self.live:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pgid, signal.SIGKILL)
+            raise
+        finally:
+            pool.shutdown(wait=True)
 
     def _judge(
         self, run: PlannedRun, cwd: Path, results: list[tuple[Completed, GroupWatcher]]
     ) -> tuple[str, str | None, list[pd.DataFrame]]:
         frames: list[pd.DataFrame] = []
-        for process, (done, _) in zip(run.processes, results, strict=True):
+        for process, (done, watcher) in zip(run.processes, results, strict=True):
             if done.timed_out:
                 return "timeout", f"fio did not finish within {run.timeout_s:g} s and was stopped", frames
             if done.returncode != 0:
@@ -216,6 +234,11 @@ class _PointRunner:
             if not errors.empty:
                 first = errors.iloc[0]
                 return "failed", f"fio job {first['jobname']} ended with error {first['error']}", frames
+            mismatch = check_placement(
+                watcher, cpus=process.cpus, job_cpus=process.job_cpus, mem_node=process.mem_node
+            )
+            if mismatch:
+                return "failed", f"placement not as planned: {mismatch}", frames
             frames.append(frame)
             self.parsed[f"{run.key}/{process.output}"] = frame
         return "ok", None, frames

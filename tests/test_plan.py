@@ -170,3 +170,18 @@ def test_writes_to_a_device_need_allow_write(write_matrix: Callable[..., Path], 
     path = write_matrix(f"version: 1\nname: w\ntargets: [{{path: {dev}}}]\nfio: {{rw: randwrite}}\n")
     with pytest.raises(SafetyError, match="block device and the matrix writes.*allow_write: true"):
         plan(load_matrix(path))
+
+
+def test_vesnin_numa_sweep_planned_for_a_power8_box(snapshots: Any) -> None:
+    """SPEC §3 / issue: plan the VESNIN NUMA sweep from a multi-socket POWER snapshot and see numactl."""
+    root = snapshots.root("256ppc-8n8s4t")
+    m = load_matrix(Path(__file__).parents[1] / "configs" / "vesnin-numa.yaml")
+    p = plan(m, fsroot=root)
+    assert len(p.runs) == 6 * 3 * 3 and all(r.status == "run" for r in p.runs)
+    first = {r.params["binding"]: r.processes[0] for r in p.runs if r.params["iodepth"] == 16 and r.repeat == 1}
+    assert first["local"].argv[1:4] == ("--cpunodebind=0", "--membind=0", "--")
+    # node 1 is node 0's nearest neighbour (distance 20; the others are 40)
+    assert first["remote"].argv[1:4] == ("--cpunodebind=1", "--membind=1", "--")
+    assert Path(first["none"].argv[0]).name == "fio"
+    assert first["local"].jobfile.count("filename=/dev/nvme") == 6
+    assert "numjobs=10" in first["local"].jobfile and "iodepth=16" in first["local"].jobfile

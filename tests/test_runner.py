@@ -190,3 +190,37 @@ def test_repeats_are_kept_apart(null_matrix: Callable[..., Path], tmp_path: Path
     assert sorted(set(zip(result.frame["point"], result.frame["repeat"], strict=True))) == [
         (p, r) for p in (1, 2, 3, 4) for r in (1, 2)
     ]
+
+
+def test_per_target_launch_runs_one_fio_per_target_at_once(
+    write_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    path = write_matrix(
+        f"""
+        version: 1
+        name: pertarget
+        launch: per-target
+        targets:
+          - {{path: {tmp_path}/a.dat, size: 8M}}
+          - {{path: {tmp_path}/b.dat, size: 8M}}
+        fio: {{ioengine: "null", rw: randread, runtime: 1, time_based: 1}}
+        matrix:
+          numjobs: [1, 2]
+        """
+    )
+    m = load_matrix(path)
+    result = run(m, out=tmp_path / "r")
+    assert result.counts == {"ok": 2}
+    point = result.run_dir / "points" / "0002-r1"
+    assert {p.name for p in point.glob("*.json")} >= {"fio-a.dat.json", "fio-b.dat.json"}
+    meta = json.loads((point / "meta.json").read_text())
+    starts = [p["duration_s"] for p in meta["processes"]]
+    assert len(starts) == 2 and meta["duration_s"] < sum(starts)  # concurrent, not one after another
+    frame = result.frame
+    assert frame is not None
+    rows = frame[frame["point"] == 2]
+    assert sorted(rows["target"]) == sorted([m.targets[0].path] * 2 + [m.targets[1].path] * 2)
+    from iobench.plots import point_totals
+
+    totals = point_totals(frame)
+    assert float(totals.loc[totals["point"] == 2, "iops"].iloc[0]) == pytest.approx(float(rows["iops"].sum()))

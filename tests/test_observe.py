@@ -1,0 +1,115 @@
+"""Placement is verified from /proc, not assumed."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from iobench.matrix import load_matrix
+from iobench.observe import GroupWatcher, Observed, check_placement, observe_group
+from iobench.process import run_process
+from iobench.runner import run
+
+needs_numactl = pytest.mark.skipif(shutil.which("numactl") is None, reason="needs numactl")
+
+
+def watcher_with(*items: Observed) -> GroupWatcher:
+    watcher = GroupWatcher()
+    watcher.seen = {o.pid: o for o in items}
+    return watcher
+
+
+def obs(pid: int, cpus: tuple[int, ...], *, leader: bool = False, policy: str | None = "bind:0") -> Observed:
+    return Observed(pid, "fio", leader, cpus, "0", policy)
+
+
+def test_agreeing_observation_passes() -> None:
+    w = watcher_with(obs(10, (0, 1), leader=True), obs(11, (0,)), obs(12, (1,)))
+    assert check_placement(w, cpus=(0, 1), job_cpus=((0,), (1,)), mem_node=0) is None
+    assert w.cpus() == "0-1"
+    assert [o.pid for o in w.workers()] == [11, 12]
+
+
+def test_cpus_outside_the_plan_are_reported() -> None:
+    w = watcher_with(obs(10, (0, 1, 2, 3), leader=True))
+    assert "outside the planned 0-1" in (check_placement(w, cpus=(0, 1), job_cpus=None, mem_node=None) or "")
+
+
+def test_unpinned_jobs_are_reported() -> None:
+    w = watcher_with(obs(10, (0, 1), leader=True), obs(11, (0, 1)), obs(12, (0, 1)))
+    problem = check_placement(w, cpus=(0, 1), job_cpus=((0,), (1,)), mem_node=None)
+    assert problem is not None and "job 0 should run on CPUs 0" in problem
+
+
+def test_wrong_memory_policy_is_reported() -> None:
+    w = watcher_with(obs(10, (0,), leader=True, policy="default"))
+    assert "bound to node 0" in (check_placement(w, cpus=(0,), job_cpus=None, mem_node=0) or "")
+
+
+def test_nothing_seen_is_not_a_contradiction() -> None:
+    assert check_placement(GroupWatcher(), cpus=(0,), job_cpus=None, mem_node=0) is None
+
+
+@needs_numactl
+def test_observe_group_reads_a_real_bound_process() -> None:
+    proc = subprocess.Popen(
+        ["numactl", "--physcpubind=0", "--membind=0", "--", "sleep", "5"], start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 5
+        seen: list[Observed] = []
+        while time.monotonic() < deadline and not (seen and seen[0].comm == "sleep"):
+            seen = observe_group(proc.pid)
+            time.sleep(0.02)
+        assert [(o.pid, o.comm, o.leader, o.cpus) for o in seen] == [(proc.pid, "sleep", True, (0,))]
+        assert seen[0].policy is not None and "bind:0" in seen[0].policy
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+PLACED = """
+version: 1
+name: placed
+targets: [{{path: {target}, size: 8M}}]
+fio: {{ioengine: "null", rw: randread, runtime: 1, time_based: 1, numjobs: 2}}
+matrix:
+  binding: ["node:0"]
+  placement: [diff-cores]
+"""
+
+
+@pytest.mark.fio
+@needs_numactl
+def test_pinned_jobs_run_where_planned(write_matrix: Callable[..., Path], tmp_path: Path) -> None:
+    result = run(load_matrix(write_matrix(PLACED.format(target=tmp_path / "t.dat"))), out=tmp_path / "r")
+    assert result.counts == {"ok": 1}, result.frame
+    frame = result.frame
+    assert frame is not None
+    assert sorted(frame["cpus_observed"]) == ["0", "1"]
+    assert frame["cpus"].eq("0-1").all() and frame["cpu_node"].eq(0).all()
+
+
+@pytest.mark.fio
+@needs_numactl
+def test_a_process_that_escaped_its_placement_fails_the_point(
+    write_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    """Run the real fio, but with numactl told something else than planned: the point must fail."""
+
+    def misplacing(argv: tuple[str, ...], **kwargs: Any) -> Any:
+        changed = tuple("--physcpubind=1" if a.startswith("--physcpubind=") else a for a in argv)
+        return run_process(changed, **kwargs)
+
+    path = write_matrix(PLACED.format(target=tmp_path / "t.dat").replace("numjobs: 2", "numjobs: 1"))
+    result = run(load_matrix(path), out=tmp_path / "r", executor=misplacing)
+    assert result.counts == {"failed": 1}
+    frame = result.frame
+    assert frame is not None
+    assert "placement not as planned" in frame["reason"].iloc[0]
