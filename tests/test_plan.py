@@ -178,7 +178,9 @@ def test_vesnin_numa_sweep_planned_for_a_power8_box(snapshots: Any) -> None:
     m = load_matrix(Path(__file__).parents[1] / "configs" / "vesnin-numa.yaml")
     p = plan(m, fsroot=root)
     assert len(p.runs) == 6 * 3 * 3 and all(r.status == "run" for r in p.runs)
-    first = {r.params["binding"]: r.processes[0] for r in p.runs if r.params["iodepth"] == 16 and r.repeat == 1}
+    first = {
+        r.params["binding"]: r.processes[0] for r in p.runs if r.params["iodepth"] == 16 and r.repeat == 1
+    }
     assert first["local"].argv[1:4] == ("--cpunodebind=0", "--membind=0", "--")
     # node 1 is node 0's nearest neighbour (distance 20; the others are 40)
     assert first["remote"].argv[1:4] == ("--cpunodebind=1", "--membind=1", "--")
