@@ -67,7 +67,7 @@ def run(
     """
     from iobench.console import PlainProgress, RichProgress
     from iobench.matrix import load_matrix
-    from iobench.runner import NullProgress, Progress, RunInterrupted
+    from iobench.runner import NullProgress, Progress
     from iobench.runner import run as run_matrix
 
     progress: Progress
@@ -82,10 +82,11 @@ def run(
         result = run_matrix(
             m, out=out, resume=resume, allow_write=allow_write or [], fail_fast=fail_fast, progress=progress
         )
-    except RunInterrupted as exc:
-        raise _fail(exc) from None
     except IobenchError as exc:
         raise _fail(exc) from None
+    except KeyboardInterrupt:
+        err.print("iobench: interrupted before the sweep started; nothing was run")
+        raise typer.Exit(code=130) from None
     finally:
         if isinstance(progress, RichProgress):
             progress.live.stop()
@@ -203,6 +204,21 @@ def parse(
         frame.to_parquet(output, index=False)
     else:
         frame.to_csv(output, index=False)
+
+
+@app.command()
+def restore() -> None:
+    """Put back every device setting a crashed or killed run left changed, from the journal."""
+    from iobench.tuning import restore_from_journals
+
+    try:
+        lines = restore_from_journals()
+    except IobenchError as exc:
+        raise _fail(exc) from None
+    for line in lines:
+        print(line)
+    if not lines:
+        print("nothing to restore: no device settings journal is pending")
 
 
 def main() -> None:

@@ -31,10 +31,7 @@ MAX_RUNS = 10_000
 IOBENCH_AXES = ("binding", "placement", "scheduler", "readahead_kb", "launch")
 PLACEMENTS = ("node", "same-core", "diff-cores")
 LAUNCHES = ("single", "per-target")
-NOT_YET = {
-    "scheduler": "device settings (scheduler) are not supported by this version of iobench",
-    "readahead_kb": "device settings (readahead_kb) are not supported by this version of iobench",
-}
+_SCHEDULER_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 # Options that would let a matrix run programs or load code (SPEC §5).
 FORBIDDEN_OPTIONS = {
     "exec_prerun": "it runs a program before the job",
@@ -117,6 +114,7 @@ class MatrixModel(BaseModel):
     seed: int | None = None
     launch: Literal["single", "per-target"] = "single"
     timeout: StrictStr | StrictInt | None = None
+    drop_caches: StrictBool = False
 
 
 @dataclass(frozen=True)
@@ -148,6 +146,7 @@ class Matrix:
     seed: int | None
     launch: str
     timeout_s: float | None
+    drop_caches: bool
     fio_binary: str
     fio_version: str
 
@@ -326,8 +325,12 @@ class _Checker:
             self.issues.add(loc, f"placement must be one of {', '.join(PLACEMENTS)}; got {text!r}")
         elif axis == "launch" and text not in LAUNCHES:
             self.issues.add(loc, f"launch must be one of {', '.join(LAUNCHES)}; got {text!r}")
-        elif axis in NOT_YET:
-            self.issues.add(loc, NOT_YET[axis])
+        elif axis == "scheduler" and not (isinstance(value, str) and _SCHEDULER_NAME.match(value)):
+            self.issues.add(
+                loc, f"scheduler must be a scheduler name such as none or mq-deadline, not {text!r}"
+            )
+        elif axis == "readahead_kb" and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            self.issues.add(loc, f"readahead_kb must be a whole number of KiB (0 or more), not {text!r}")
 
     def key(self, loc: tuple[str | int, ...], name: str) -> str | None:
         """Check an axis/include key; return its canonical name, or None when invalid."""
@@ -625,6 +628,7 @@ def parse_matrix(
         seed=model.seed,
         launch=model.launch,
         timeout_s=timeout_s,
+        drop_caches=model.drop_caches,
         fio_binary=catalog.binary,
         fio_version=catalog.version,
     )

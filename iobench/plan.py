@@ -15,13 +15,15 @@ from typing import Any, Literal
 
 from iobench import __version__
 from iobench.cpulist import format_cpulist
-from iobench.errors import TopologyError
+from iobench.errors import TopologyError, TuningError
 from iobench.expand import Combo, Scalar
 from iobench.jobfile import render_jobfile
 from iobench.matrix import IOBENCH_AXES, Matrix, Target, fio_text, point_writes
 from iobench.placement import Placement, Skip, resolve_placement
 from iobench.safety import check_targets
 from iobench.topology import TargetLocation, Topology, discover_topology, locate_target
+from iobench.tuning import QUEUE_SETTINGS as SETTINGS
+from iobench.tuning import validate
 from iobench.units import parse_seconds
 
 DEFAULT_TIMEOUT_S = 3600.0
@@ -182,6 +184,7 @@ class _Planner:
     topology: Topology
     locations: dict[str, TargetLocation]
     fsroot: str
+    problems: set[str] = field(default_factory=set)
 
     def home(self, target: Target) -> int | None:
         found = self.locations[target.path].home_node
@@ -241,8 +244,26 @@ class _Planner:
         label = targets[0].path if len(targets) == 1 else None
         return resolve_placement(binding, placement, numjobs, homes.pop(), self.topology, target=label)
 
+    def settings(self, combo: Combo) -> dict[str, dict[str, Any]]:
+        """``{disk: {setting: value}}`` the point writes to sysfs (SPEC §4)."""
+        wanted = {name: combo[name] for name in SETTINGS if name in combo}
+        if not wanted:
+            return {}
+        settings: dict[str, dict[str, Any]] = {}
+        for target in self.matrix.targets:
+            disks = self.locations[target.path].disks
+            if not disks:
+                self.problems.add(
+                    f"target {target.path} has no block device under it (tmpfs or overlay?); "
+                    f"{' and '.join(wanted)} need one"
+                )
+            for disk in disks:
+                settings.setdefault(disk, {}).update(wanted)
+        return settings
+
     def point(self, index: int, combo: Combo, values: dict[str, Scalar]) -> list[PlannedRun]:
         writes = point_writes(self.matrix, combo)
+        settings = self.settings(combo)
         expected = _expected_seconds(self.matrix, combo)
         launch = fio_text(combo.get("launch", self.matrix.launch))
         groups = [(t,) for t in self.matrix.targets] if launch == "per-target" else [self.matrix.targets]
@@ -264,7 +285,7 @@ class _Planner:
                 status="skipped" if reason else "run",
                 reason=reason,
                 processes=() if reason else tuple(processes),
-                settings={},
+                settings=settings,
                 writes=writes,
                 timeout_s=_timeout(self.matrix, expected),
                 expected_s=expected,
@@ -281,6 +302,26 @@ def _ordered(runs: list[list[PlannedRun]], order: str, seed: int | None) -> list
     if order == "shuffled":
         random.Random(seed).shuffle(interleaved)
     return interleaved
+
+
+def _check_settings(planner: _Planner, points: list[list[PlannedRun]], root: str, drop: bool) -> None:
+    """Every device setting must be one the disk accepts, checked before anything runs."""
+    problems = set(planner.problems)
+    distinct: dict[str, dict[str, set[Any]]] = {}
+    for point in points:
+        for disk, wanted in point[0].settings.items():
+            for name, value in wanted.items():
+                distinct.setdefault(disk, {}).setdefault(name, set()).add(value)
+    for disk, names in distinct.items():
+        for name, choices in names.items():
+            for value in sorted(choices, key=str):
+                problems.update(validate({disk: {name: value}}, sysfs=os.path.join(root, "sys")))
+    if drop and os.path.realpath(root) == "/" and not os.access("/proc/sys/vm/drop_caches", os.W_OK):
+        problems.add("drop_caches: true needs root (it writes /proc/sys/vm/drop_caches)")
+    if problems:
+        raise TuningError(
+            "device settings refused, nothing was run:\n" + "\n".join(f"  {p}" for p in sorted(problems))
+        )
 
 
 def plan(
@@ -330,6 +371,7 @@ def plan(
         planner.point(i, combo, values)
         for i, (combo, values) in enumerate(zip(matrix.combos, matrix.values, strict=True), start=1)
     ]
+    _check_settings(planner, points, root, matrix.drop_caches)
     if points and all(p[0].status == "skipped" for p in points):
         reasons = sorted({p[0].reason or "" for p in points})
         raise TopologyError(

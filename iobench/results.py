@@ -104,7 +104,8 @@ def point_frame(
     if "host" not in frame or frame["host"].isna().all():
         frame["host"] = host
     for name, value in (meta.get("values") or {}).items():
-        frame[name] = value
+        if name not in PLACEMENT:  # scheduler/readahead_kb: what the device had, read during the point
+            frame[name] = value
     return frame
 
 
@@ -135,7 +136,7 @@ def build_frame(run: RunDir, parsed: Parsed | None = None) -> pd.DataFrame:
     frames, axes = [], []
     for point_dir, meta in run.point_metas():
         frames.append(point_frame(point_dir, meta, run_id, host, parsed))
-        axes += [a for a in meta.get("values") or {} if a not in axes]
+        axes += [a for a in meta.get("values") or {} if a not in axes and a not in PLACEMENT]
     if not frames:
         return pd.DataFrame({c: pd.Series([], dtype="object") for c in IDENTITY})
     frame = _tidy_types(pd.concat(frames, ignore_index=True), axes)

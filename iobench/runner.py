@@ -23,8 +23,9 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from iobench.errors import IobenchError, ResultsError
+from iobench.errors import IobenchError, ResultsError, TuningError
 from iobench.fioout import parse_fio_text
+from iobench.locks import device_lock
 from iobench.matrix import Matrix
 from iobench.metadata import collect_metadata
 from iobench.observe import GroupWatcher, check_placement
@@ -33,6 +34,7 @@ from iobench.process import Completed, minimal_env, run_process
 from iobench.results import build_frame
 from iobench.safety import remember_created
 from iobench.store import RunDir, now
+from iobench.tuning import DeviceTuner, check_no_pending, drop_caches
 
 Executor = Callable[..., Completed]
 """Runs one argv like :func:`iobench.process.run_process` (tests pass a fake)."""
@@ -182,6 +184,7 @@ class _PointRunner:
     run_dir: RunDir
     plan: Plan
     executor: Executor
+    tuner: DeviceTuner | None = None
     parsed: dict[str, pd.DataFrame] = field(default_factory=dict)
     live: set[int] = field(default_factory=set)
 
@@ -262,6 +265,10 @@ class _PointRunner:
         cwd = self.run_dir.staging(run.key)
         try:
             return self._execute(run, cwd, meta)
+        except TuningError as exc:
+            meta.update(status="failed", reason=str(exc), processes=[], finished=now())
+            self.run_dir.commit(cwd, run.key, meta)
+            return PointOutcome(run.key, "failed", str(exc), 0.0)
         except KeyboardInterrupt:
             meta.update(status="interrupted", reason="interrupted while fio ran", finished=now())
             meta["processes"] = [self._process_meta(p, None) for p in run.processes]
@@ -272,6 +279,7 @@ class _PointRunner:
         for process in run.processes:
             (cwd / process.jobfile_name).write_text(process.jobfile)
         (cwd / "argv.json").write_text(json.dumps([list(p.argv) for p in run.processes], indent=2) + "\n")
+        self._apply_settings(run)
         meta["settings"] = _device_settings(self.plan, run)
         started = time.monotonic()
         results = self._launch(run, cwd)
@@ -284,6 +292,20 @@ class _PointRunner:
         self.run_dir.commit(cwd, run.key, meta)
         iops, lat = _headline(frames)
         return PointOutcome(run.key, status, reason, time.monotonic() - started, iops, lat)
+
+    def _apply_settings(self, run: PlannedRun) -> None:
+        """The point's scheduler/readahead; disks an earlier point changed go back to their originals."""
+        if self.tuner is None:
+            return
+        originals = self.tuner.originals()
+        for disk in sorted(set(originals) | set(run.settings)):
+            wanted = {**originals.get(disk, {}), **run.settings.get(disk, {})}
+            scheduler, readahead = wanted.get("scheduler"), wanted.get("readahead_kb")
+            self.tuner.apply(
+                disk,
+                scheduler=None if scheduler is None else str(scheduler),
+                readahead_kb=None if readahead is None else int(readahead),
+            )
 
     def _process_meta(
         self, process: FioProcess, result: tuple[Completed, GroupWatcher] | None
@@ -368,19 +390,37 @@ def run(
     """
     show: Progress = progress or NullProgress()
     manifest: dict[str, Any] = {}
-    run_dir: RunDir | None = None
+    resumed: RunDir | None = None
     if resume is not None:
-        run_dir, manifest = _open_resume(resume, matrix)
+        resumed, manifest = _open_resume(resume, matrix)
     the_plan = plan(matrix, allow_write=tuple(allow_write), seed=manifest.get("seed"))
-    if run_dir is None:
-        run_dir = RunDir.create(out, matrix.name, matrix.text)
-    done = run_dir.finished_keys()
-    todo = [r for r in the_plan.runs if r.key not in done]
-    new_files = [
-        t.path
-        for t in matrix.targets
-        if the_plan.locations[t.path].kind == "file" and not Path(t.path).exists()
-    ]
+    check_no_pending(sorted({disk for r in the_plan.runs for disk in r.settings}))
+    disks = sorted({disk for location in the_plan.locations.values() for disk in location.disks})
+    with _sigterm_as_interrupt(), contextlib.ExitStack() as stack:
+        stack.enter_context(device_lock(disks))
+        run_dir = resumed or RunDir.create(out, matrix.name, matrix.text)
+        todo = [r for r in the_plan.runs if r.key not in run_dir.finished_keys()]
+        _start_manifest(manifest, matrix, the_plan, resumed=resumed is not None)
+        run_dir.write_manifest(manifest)
+        if figures:
+            # matplotlib takes a third of a second to import: do it while fio runs, not after.
+            threading.Thread(target=_warm_up_plots, name="iobench-warm-up", daemon=True).start()
+        tuner = stack.enter_context(DeviceTuner(run_dir=str(run_dir.path)))
+        point_runner = _PointRunner(run_dir, the_plan, executor or run_process, tuner=tuner)
+        show.started(the_plan, todo, run_dir.path)
+        interrupted = _sweep(point_runner, todo, show, matrix, fail_fast=fail_fast)
+        manifest["settings_restored"] = tuner.originals()
+        tuner.restore()
+        result = _finish(
+            run_dir, the_plan, manifest, point_runner.parsed, interrupted=interrupted, figures=figures
+        )
+    show.finished(result)
+    if interrupted:
+        raise RunInterrupted(result)
+    return result
+
+
+def _start_manifest(manifest: dict[str, Any], matrix: Matrix, the_plan: Plan, *, resumed: bool) -> None:
     manifest.update(
         name=matrix.name,
         description=matrix.description,
@@ -390,40 +430,40 @@ def run(
         seed=the_plan.seed,
         repeat=matrix.repeat,
         points=len(matrix.combos),
+        drop_caches=matrix.drop_caches,
         machine=collect_metadata(the_plan),
         status="running",
     )
     manifest.setdefault("started", now())
     manifest.setdefault("resumed", [])
-    if resume is not None:
+    if resumed:
         manifest["resumed"].append(now())
-    run_dir.write_manifest(manifest)
-    if figures:
-        # matplotlib takes a third of a second to import: do it while fio runs, not after.
-        threading.Thread(target=_warm_up_plots, name="iobench-warm-up", daemon=True).start()
-    show.started(the_plan, todo, run_dir.path)
-    point_runner = _PointRunner(run_dir, the_plan, executor or run_process)
-    interrupted = False
+
+
+def _sweep(
+    point_runner: _PointRunner, todo: list[PlannedRun], show: Progress, matrix: Matrix, *, fail_fast: bool
+) -> bool:
+    """Run ``todo`` in order; True when Ctrl-C or SIGTERM stopped it."""
+    new_files = [
+        t.path
+        for t in matrix.targets
+        if point_runner.plan.locations[t.path].kind == "file" and not Path(t.path).exists()
+    ]
     try:
-        with _sigterm_as_interrupt():
-            for index, planned in enumerate(todo):
-                show.point_started(planned, index)
-                outcome = point_runner(planned)
-                if new_files:
-                    remember_created(new_files)
-                    new_files = []
-                show.point_finished(planned, outcome)
-                if fail_fast and outcome.status in ("failed", "timeout"):
-                    break
+        for index, planned in enumerate(todo):
+            show.point_started(planned, index)
+            if matrix.drop_caches and planned.status == "run":
+                drop_caches()
+            outcome = point_runner(planned)
+            if new_files:
+                remember_created(new_files)
+                new_files = []
+            show.point_finished(planned, outcome)
+            if fail_fast and outcome.status in ("failed", "timeout"):
+                break
     except KeyboardInterrupt:
-        interrupted = True
-    result = _finish(
-        run_dir, the_plan, manifest, point_runner.parsed, interrupted=interrupted, figures=figures
-    )
-    show.finished(result)
-    if interrupted:
-        raise RunInterrupted(result)
-    return result
+        return True
+    return False
 
 
 def _finish(

@@ -429,7 +429,7 @@ def check_targets(
         location = locations[target.path]
         if location.kind == "block":
             problem = _check_block(target, location, allow_write, Path(sysfs), Path(proc)) if writes else None
-        elif target.path.startswith("/dev/") and not Path(target.path).exists():
+        elif location.kind == "unknown":
             problem = f"target {target.path} does not exist"
         else:
             problem = _check_file(target, writes)

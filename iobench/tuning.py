@@ -42,6 +42,11 @@ Settings = dict[str, Value]
 def _disk_dir(disk: str, sysfs: str | os.PathLike[str]) -> Path:
     if not disk or "/" in disk or disk.startswith("."):
         raise TuningError(f"{disk!r} is not a disk name (expected e.g. sda, nvme0n1, loop0)")
+    # Some kernels (and snapshots of them) list a disk under class/block only.
+    for parent in ("block", "class/block"):
+        candidate = Path(sysfs) / parent / disk
+        if candidate.exists():
+            return candidate
     return Path(sysfs) / "block" / disk
 
 

@@ -18,7 +18,7 @@ from iobench.cli import app
 
 pytestmark = pytest.mark.fio
 runner = CliRunner()
-COMMANDS = ["run", "plan", "topology", "parse"]
+COMMANDS = ["run", "plan", "topology", "parse", "restore"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
