@@ -40,6 +40,18 @@ def find_json(text: str) -> dict[str, Any] | None:
     dict or None
         The decoded object (with ``jobs`` or ``client_stats``), or ``None``.
     """
+    if text.lstrip().startswith("{"):
+        # Fast path: the whole text is one JSON document (fio's --output file).
+        # The C decoder without a hook is ~1.5x faster; fio's duplicate keys only
+        # differ in value in client mode's option lists, so that output is
+        # decoded again below with first-occurrence-wins.
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError:
+            pass
+        else:
+            if isinstance(obj, dict) and "jobs" in obj and "client_stats" not in obj:
+                return obj
     decoder = json.JSONDecoder(object_pairs_hook=_keep_first)
     for match in _JSON_START.finditer(text):
         start = match.end() - 1

@@ -135,6 +135,39 @@ def _rows(job: JobStats, source: str) -> list[dict[str, Any]]:
     return rows
 
 
+def job_rows(jobs: Iterable[JobStats], source: str) -> list[dict[str, Any]]:
+    """Return the frame's rows for one fio output's job records, as dicts.
+
+    :func:`to_frame` turns them into the frame; :func:`~iobench.fioout.parse_fio`
+    collects the rows of many files and builds one frame at the end.
+    """
+    return [row for job in jobs for row in _rows(job, source)]
+
+
+def new_columns() -> dict[str, list[Any]]:
+    """Return one empty list per frame column, for :func:`add_rows` and :func:`columns_to_frame`."""
+    return {column: [] for column in FRAME_DTYPES}
+
+
+def add_rows(columns: dict[str, list[Any]], rows: list[dict[str, Any]]) -> None:
+    """Append rows made by :func:`job_rows` to ``columns`` (``None`` where a row lacks a column).
+
+    Holding values by column rather than the row dicts keeps a many-file parse
+    to a fraction of the memory.
+    """
+    for column, values in columns.items():
+        values.extend([row.get(column) for row in rows])
+
+
+def columns_to_frame(columns: dict[str, list[Any]]) -> pd.DataFrame:
+    """Build the tidy frame from columns filled by :func:`add_rows` (any number of outputs)."""
+    if not columns["source"]:
+        return empty_frame()
+    return pd.DataFrame(
+        {column: pd.Series(columns[column], dtype=dtype) for column, dtype in FRAME_DTYPES.items()}
+    )
+
+
 def to_frame(jobs: Iterable[JobStats], source: str) -> pd.DataFrame:
     """Build the tidy frame from job records.
 
@@ -151,11 +184,6 @@ def to_frame(jobs: Iterable[JobStats], source: str) -> pd.DataFrame:
         Columns :data:`FRAME_COLUMNS` with dtypes :data:`FRAME_DTYPES`; NA where
         fio did not report a value.
     """
-    rows = [row for job in jobs for row in _rows(job, source)]
-    if not rows:
-        return empty_frame()
-    data = {
-        column: pd.Series([row.get(column) for row in rows], dtype=dtype)
-        for column, dtype in FRAME_DTYPES.items()
-    }
-    return pd.DataFrame(data)
+    columns = new_columns()
+    add_rows(columns, job_rows(jobs, source))
+    return columns_to_frame(columns)

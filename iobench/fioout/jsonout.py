@@ -15,6 +15,7 @@ submission latency, directions without I/O) and becomes ``None``.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from iobench.fioout.model import DirStats, JobStats
@@ -25,6 +26,12 @@ _JSON_DIRECTIONS = ("read", "write", "trim", "mixed")
 
 
 def _num(value: Any) -> float | None:
+    # Exact types first: json only makes int and float, and this runs ~200 times a file.
+    kind = type(value)
+    if kind is float:
+        return value  # type: ignore[no-any-return]
+    if kind is int:
+        return float(value)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
@@ -35,38 +42,52 @@ def _int(value: Any) -> int | None:
     return None if number is None else int(number)
 
 
+@functools.lru_cache(maxsize=1024)
+def _pct_key(key: str) -> float | None:
+    """fio's percentile key (``"99.900000"``) as the frame's float, or ``None``; cached, keys repeat."""
+    try:
+        return round(float(key), 6)
+    except ValueError:
+        return None
+
+
+_NS_KEYS = {"lat": "lat_ns", "clat": "clat_ns", "slat": "slat_ns"}
+
+
 def _latency(section: dict[str, Any], name: str) -> tuple[dict[str, Any] | None, float]:
-    """Return fio's latency object for ``name`` and the factor that makes it µs."""
-    if isinstance(section.get(f"{name}_ns"), dict):
-        return section[f"{name}_ns"], 1e-3
-    if isinstance(section.get(name), dict):
-        return section[name], 1.0
-    return None, 1.0
-
-
-def _measured(lat: dict[str, Any]) -> bool:
+    """Return fio's measured latency object for ``name`` (else ``None``) and the factor that makes it µs."""
+    lat = section.get(_NS_KEYS[name])
+    if isinstance(lat, dict):
+        scale = 1e-3
+    else:
+        lat = section.get(name)
+        scale = 1.0
+        if not isinstance(lat, dict):
+            return None, scale
     if "N" in lat:
-        return bool(_int(lat["N"]))
-    return any(_num(lat.get(key)) for key in ("min", "max", "mean"))
+        measured = bool(_int(lat["N"]))
+    else:
+        measured = any(_num(lat.get(key)) for key in ("min", "max", "mean"))
+    return (lat, scale) if measured else (None, scale)
 
 
-def _mean_us(section: dict[str, Any], name: str) -> float | None:
-    lat, scale = _latency(section, name)
-    if lat is None or not _measured(lat):
+def _mean_us(lat: dict[str, Any] | None, scale: float) -> float | None:
+    if lat is None:
         return None
     mean = _num(lat.get("mean"))
     return None if mean is None else mean * scale
 
 
-def _percentiles_us(section: dict[str, Any]) -> dict[float, float]:
-    lat, scale = _latency(section, "clat")
-    if lat is None or not _measured(lat) or not isinstance(lat.get("percentile"), dict):
+def _percentiles_us(lat: dict[str, Any] | None, scale: float) -> dict[float, float]:
+    if lat is None:
+        return {}
+    percentiles = lat.get("percentile")
+    if not isinstance(percentiles, dict):
         return {}
     out: dict[float, float] = {}
-    for key, value in lat["percentile"].items():
-        try:
-            pct = round(float(key), 6)
-        except ValueError:
+    for key, value in percentiles.items():
+        pct = _pct_key(key) if isinstance(key, str) else None
+        if pct is None:
             continue
         number = _num(value)
         if pct > 0 and number is not None:
@@ -94,16 +115,17 @@ def read_direction(section: dict[str, Any]) -> DirStats:
     io_bytes = _int(section.get("io_bytes"))
     if io_bytes is not None and "io_kbytes" not in section:
         io_bytes *= 1024
+    clat = _latency(section, "clat")
     return DirStats(
         iops=_num(section.get("iops")),
         bw_bytes=bw_bytes,
         io_bytes=io_bytes,
         runtime_ms=_int(section.get("runtime")),
         total_ios=_int(section.get("total_ios")),
-        lat_mean_us=_mean_us(section, "lat"),
-        clat_mean_us=_mean_us(section, "clat"),
-        slat_mean_us=_mean_us(section, "slat"),
-        clat_pct_us=_percentiles_us(section),
+        lat_mean_us=_mean_us(*_latency(section, "lat")),
+        clat_mean_us=_mean_us(*clat),
+        slat_mean_us=_mean_us(*_latency(section, "slat")),
+        clat_pct_us=_percentiles_us(*clat),
     )
 
 
