@@ -11,6 +11,8 @@ import json
 import re
 from typing import Any
 
+import orjson
+
 _JSON_START = re.compile(r"^[ \t]*\{", re.MULTILINE)
 _RESULT_KEYS = ("jobs", "client_stats")
 # A terse line starts with its version (2..5), then (v3+) fio's version.
@@ -46,8 +48,8 @@ def find_json(text: str) -> dict[str, Any] | None:
         # differ in value in client mode's option lists, so that output is
         # decoded again below with first-occurrence-wins.
         try:
-            obj = json.loads(text)
-        except json.JSONDecodeError:
+            obj = orjson.loads(text)
+        except orjson.JSONDecodeError:  # also numbers beyond 64 bits: the stdlib path takes those
             pass
         else:
             if isinstance(obj, dict) and "jobs" in obj and "client_stats" not in obj:

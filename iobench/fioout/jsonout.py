@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from iobench.fioout.model import DirStats, JobStats
+from iobench.fioout.model import PERCENTILES, DirStats, JobStats
 
 ALL_CLIENTS = "All clients"
 # Directions as fio names them in JSON; "mixed" appears with unified_rw_reporting.
@@ -87,12 +87,15 @@ def _percentiles_us(lat: dict[str, Any] | None, scale: float) -> dict[float, flo
     out: dict[float, float] = {}
     for key, value in percentiles.items():
         pct = _pct_key(key) if isinstance(key, str) else None
-        if pct is None:
+        if pct not in PERCENTILES:  # the frame keeps p50, p90, p99 and p99.9
             continue
         number = _num(value)
         if pct > 0 and number is not None:
             out[pct] = number * scale
     return out
+
+
+_IDLE = DirStats(io_bytes=0, total_ios=0)
 
 
 def read_direction(section: dict[str, Any]) -> DirStats:
@@ -108,6 +111,9 @@ def read_direction(section: dict[str, Any]) -> DirStats:
     DirStats
         The direction in µs, bytes and bytes per second.
     """
+    if not (section.get("io_bytes") or section.get("io_kbytes") or section.get("total_ios")):
+        # fio writes every direction of every job; most did nothing and never reach the frame.
+        return _IDLE
     bw_bytes = _num(section.get("bw_bytes"))
     if bw_bytes is None:
         bw_kib = _num(section.get("bw"))
