@@ -150,13 +150,14 @@ def parse_fio(
     # fork: the workers inherit the imported parser instead of importing pandas again.
     # This process parses the first chunk itself while the others run.
     with ProcessPoolExecutor(max_workers=len(chunks) - 1, mp_context=get_context("fork")) as pool:
-        others = pool.map(_columns_of, chunks[1:])
-        columns = _columns_of(chunks[0])
-        parts = list(others)
-    for part in parts:
-        for name, values in part.items():
-            columns[name].extend(values)
-    return columns_to_frame(columns)
+        others = pool.map(_frame_of, chunks[1:])
+        first = _frame_of(chunks[0])
+        parts = [first, *others]
+    return pd.concat(parts, ignore_index=True)
+
+
+def _frame_of(paths: Sequence[Path]) -> pd.DataFrame:
+    return columns_to_frame(_columns_of(paths))
 
 
 def _columns_of(paths: Sequence[Path]) -> dict[str, list[Any]]:
