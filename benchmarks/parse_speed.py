@@ -105,6 +105,19 @@ WORKERS: dict[str, Callable[[dict[str, Any]], tuple[Any, int]]] = {
 }
 
 
+def _timed_loads(
+    load: Callable[[dict[str, Any]], tuple[Any, int]], manifest: dict[str, Any], repeat: int
+) -> list[float]:
+    walls = []
+    for _ in range(repeat):
+        gc.collect()
+        started = time.perf_counter()
+        result, _ = load(manifest)
+        walls.append(time.perf_counter() - started)
+        del result
+    return walls
+
+
 def run_worker(name: str, manifest_path: Path, repeat: int) -> dict[str, Any]:
     """Measure one loader in this process and return the figures (printed as JSON)."""
     manifest = json.loads(manifest_path.read_text())
@@ -140,21 +153,9 @@ def run_worker(name: str, manifest_path: Path, repeat: int) -> dict[str, Any]:
     current, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     del result
-    serial_walls = []
-    for _ in range(repeat):
-        gc.collect()
-        started = time.perf_counter()
-        result, _ = load(manifest)
-        serial_walls.append(time.perf_counter() - started)
-        del result
+    serial_walls = _timed_loads(load, manifest, repeat)
     manifest["serial"] = False
-    walls = []
-    for _ in range(repeat):
-        gc.collect()
-        started = time.perf_counter()
-        result, _ = load(manifest)
-        walls.append(time.perf_counter() - started)
-        del result
+    walls = _timed_loads(load, manifest, repeat)
     return {
         "loader": name,
         "files": files,
