@@ -23,6 +23,7 @@ LABELS = {
     "bs": "Block size",
 }
 SCALES = {"bw_bytes": 1 / 2**20}
+SERIES = "series"
 
 
 def parameter_columns(df: pd.DataFrame) -> list[str]:
@@ -70,7 +71,7 @@ def _draw(axis: Any, data: pd.DataFrame, *, x: str, y: str, hue: str | None) -> 
     groups = [(None, data)] if hue is None else list(data.groupby(hue, sort=True))
     for key, group in groups:
         means = group.groupby(x, sort=True)[y].mean()
-        label = None if hue is None else f"{hue}={_format_value(hue, key)}"
+        label = None if hue is None else str(key) if hue == SERIES else f"{hue}={_format_value(hue, key)}"
         axis.plot(list(means.index), [float(v) * scale for v in means.to_numpy()], marker="o", label=label)
     axis.set_xlabel(_label(x))
     axis.set_ylabel(_label(y))
@@ -150,22 +151,45 @@ def _caption(df: pd.DataFrame) -> str:
     return " · ".join(parts)
 
 
-def default_figures(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
-    """Draw the figures that fit the run's axes into ``out_dir``; return their paths."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+def sweep(df: pd.DataFrame) -> Any:
+    """IOPS and mean latency against the run's main axis, a line per combination of the others.
+
+    The x axis is iodepth, numjobs or bs (the first that varies); a second
+    varying axis makes the panels; every remaining axis gets its own lines, so
+    no axis is silently averaged away. Returns None when nothing varies.
+    """
     params = [c for c in parameter_columns(df) if df[c].nunique() > 1]
     x = next((c for c in ("iodepth", "numjobs", "bs") if c in params), params[0] if params else None)
     if x is None:
-        return []
+        return None
     others = [c for c in params if c != x]
-    hue = others[0] if others else None
     col = others[1] if len(others) > 1 else None
+    series = [c for c in others if c != col]
+    hue = series[0] if len(series) == 1 else None
+    if len(series) > 1:
+        hue = SERIES
+        labels = [
+            " ".join(f"{c}={_format_value(c, v)}" for c, v in zip(series, row, strict=True))
+            for row in df[series].itertuples(index=False)
+        ]
+        df = df.assign(**{SERIES: labels})
     fig = plot(df, x=x, y=["iops", "lat_mean_us"], hue=hue, col=col)
     fig.suptitle(f"IOPS and mean latency vs {_label(x)}", fontsize="medium")
     caption = _caption(df)
     if caption:
         fig.text(0.99, 0.002, caption, ha="right", va="bottom", fontsize="x-small", color="0.4")
-    path = out / f"sweep-{x}.png"
+    return fig
+
+
+def default_figures(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
+    """Draw the figures that fit the run's axes into ``out_dir``; return their paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    fig = sweep(df)
+    if fig is None:
+        return []
+    x = fig.axes[-1].get_xlabel()
+    name = next((k for k, v in LABELS.items() if v == x), x)
+    path = out / f"sweep-{name}.png"
     fig.savefig(path, dpi=110)
     return [path]
