@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from iobench.cpulist import format_cpulist
 from iobench.matrix import Target
 
 
@@ -53,8 +52,3 @@ def render_jobfile(
         if target.size is not None:
             lines.append(f"size={target.size}")
     return "\n".join(lines) + "\n"
-
-
-def describe_cpus(cpus: Sequence[int] | None) -> str | None:
-    """A cpulist string for display, or None."""
-    return None if cpus is None else format_cpulist(tuple(cpus))

@@ -27,7 +27,6 @@ from iobench.tuning import validate
 from iobench.units import parse_seconds
 
 DEFAULT_TIMEOUT_S = 3600.0
-FIO_OUTPUT = "fio.json"
 
 
 @dataclass(frozen=True)

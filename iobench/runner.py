@@ -34,7 +34,7 @@ from iobench.process import Completed, minimal_env, run_process
 from iobench.results import build_frame
 from iobench.safety import remember_created
 from iobench.store import RunDir, now
-from iobench.tuning import DeviceTuner, check_no_pending, drop_caches
+from iobench.tuning import DeviceTuner, check_no_pending, drop_caches, read_settings
 
 Executor = Callable[..., Completed]
 """Runs one argv like :func:`iobench.process.run_process` (tests pass a fake)."""
@@ -147,17 +147,12 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 def _device_settings(plan: Plan, run: PlannedRun) -> dict[str, dict[str, Any]]:
     """The scheduler and readahead of every disk under the point's targets, read now."""
-    from iobench.topology import discover_topology
-
     disks = {d for p in run.processes for t in p.targets for d in plan.locations[t].disks}
-    if not disks:
-        return {}
-    topology = discover_topology(plan.fsroot)
-    settings = {}
+    sysfs = os.path.join(plan.fsroot, "sys")
+    settings: dict[str, dict[str, Any]] = {}
     for name in sorted(disks):
-        device = topology.device(name)
-        if device is not None:
-            settings[name] = {"scheduler": device.scheduler, "readahead_kb": device.readahead_kb}
+        with contextlib.suppress(TuningError):
+            settings[name] = dict(read_settings(name, sysfs=sysfs))
     return settings
 
 

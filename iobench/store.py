@@ -133,10 +133,6 @@ class RunDir:
         os.replace(staging, final)
         return final
 
-    def discard(self, staging: Path) -> None:
-        """Drop an unfinished point."""
-        shutil.rmtree(staging, ignore_errors=True)
-
     def point_metas(self) -> Iterator[tuple[Path, dict[str, Any]]]:
         """Every saved point with its ``meta.json``, in key order."""
         if not self.points.is_dir():

@@ -471,7 +471,7 @@ def _read_devices(sysdir: Path, nodes: tuple[Node, ...]) -> tuple[Device, ...]:
 
 def _read_device(sysdir: Path, name: str, nodes: tuple[Node, ...]) -> Device:
     path = _block_dir(sysdir, name)
-    scheduler, schedulers = _parse_scheduler(_read(path / "queue" / "scheduler"))
+    scheduler, schedulers = parse_scheduler(_read(path / "queue" / "scheduler"))
     rotational = _read(path / "queue" / "rotational")
     sectors = _read_int(path / "size")
     return Device(
@@ -489,8 +489,8 @@ def _read_device(sysdir: Path, name: str, nodes: tuple[Node, ...]) -> Device:
     )
 
 
-def _parse_scheduler(text: str | None) -> tuple[str | None, tuple[str, ...]]:
-    """Split ``"none [mq-deadline] kyber"`` into the active one and all offered."""
+def parse_scheduler(text: str | None) -> tuple[str | None, tuple[str, ...]]:
+    """Split ``queue/scheduler`` (``"none [mq-deadline] kyber"``) into the active one and all offered."""
     if not text:
         return None, ()
     words = text.split()

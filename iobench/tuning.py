@@ -27,6 +27,7 @@ from typing import Any
 
 from iobench.errors import TuningError
 from iobench.safety import state_dir
+from iobench.topology import parse_scheduler
 
 QUEUE_SETTINGS = ("scheduler", "readahead_kb")
 _FILES = {"scheduler": "queue/scheduler", "readahead_kb": "queue/read_ahead_kb"}
@@ -68,17 +69,6 @@ def _read_text(path: Path, disk: str) -> str:
         raise TuningError(f"cannot read {path}: {exc.strerror}") from None
 
 
-def _parse_scheduler(text: str) -> tuple[str, tuple[str, ...]]:
-    """``"none [mq-deadline] kyber"`` → ``("mq-deadline", ("none", "mq-deadline", "kyber"))``."""
-    words = text.split()
-    offered = tuple(word.strip("[]") for word in words)
-    active = [word[1:-1] for word in words if word.startswith("[") and word.endswith("]")]
-    # Devices without a choice print just "none", without brackets.
-    if active:
-        return active[0], offered
-    return (offered[0] if len(offered) == 1 else ""), offered
-
-
 def offered_schedulers(disk: str, sysfs: str | os.PathLike[str] = "/sys") -> tuple[str, ...]:
     """The I/O schedulers ``disk`` offers, in the kernel's order.
 
@@ -87,7 +77,7 @@ def offered_schedulers(disk: str, sysfs: str | os.PathLike[str] = "/sys") -> tup
     TuningError
         When ``<sysfs>/block/<disk>/queue/scheduler`` cannot be read.
     """
-    return _parse_scheduler(_read_text(_setting_path(disk, "scheduler", sysfs), disk))[1]
+    return parse_scheduler(_read_text(_setting_path(disk, "scheduler", sysfs), disk))[1]
 
 
 def read_setting(disk: str, name: str, *, sysfs: str | os.PathLike[str] = "/sys") -> Value:
@@ -101,7 +91,7 @@ def read_setting(disk: str, name: str, *, sysfs: str | os.PathLike[str] = "/sys"
     path = _setting_path(disk, name, sysfs)
     text = _read_text(path, disk)
     if name == "scheduler":
-        return _parse_scheduler(text)[0]
+        return parse_scheduler(text)[0] or ""
     try:
         return int(text)
     except ValueError:
