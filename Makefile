@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 APT_PACKAGES := fio numactl
 
-.PHONY: demo test lint deps venv bench clean
+.PHONY: demo test lint deps venv bench lab clean
 
 deps: ## fio, numactl and the venv's prerequisites from apt, when missing
 	@missing=""; \
@@ -29,12 +29,15 @@ demo: venv ## a real 16-point sweep on a temp file; prints where results and fig
 	$(BIN)/iobench run configs/demo.yaml
 
 lint: venv
-	$(BIN)/ruff check iobench tests benchmarks
-	$(BIN)/ruff format --check iobench tests benchmarks
+	$(BIN)/ruff check iobench lab tests benchmarks
+	$(BIN)/ruff format --check iobench lab tests benchmarks
 	$(BIN)/mypy
 
-test: venv lint ## lint, types, then the tests (root/loop-device tests run when root)
+test: venv lint ## lint, types, then the tests (root, loop-device and lab tests run when root)
 	$(BIN)/pytest
+
+lab: venv ## boot the QEMU 2-socket SMT guest, sweep NUMA/SMT/settings/guard in it: results/lab-*/
+	$(BIN)/python -m lab results
 
 bench: venv ## iobench's overhead over plain fio (benchmarks/overhead.py)
 	$(BIN)/python benchmarks/overhead.py

@@ -206,6 +206,70 @@ def parse(
         frame.to_csv(output, index=False)
 
 
+ResultsArg = Annotated[
+    Path,
+    typer.Argument(
+        help="A run directory, or a .parquet/.csv frame from `iobench parse`.", show_default=False
+    ),
+]
+
+
+@app.command()
+def plot(
+    results: ResultsArg,
+    kind: Annotated[
+        str,
+        typer.Argument(
+            help="local-vs-remote, smt, heatmap, latency, cpu-per-io, sweep or line.", show_default=False
+        ),
+    ],
+    output: Annotated[Path, typer.Option("-o", "--output", help="The figure file: .png, .svg or .pdf.")],
+    x: Annotated[
+        str | None, typer.Option("--x", help="Horizontal parameter (cpu-per-io: the setting compared).")
+    ] = None,
+    y: Annotated[
+        str | None, typer.Option("--y", help="Metric column, e.g. iops, bw_bytes, clat_p99_us.")
+    ] = None,
+    hue: Annotated[
+        str | None, typer.Option("--hue", help="A line or bar colour per value (heatmap: rows).")
+    ] = None,
+    col: Annotated[str | None, typer.Option("--col", help="A panel per value (line only).")] = None,
+) -> None:
+    """Draw one figure of a run (or a parsed frame) into a PNG, SVG or PDF file."""
+    from iobench.plots import draw, save_figure
+    from iobench.results import load
+
+    try:
+        frame = load(results)
+        save_figure(draw(kind, frame, x=x, y=y, hue=hue, col=col), output)
+    except IobenchError as exc:
+        raise _fail(exc) from None
+    print(output)
+
+
+@app.command()
+def report(
+    results: Annotated[Path, typer.Argument(help="A run directory.", show_default=False)],
+    out: Annotated[
+        Path | None, typer.Option("-o", "--out", help="Where to write (default RESULTS/report).")
+    ] = None,
+    formats: Annotated[
+        list[str] | None,
+        typer.Option("--format", help="Figure files to write: png (default), svg, pdf; repeatable."),
+    ] = None,
+) -> None:
+    """Every figure that fits the run, plus a self-contained HTML page (summary with CIs, machine, matrix)."""
+    from iobench.report import write_report
+
+    try:
+        written = write_report(results, out, formats=formats or ["png"])
+    except IobenchError as exc:
+        raise _fail(exc) from None
+    print(f"report:  {written.html}")
+    if written.figures:
+        print("figures: " + "  ".join(str(f) for f in written.figures))
+
+
 @app.command()
 def restore() -> None:
     """Put back every device setting a crashed or killed run left changed, from the journal."""

@@ -6,13 +6,16 @@ group while it runs and :func:`check_placement` compares what it saw with the pl
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from iobench.cpulist import format_cpulist, parse_cpulist
 from iobench.errors import TopologyError
 from iobench.process import descendants
+
+NUMA_MAPS_HEAD = 4096
 
 
 @dataclass(frozen=True)
@@ -28,27 +31,36 @@ class Observed:
 
 
 def memory_policy(pid: int, proc: str = "/proc") -> str | None:
-    """The NUMA policy of the process's heap-like mappings (``bind:1``, ``default``…), from numa_maps."""
+    """The NUMA policy of the process's first mappings (``bind:1``, ``default``…), from numa_maps.
+
+    The kernel builds numa_maps one mapping at a time as it is read, so one
+    short read stays cheap however much fio has mapped; mappings without a
+    policy of their own show the process's.
+    """
     try:
-        lines = (Path(proc) / str(pid) / "numa_maps").read_text().splitlines()
+        fd = os.open(Path(proc) / str(pid) / "numa_maps", os.O_RDONLY)
     except OSError:
         return None
-    policies = {line.split()[1] for line in lines if len(line.split()) > 1}
-    if not policies:
+    try:
+        head = os.read(fd, NUMA_MAPS_HEAD)
+    except OSError:
         return None
-    return ",".join(sorted(policies))
+    finally:
+        os.close(fd)
+    complete = head.decode(errors="replace").split("\n")[:-1]
+    policies = {line.split()[1] for line in complete if len(line.split()) > 1}
+    return ",".join(sorted(policies)) or None
 
 
-def observe_group(root: int, proc: str = "/proc", *, known: Sequence[int] = ()) -> list[Observed]:
-    """``root`` and every process below it, with allowed CPUs, memory nodes and policy.
+def observe_group(root: int, proc: str = "/proc", *, policies: bool = True) -> list[Observed]:
+    """``root`` and every process below it, with allowed CPUs, memory nodes and (optionally) policy.
 
-    The memory policy (a walk of ``numa_maps``) is read only for pids not in ``known``.
+    The policy needs a walk of ``numa_maps``, the costly part; ``policies=False`` skips it.
     """
     found = []
     for pid in descendants(root, proc):
-        base = Path(proc) / str(pid)
         try:
-            status = (base / "status").read_text()
+            status = (Path(proc) / str(pid) / "status").read_text()
         except OSError:
             continue
         info = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
@@ -63,14 +75,19 @@ def observe_group(root: int, proc: str = "/proc", *, known: Sequence[int] = ()) 
                 leader=pid == root,
                 cpus=cpus,
                 mems=info.get("Mems_allowed_list", "").strip() or None,
-                policy=None if pid in known else memory_policy(pid, proc),
+                policy=memory_policy(pid, proc) if policies else None,
             )
         )
     return found
 
 
 class GroupWatcher:
-    """Polled while fio runs; keeps the last view of each fio process it saw."""
+    """Polled while fio runs; keeps the last view of each fio process it saw.
+
+    Each poll reads every process's status, then the memory policy of one
+    process not yet read, workers first: on a loaded or emulated machine a
+    poll that lingers over the leader can outlast a worker's whole life.
+    """
 
     def __init__(self, proc: str = "/proc") -> None:
         self.proc = proc
@@ -78,13 +95,19 @@ class GroupWatcher:
 
     def __call__(self, root: int) -> None:
         """Look at ``root`` (the process iobench started) and its descendants once."""
-        for item in observe_group(root, self.proc, known=tuple(self.seen)):
+        alive = []
+        for item in observe_group(root, self.proc, policies=False):
             if not item.comm.startswith("fio"):
                 continue
             previous = self.seen.get(item.pid)
-            if item.policy is None and previous is not None:
-                item = Observed(item.pid, item.comm, item.leader, item.cpus, item.mems, previous.policy)
+            if previous is not None:
+                item = replace(item, policy=previous.policy)
             self.seen[item.pid] = item
+            alive.append(item)
+        unwalked = sorted((o for o in alive if o.policy is None), key=lambda o: (o.leader, o.pid))
+        if unwalked:
+            first = unwalked[0]
+            self.seen[first.pid] = replace(first, policy=memory_policy(first.pid, self.proc))
 
     def workers(self) -> list[Observed]:
         """fio's job processes in fork order (the group leader is fio's parent process)."""

@@ -45,11 +45,33 @@ def minimal_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def descendants(pid: int, proc: str = "/proc") -> list[int]:
-    """``pid`` and every process below it, from the parent links in /proc.
+    """``pid`` and every process below it.
 
     fio's job processes call setsid(), so they leave fio's process group: the
-    group alone does not name them.
+    group alone does not name them. The kernel's per-thread ``children`` lists
+    give the tree at the cost of a few reads; without them (``CONFIG_PROC_CHILDREN``
+    unset) every process's parent link in /proc is read instead.
     """
+    if not os.path.exists(f"{proc}/{pid}/task/{pid}/children"):
+        return _descendants_by_scan(pid, proc) if os.path.exists(f"{proc}/{pid}") else [pid]
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        try:
+            tasks = os.listdir(f"{proc}/{current}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"{proc}/{current}/task/{task}/children") as handle:
+                    todo.extend(int(child) for child in handle.read().split())
+            except OSError:
+                continue
+    return found
+
+
+def _descendants_by_scan(pid: int, proc: str) -> list[int]:
     children: dict[int, list[int]] = {}
     for entry in os.listdir(proc):
         if not entry.isdigit():

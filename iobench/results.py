@@ -142,11 +142,18 @@ def build_frame(run: RunDir, parsed: Parsed | None = None) -> pd.DataFrame:
     frame = _tidy_types(pd.concat(frames, ignore_index=True), axes)
     order = [c for c in (*IDENTITY, *axes, *PLACEMENT, *FRAME_METRICS, *EXTRA) if c in frame]
     rest = [c for c in frame.columns if c not in order and c != "source"]
-    return frame[order + rest]
+    return _with_machine(frame[order + rest], manifest)
 
 
-def load(run_dir: str | os.PathLike[str], *, rebuild: bool = False) -> pd.DataFrame:
-    """The tidy frame of a run directory.
+def _with_machine(frame: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataFrame:
+    """Carry the machine facts (host, kernel, CPU model, versions) in ``frame.attrs["machine"]`` for captions."""
+    machine = manifest.get("machine") or {}
+    frame.attrs["machine"] = {k: v for k, v in machine.items() if k not in ("topology", "targets")}
+    return frame
+
+
+def load(path: str | os.PathLike[str], *, rebuild: bool = False) -> pd.DataFrame:
+    """The tidy frame of a run directory (or of a ``.parquet``/``.csv`` frame file).
 
     Reads ``results.parquet``; when it is missing (a run killed before the
     end) or ``rebuild`` is set, the frame is rebuilt from the saved points and
@@ -154,26 +161,39 @@ def load(run_dir: str | os.PathLike[str], *, rebuild: bool = False) -> pd.DataFr
 
     Parameters
     ----------
-    run_dir
-        A directory made by ``iobench run``.
+    path
+        A directory made by ``iobench run``, or a frame saved by ``iobench parse -o``.
     rebuild
         Ignore ``results.parquet`` and parse the raw fio outputs again.
 
     Raises
     ------
     ResultsError
-        When ``run_dir`` is not a run directory, or its schema is newer than this iobench.
+        When ``path`` is neither, or its schema is newer than this iobench.
     """
-    run = RunDir.open(run_dir)
+    if Path(path).is_file():
+        return _load_frame_file(Path(path))
+    run = RunDir.open(path)
     if run.frame_path.is_file() and not rebuild:
         import pyarrow.parquet as pq
 
         metadata = pq.read_schema(run.frame_path).metadata or {}
         version = int(metadata.get(b"iobench_schema_version", b"0"))
         if version == SCHEMA_VERSION:
-            return pd.read_parquet(run.frame_path)
+            return _with_machine(pd.read_parquet(run.frame_path), run.manifest())
         if version > SCHEMA_VERSION:
             raise ResultsError(f"{run.frame_path}: schema version {version} is newer than this iobench reads")
     frame = build_frame(run)
     run.write_frame(frame)
     return frame
+
+
+def _load_frame_file(path: Path) -> pd.DataFrame:
+    try:
+        if path.suffix == ".parquet":
+            return pd.read_parquet(path)
+        if path.suffix == ".csv":
+            return pd.read_csv(path)
+    except (OSError, ValueError) as exc:
+        raise ResultsError(f"{path}: cannot read the frame: {exc}") from None
+    raise ResultsError(f"{path}: not a run directory nor a .parquet/.csv frame (see `iobench parse -o`)")

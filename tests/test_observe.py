@@ -52,6 +52,30 @@ def test_wrong_memory_policy_is_reported() -> None:
     assert "bound to node 0" in (check_placement(w, cpus=(0,), job_cpus=None, mem_node=0) or "")
 
 
+def fake_process(proc: Path, pid: int, ppid: int, cpus: str, policy: str) -> None:
+    base = proc / str(pid)
+    base.mkdir(parents=True)
+    (base / "stat").write_text(f"{pid} (fio) S {ppid} {pid} {pid} 0\n")
+    (base / "status").write_text(f"Name:\tfio\nCpus_allowed_list:\t{cpus}\nMems_allowed_list:\t0-1\n")
+    (base / "numa_maps").write_text(f"7f0000000000 {policy} anon=1\n")
+
+
+def test_watcher_sees_every_process_at_once_and_walks_workers_maps_first(tmp_path: Path) -> None:
+    """A slow numa_maps walk must never hide a short-lived worker: status first, one walk per poll."""
+    fake_process(tmp_path, 10, 1, "0-1", "bind:0")
+    fake_process(tmp_path, 11, 10, "0", "bind:0")
+    fake_process(tmp_path, 12, 10, "1", "bind:0")
+    watcher = GroupWatcher(proc=str(tmp_path))
+    watcher(10)
+    assert {pid: o.policy for pid, o in watcher.seen.items()} == {10: None, 11: "bind:0", 12: None}
+    shutil.rmtree(tmp_path / "11")
+    watcher(10)
+    assert {pid: o.policy for pid, o in watcher.seen.items()} == {10: None, 11: "bind:0", 12: "bind:0"}
+    watcher(10)
+    assert watcher.seen[10].policy == "bind:0"
+    assert [o.cpus for o in watcher.workers()] == [(0,), (1,)]
+
+
 def test_nothing_seen_is_not_a_contradiction() -> None:
     assert check_placement(GroupWatcher(), cpus=(0,), job_cpus=None, mem_node=0) is None
 

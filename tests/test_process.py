@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from iobench.process import CommandNotFound, run_process
+from iobench.process import CommandNotFound, _descendants_by_scan, descendants, run_process
 
 # A parent that starts a grandchild which would outlive it, like numactl → fio → workers.
 TREE = """
@@ -94,3 +94,27 @@ def test_environment_is_explicit(monkeypatch: pytest.MonkeyPatch) -> None:
     done = run_process([sys.executable, "-c", "import os; print(sorted(os.environ))"])
     assert "IOBENCH_LEAK" not in done.stdout
     assert threading.active_count() >= 1
+
+
+def test_descendants_follow_the_kernels_children_lists_like_a_full_scan() -> None:
+    """Two sleeping grandchildren under a shell, one of them in its own session like fio's workers."""
+    import subprocess
+
+    script = "sleep 5 & setsid sleep 5 & wait"
+    proc = subprocess.Popen(["sh", "-c", script], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 5
+        while len(descendants(proc.pid)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        tree = descendants(proc.pid)
+        assert tree[0] == proc.pid and len(tree) == 3
+        assert sorted(tree) == sorted(_descendants_by_scan(proc.pid, "/proc"))
+    finally:
+        for pid in descendants(proc.pid)[1:]:
+            os.kill(pid, 9)
+        proc.kill()
+        proc.wait()
+
+
+def test_descendants_of_a_finished_process_is_just_itself() -> None:
+    assert descendants(2**22 + 1) == [2**22 + 1]

@@ -1,0 +1,53 @@
+"""Figures from tidy frames (SPEC §8).
+
+Every function takes the tidy frame of :func:`iobench.load`, an optional
+``ax=`` to draw into, and returns a :class:`matplotlib.figure.Figure`; pyplot
+is never imported, so figures work headless and in notebooks alike. Only rows
+with status ``ok`` become data. A point's jobs are combined first
+(:func:`point_totals`), then its repeats: the mean, with 95 % confidence bars
+when there are two repeats or more. Axes that vary but have no role in a
+figure get panels or line styles of their own; nothing but repeats is averaged.
+
+:func:`figures_for` picks the figures that fit a run, :func:`default_figures`
+writes them, and :data:`KINDS` maps the names ``iobench plot`` takes to the
+functions.
+
+>>> import iobench
+>>> df = iobench.load("results/numa-20240101-120000")   # doctest: +SKIP
+>>> iobench.plots.local_vs_remote(df)                    # doctest: +SKIP
+>>> for name, fig in iobench.plots.figures_for(df).items():   # doctest: +SKIP
+...     fig.savefig(f"{name}.svg")
+"""
+
+from __future__ import annotations
+
+from iobench.plots._data import over_repeats, parameter_columns, point_totals, throughput_metric
+from iobench.plots._lines import plot, sweep
+from iobench.plots._style import LABELS, SCALES, caption
+from iobench.plots.cpu import cpu_per_io
+from iobench.plots.figures import KINDS, default_figures, draw, figures_for, save_figure
+from iobench.plots.heatmap import heatmap
+from iobench.plots.latency import latency_percentiles
+from iobench.plots.numa import local_vs_remote, smt
+
+__all__ = [
+    "KINDS",
+    "LABELS",
+    "SCALES",
+    "caption",
+    "cpu_per_io",
+    "default_figures",
+    "draw",
+    "figures_for",
+    "heatmap",
+    "latency_percentiles",
+    "local_vs_remote",
+    "over_repeats",
+    "parameter_columns",
+    "plot",
+    "point_totals",
+    "save_figure",
+    "smt",
+    "sweep",
+    "throughput_metric",
+]

@@ -1,0 +1,225 @@
+"""Which figures fit a run, and writing them to files."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from iobench.errors import ResultsError
+from iobench.plots import _style as st
+from iobench.plots._data import (
+    ok_rows,
+    over_repeats,
+    percentile_columns,
+    point_totals,
+    splitting_axes,
+    throughput_metric,
+    varies,
+)
+from iobench.plots._lines import SWEEP_X, plot, sweep
+from iobench.plots.cpu import cpu_per_io
+from iobench.plots.heatmap import heatmap
+from iobench.plots.latency import latency_percentiles, percentile_layout
+from iobench.plots.numa import local_vs_remote, smt
+
+#: ``iobench plot RESULTS KIND``: each kind's function.
+KINDS: dict[str, Callable[..., Figure]] = {
+    "local-vs-remote": local_vs_remote,
+    "smt": smt,
+    "heatmap": heatmap,
+    "latency": latency_percentiles,
+    "cpu-per-io": cpu_per_io,
+    "sweep": sweep,
+    "line": plot,
+}
+#: Settings that get a CPU-per-I/O figure when they vary.
+CPU_SETTINGS = ("scheduler", "readahead_kb", "direct")
+#: A percentile figure with more curves than this in one panel is left out of :func:`figures_for`.
+MAX_CURVES = 12
+FORMATS = ("png", "svg", "pdf")
+
+
+def slug(text: str) -> str:
+    """A file-name-safe form of ``text``: ``readahead_kb`` → ``readahead-kb``."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def _x(axes: Sequence[str], by: str, preferred: str) -> str:
+    """The x axis for a line figure comparing ``by``: ``preferred`` when it varies, else the first that does."""
+    rest = [a for a in axes if a != by]
+    if preferred in rest:
+        return preferred
+    return next((c for c in SWEEP_X if c in rest), rest[0] if rest else by)
+
+
+def _percentile_curves(totals: pd.DataFrame) -> int:
+    panels, lines = percentile_layout(totals)
+    summary = over_repeats(totals, [*panels, *lines], ["iops"])
+    return max(len(group) for _, group in summary.groupby(panels)) if panels else len(summary)
+
+
+def figures_for(df: pd.DataFrame) -> dict[str, Figure]:
+    """Every figure that fits the run's axes, keyed by a short name usable as a file name.
+
+    ================================  ==================================================
+    name                              drawn when
+    ================================  ==================================================
+    ``local-vs-remote``               ``binding`` varies
+    ``smt``                           ``placement`` has same-core or diff-cores points
+    ``sweep-<x>``                     something varies and neither of the above is drawn
+    ``heatmap-iops``                  ``iodepth`` and ``numjobs`` both vary
+                                      (``heatmap-bw-bytes`` for large I/O)
+    ``latency-percentiles``           ``clat_p*_us`` hold data (at most
+                                      :data:`MAX_CURVES` curves a panel)
+    ``cpu-per-io-<setting>``          scheduler, readahead_kb or direct varies
+    ================================  ==================================================
+
+    Parameters
+    ----------
+    df
+        A tidy frame.
+
+    Returns
+    -------
+    dict of str to matplotlib.figure.Figure
+        Empty when no point finished ``ok``.
+    """
+    try:
+        totals = point_totals(ok_rows(df, "figures"))
+    except ResultsError:
+        return {}
+    axes = splitting_axes(totals, [])
+    figures: dict[str, Figure] = {}
+    y = throughput_metric(totals)
+    if varies(totals, "binding"):
+        figures["local-vs-remote"] = local_vs_remote(df, x=_x(axes, "binding", "iodepth"), y=y)
+    placements = set(totals["placement"].dropna().astype(str)) if "placement" in totals else set()
+    if placements & {"same-core", "diff-cores"}:
+        figures["smt"] = smt(df, x=_x(axes, "placement", "numjobs"), y=y)
+    if axes and not figures:
+        x = next((c for c in SWEEP_X if c in axes), axes[0])
+        figures[f"sweep-{slug(x)}"] = sweep(df)
+    if varies(totals, "iodepth") and varies(totals, "numjobs"):
+        figures[f"heatmap-{slug(y)}"] = heatmap(df, y)
+    if percentile_columns(totals) and _percentile_curves(totals) <= MAX_CURVES:
+        figures["latency-percentiles"] = latency_percentiles(df)
+    setting = next((c for c in CPU_SETTINGS if c in axes), None)
+    if setting and "cpu_us_per_io" in totals and totals["cpu_us_per_io"].notna().any():
+        figures[f"cpu-per-io-{slug(setting)}"] = cpu_per_io(df, setting)
+    return figures
+
+
+def default_figures(df: pd.DataFrame, out_dir: str | Path, formats: Sequence[str] = ("png",)) -> list[Path]:
+    """Write every figure of :func:`figures_for` to ``out_dir``, once per format.
+
+    Parameters
+    ----------
+    df
+        A tidy frame.
+    out_dir
+        Directory for the files (made when missing): ``<name>.<format>``.
+    formats
+        Any of ``png`` (at 150 dpi), ``svg``, ``pdf``.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written, figure by figure.
+
+    Raises
+    ------
+    ResultsError
+        A format is not one of :data:`FORMATS`.
+    """
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        raise ResultsError(f"figure format {', '.join(unknown)} is not one of {', '.join(FORMATS)}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, fig in figures_for(df).items():
+        for fmt in formats:
+            paths.append(save_figure(fig, out / f"{name}.{fmt}"))
+    return paths
+
+
+def save_figure(fig: Figure, path: str | Path) -> Path:
+    """Write ``fig`` in the format its suffix names (png at 150 dpi, svg, pdf).
+
+    Raises
+    ------
+    ResultsError
+        The suffix is not one of :data:`FORMATS`.
+    """
+    target = Path(path)
+    fmt = target.suffix.lstrip(".").lower()
+    if fmt not in FORMATS:
+        raise ResultsError(f"{target}: cannot tell the figure format; name the file .png, .svg or .pdf")
+    fig.savefig(target, dpi=st.DPI, metadata=_metadata(fmt))
+    return target
+
+
+def draw(
+    kind: str,
+    df: pd.DataFrame,
+    *,
+    x: str | None = None,
+    y: str | None = None,
+    hue: str | None = None,
+    col: str | None = None,
+) -> Figure:
+    """One figure of ``kind`` (a key of :data:`KINDS`), with ``iobench plot``'s options.
+
+    ``x`` is the horizontal parameter (for ``cpu-per-io``, the setting the bars
+    compare), ``y`` the metric, ``hue`` what gets a line or bar colour each
+    (for ``heatmap``, the parameter of the rows) and ``col`` what gets a panel
+    each (``line`` only). Options a kind does not take are an error, as are
+    columns the frame does not have.
+
+    Raises
+    ------
+    ResultsError
+        Unknown kind, an option the kind does not take, or a missing column.
+    """
+    if kind not in KINDS:
+        raise ResultsError(f"unknown figure kind {kind!r}; use one of {', '.join(KINDS)}")
+    given = {"x": x, "y": y, "hue": hue, "col": col}
+    accepted = _OPTIONS[kind]
+    extra = [f"--{name}" for name, value in given.items() if value is not None and name not in accepted]
+    if extra:
+        takes = ", ".join(f"--{n}" for n in accepted) or "no options"
+        raise ResultsError(f"figure kind {kind!r} does not take {', '.join(extra)} (it takes {takes})")
+    missing = [v for v in given.values() if v is not None and v not in df.columns]
+    if missing:
+        raise ResultsError(
+            f"no column {missing[0]!r} in these results; columns: {', '.join(map(str, df.columns))}"
+        )
+    if kind == "line" and x is None:
+        raise ResultsError("figure kind 'line' needs --x (the column for the horizontal axis)")
+    options = {accepted[name]: value for name, value in given.items() if value is not None}
+    return KINDS[kind](df, **options)
+
+
+#: Per kind, ``iobench plot`` option → the function's parameter.
+_OPTIONS: dict[str, dict[str, str]] = {
+    "local-vs-remote": {"x": "x", "y": "y"},
+    "smt": {"x": "x", "y": "y"},
+    "heatmap": {"x": "x", "y": "metric", "hue": "y"},
+    "latency": {},
+    "cpu-per-io": {"x": "by", "y": "metric", "hue": "hue"},
+    "sweep": {"y": "y"},
+    "line": {"x": "x", "y": "y", "hue": "hue", "col": "col"},
+}
+
+
+def _metadata(fmt: str) -> dict[str, str | None]:
+    """No creation date in SVG/PDF, so the same run draws the same bytes."""
+    if fmt == "svg":
+        return {"Date": None}
+    if fmt == "pdf":
+        return {"CreationDate": None}
+    return {}

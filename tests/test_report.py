@@ -1,0 +1,126 @@
+"""`iobench report` and `iobench plot` on a real (null-engine) run."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import NULL_MATRIX
+from typer.testing import CliRunner
+
+from iobench.cli import app
+from iobench.errors import ResultsError
+from iobench.matrix import load_matrix
+from iobench.report import write_report
+from iobench.results import load
+from iobench.runner import run
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two iodepths × two numjobs, two repeats each: a heatmap, CI bars and a summary with n = 2."""
+    base = tmp_path_factory.mktemp("report")
+    text = NULL_MATRIX.format(target=base / "target.dat").replace("iodepth: [1, 2]", "iodepth: [1, 4]")
+    text += "  numjobs: [1, 2]\nrepeat: 2\n"
+    (base / "m.yaml").write_text(text)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", str(base / "state"))
+        result = run(load_matrix(base / "m.yaml"), out=base / "r", figures=False)
+    assert result.counts == {"ok": 8}
+    return result.run_dir
+
+
+@pytest.mark.fio
+def test_report_page_is_self_contained_with_every_figure_and_the_summary(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    report = write_report(run_dir, tmp_path / "out", formats=["png", "svg"])
+    page = report.html.read_text()
+    names = sorted(p.stem for p in report.figures)
+    assert {"heatmap-iops", "sweep-iodepth"} <= set(names)
+    assert [p.suffix for p in report.figures] == [".png", ".svg"] * (len(report.figures) // 2)
+    images = re.findall(r'<img alt="([^"]+)" src="data:image/png;base64,([^"]+)"', page)
+    assert sorted(alt for alt, _ in images) == sorted(set(names))
+    assert all(base64.b64decode(data).startswith(b"\x89PNG") for _, data in images)
+    assert not re.search(r'(src|href)="(?!data:)', page), "the page must not load anything from outside"
+    summary = page.split("<h2>Summary</h2>")[1].split("<h2>")[0]
+    assert summary.count('<tr class="') == 4 and "± " in summary
+    assert "fio-3" in page and "nulltest" in page and "iodepth: [1, 4]" in page
+
+
+@pytest.mark.fio
+def test_report_lists_points_that_did_not_run(run_dir: Path, tmp_path: Path) -> None:
+    copy = Path(shutil.copytree(run_dir, tmp_path / "run"))
+    meta_path = next(copy.glob("points/0001-r1/meta.json"))
+    meta = json.loads(meta_path.read_text())
+    meta.update(status="failed", reason="fio exited with status 1: boom")
+    meta_path.write_text(json.dumps(meta))
+    (copy / "results.parquet").unlink()
+    page = write_report(copy).html.read_text()
+    problems = page.split("Points that did not finish ok")[1]
+    assert "<td>1</td><td>1</td><td>failed</td><td>fio exited with status 1: boom</td>" in problems
+
+
+def test_report_of_a_folder_that_is_no_run_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ResultsError, match="run directory"):
+        write_report(tmp_path)
+    result = runner.invoke(app, ["report", str(tmp_path)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+@pytest.mark.fio
+@pytest.mark.parametrize("suffix", ["png", "svg", "pdf"])
+def test_plot_writes_the_format_its_name_asks_for(run_dir: Path, tmp_path: Path, suffix: str) -> None:
+    out = tmp_path / f"qd.{suffix}"
+    result = runner.invoke(
+        app, ["plot", str(run_dir), "line", "--x", "iodepth", "--hue", "numjobs", "-o", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    magic = {"png": b"\x89PNG", "svg": b"<?xml", "pdf": b"%PDF"}[suffix]
+    assert out.read_bytes().startswith(magic)
+
+
+@pytest.mark.fio
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["bars"], "unknown figure kind 'bars'"),
+        (["latency", "--x", "iodepth"], "does not take --x"),
+        (["line", "--x", "queue_depth"], "no column 'queue_depth'"),
+        (["line"], "needs --x"),
+        (["heatmap", "--y", "iops"], "cannot tell the figure format"),
+    ],
+)
+def test_plot_mistakes_exit_2_and_write_nothing(
+    run_dir: Path, tmp_path: Path, args: list[str], message: str
+) -> None:
+    suffix = ".txt" if "heatmap" in args else ".png"
+    out = tmp_path / f"figure{suffix}"
+    result = runner.invoke(app, ["plot", str(run_dir), *args, "-o", str(out)])
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.split()) and "Traceback" not in result.output
+    assert not out.exists()
+
+
+@pytest.mark.fio
+def test_plot_reads_a_parsed_frame_file(run_dir: Path, tmp_path: Path) -> None:
+    outputs = sorted(str(p) for p in run_dir.glob("points/*/fio*.json"))
+    frame_file = tmp_path / "parsed.parquet"
+    assert runner.invoke(app, ["parse", *outputs, "-o", str(frame_file)]).exit_code == 0
+    out = tmp_path / "lat.png"
+    result = runner.invoke(app, ["plot", str(frame_file), "latency", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.stat().st_size > 0
+
+
+@pytest.mark.fio
+def test_loaded_frames_carry_the_machine_for_captions(run_dir: Path) -> None:
+    machine = load(run_dir).attrs["machine"]
+    assert machine["fio_version"].startswith("fio-") and machine["kernel"]
+    assert "topology" not in machine
