@@ -40,10 +40,11 @@ _LAZY = {
     "summarize": "iobench.stats",
     "discover_topology": "iobench.topology",
     "plots": "iobench.plots",
+    "report": "iobench.report",
 }
 
 if TYPE_CHECKING:
-    from iobench import plots
+    from iobench import plots, report
     from iobench.fioout import parse_fio, parse_fio_text
     from iobench.matrix import Matrix, load_matrix
     from iobench.plan import Plan, plan
@@ -58,7 +59,7 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'iobench' has no attribute {name!r}")
     loaded = importlib.import_module(module)
-    value = loaded if name == "plots" else getattr(loaded, name)
+    value = loaded if name in ("plots", "report") else getattr(loaded, name)
     globals()[name] = value
     return value
 
@@ -83,6 +84,7 @@ __all__ = [
     "parse_fio_text",
     "plan",
     "plots",
+    "report",
     "run",
     "summarize",
 ]
