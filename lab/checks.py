@@ -245,7 +245,9 @@ def run_checks(out: Path) -> list[Check]:
     try:
         lab = Lab(out)
     except (OSError, ValueError) as exc:
-        return [Check("guest reported", False, f"no usable lab.json in {out}: {exc}")]
+        log = out / "guest.log"
+        tail = log.read_text(errors="replace")[-2000:] if log.is_file() else "(no guest.log: see console.log)"
+        return [Check("guest reported", False, f"no usable lab.json in {out}: {exc}\nguest.log:\n{tail}")]
     results = []
     for check in CHECKS:
         name = check.__name__.replace("_", " ")

@@ -7,10 +7,9 @@ export HOME=/root LANG=C.UTF-8
 hostname iobench-lab
 exec >/out/guest.log 2>&1
 python=$(sed -n 's/.*labpython=\([^ ]*\).*/\1/p' /proc/cmdline)
-mkdir -p /dev/pts /run /tmp /mnt/guard
+mkdir -p /dev/pts /run /mnt/guard
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /run
-mount -t tmpfs tmpfs /tmp
 modprobe nvme
 modprobe ext4
 modprobe kyber-iosched
