@@ -26,13 +26,16 @@ from iobench.plots import (
     caption,
     cpu_per_io,
     default_figures,
+    draw,
     figures_for,
     heatmap,
     latency_percentiles,
     local_vs_remote,
+    over_repeats,
     parameter_columns,
     plot,
     point_totals,
+    save_figure,
     smt,
     sweep,
     throughput_metric,
@@ -244,7 +247,7 @@ def test_plot_draws_error_bars_only_for_repeated_points() -> None:
 
 def test_caption_names_the_machine_and_counts_runs_that_failed() -> None:
     df = frame(iodepth=[1, 4], repeats=3, failed={(1, 2), (2, 2)})
-    df.attrs["manifest"] = {"machine": {"cpu_model": "AMD EPYC 7702", "kernel": "6.1.0"}}
+    df.attrs["machine"] = {"cpu_model": "AMD EPYC 7702", "kernel": "6.1.0"}
     assert caption(df) == "box · AMD EPYC 7702 · Linux 6.1.0 · fio-3.33 · 2 runs not ok (not shown)"
     mixed = pd.concat([frame(iodepth=[1]), frame(iodepth=[1]).assign(fio_version="fio-2.2.10")])
     assert "fio-2.2.10, fio-3.33" in caption(mixed)
@@ -334,3 +337,150 @@ def test_drawing_every_figure_never_imports_pyplot(tmp_path: Path) -> None:
         "assert 'matplotlib.pyplot' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), str(tmp_path)], check=True)
+
+
+def test_over_repeats_gives_the_mean_and_a_t_based_ci() -> None:
+    totals = point_totals(frame(iodepth=[1, 4], repeats=3))
+    summary = over_repeats(totals, ["iodepth"], ["iops"])
+    assert summary["iodepth"].tolist() == [1, 4]
+    assert summary["iops"].tolist() == pytest.approx([1000.0, 4000.0])
+    assert summary["iops_ci95"].tolist() == pytest.approx([ci(1000.0), ci(4000.0)])
+    assert summary["iops_n"].tolist() == [3, 3]
+    single = over_repeats(point_totals(frame(iodepth=[1])), ["iodepth"], ["iops"])
+    assert math.isnan(single["iops_ci95"].iloc[0])
+
+
+def test_point_totals_need_iops() -> None:
+    with pytest.raises(ResultsError, match="no `iops` column"):
+        point_totals(frame(iodepth=[1]).drop(columns="iops"))
+
+
+def test_sweep_into_an_axes_draws_throughput_with_a_legend() -> None:
+    ax = Figure().add_subplot()
+    sweep(frame(iodepth=[1, 4], numjobs=[1, 2], repeats=3), ax=ax)
+    assert [line.get_label() for line in lines(ax)] == ["numjobs=1", "numjobs=2"]
+    assert ax.get_ylabel() == "IOPS" and ax.get_legend() is not None
+
+
+ALL_FIGURES: dict[str, Callable[[pd.DataFrame], Figure]] = {
+    "plot": lambda df: plot(df, x="iodepth"),
+    "sweep": sweep,
+    "local_vs_remote": local_vs_remote,
+    "smt": smt,
+    "heatmap": heatmap,
+    "latency_percentiles": latency_percentiles,
+    "cpu_per_io": cpu_per_io,
+}
+
+
+@pytest.mark.parametrize("name", ALL_FIGURES)
+def test_every_figure_without_ok_rows_names_the_statuses(name: str) -> None:
+    df = frame(iodepth=[1, 4], numjobs=[1, 2], binding=["local"], placement=["same-core"])
+    df["status"] = ["failed"] * 4 + ["timeout"] * (len(df) - 4)
+    with pytest.raises(ResultsError, match=rf"^{name}: no successful points to plot \(4 failed, 4 timeout\)"):
+        ALL_FIGURES[name](df)
+
+
+@pytest.mark.parametrize(
+    ("name", "missing"),
+    [
+        ("plot", "iodepth"),
+        ("local_vs_remote", "binding"),
+        ("local_vs_remote", "iodepth"),
+        ("smt", "placement"),
+        ("heatmap", "numjobs"),
+    ],
+)
+def test_every_figure_names_the_column_it_lacks(name: str, missing: str) -> None:
+    df = frame(iodepth=[1, 4], numjobs=[1, 2], binding=["local"], placement=["same-core"]).drop(
+        columns=missing
+    )
+    with pytest.raises(ResultsError, match=rf"^{name}: the points have no `{missing}` column"):
+        ALL_FIGURES[name](df)
+
+
+def test_draw_maps_the_cli_options_to_each_kind() -> None:
+    df = frame(iodepth=[1, 4], numjobs=[1, 2])
+    ax = draw("heatmap", df, x="numjobs", hue="iodepth", y="lat_mean_us").axes[0]
+    assert ax.get_xlabel() == "Jobs" and ax.get_ylabel() == "I/O depth"
+    assert [line.get_label() for line in draw("line", df, x="numjobs", hue="iodepth").axes[0].lines] == [
+        "iodepth=1",
+        "iodepth=4",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("kind", "options", "message"),
+    [
+        ("bars", {}, "unknown figure kind 'bars'; use one of local-vs-remote, smt"),
+        ("latency", {"x": "iodepth"}, r"figure kind 'latency' does not take --x \(it takes no options\)"),
+        ("sweep", {"hue": "bs"}, r"does not take --hue \(it takes --y\)"),
+        ("line", {"x": "queue"}, "no column 'queue' in these results; columns: run_id"),
+        ("line", {}, "figure kind 'line' needs --x"),
+    ],
+)
+def test_draw_says_what_is_wrong_with_the_options(kind: str, options: dict[str, str], message: str) -> None:
+    with pytest.raises(ResultsError, match=message):
+        draw(kind, frame(iodepth=[1, 4]), **options)
+
+
+def test_save_figure_writes_the_same_bytes_twice_and_refuses_unknown_suffixes(tmp_path: Path) -> None:
+    fig = plot(frame(iodepth=[1, 4]), x="iodepth")
+    for suffix in ("svg", "pdf"):
+        first, second = save_figure(fig, tmp_path / f"a.{suffix}"), save_figure(fig, tmp_path / f"b.{suffix}")
+        assert first.read_bytes() == second.read_bytes()
+    with pytest.raises(ResultsError, match=r"a\.bmp: cannot tell the figure format"):
+        save_figure(fig, tmp_path / "a.bmp")
+
+
+# Regressions found in review (each failed before its fix).
+
+
+def test_point_totals_are_na_when_a_job_lacks_the_value() -> None:
+    df = frame(iodepth=[1])
+    df.loc[0, ["bw_bytes", "lat_mean_us"]] = pd.NA
+    totals = point_totals(df)
+    assert totals["iops"].tolist() == [1000.0]
+    assert totals[["bw_bytes", "lat_mean_us"]].isna().all(axis=None)
+    assert totals["bw_bytes"].dtype == "Float64"
+
+
+def test_plot_into_an_axes_gives_col_a_line_each_instead_of_averaging_it() -> None:
+    df = frame(iodepth=[1, 4], bs=[4096, 65536], iops=lambda p: p["iodepth"] * p["bs"] / 4.096)
+    ax = Figure().add_subplot()
+    plot(df, x="iodepth", col="bs", ax=ax)
+    assert [(line.get_label(), list(line.get_ydata())) for line in lines(ax)] == [
+        ("bs=4k", [1000.0, 4000.0]),
+        ("bs=64k", [16000.0, 64000.0]),
+    ]
+
+
+def test_plot_draws_job_metrics_that_are_not_sums() -> None:
+    df = frame(iodepth=[1, 4])
+    df["usr_cpu"] = [4.0, 6.0] * 2
+    df["ctx"] = 100
+    df["runtime_ms"] = [1000, 1002] * 2
+    [ax] = plot(df, x="iodepth", y="usr_cpu").axes
+    assert list(ax.lines[0].get_ydata()) == [5.0, 5.0] and ax.get_ylabel() == "User CPU (%)"
+    assert list(plot(df, x="iodepth", y="ctx").axes[0].lines[0].get_ydata()) == [200.0, 200.0]
+    assert list(plot(df, x="iodepth", y="runtime_ms").axes[0].lines[0].get_ydata()) == [1002.0, 1002.0]
+
+
+def test_plot_names_the_metrics_it_can_draw() -> None:
+    with pytest.raises(ResultsError, match=r"plot: no `queue` metric.*iops, bw_bytes"):
+        plot(frame(iodepth=[1, 4]), x="iodepth", y="queue")
+
+
+def test_points_that_only_their_number_tells_apart_are_not_averaged_as_repeats() -> None:
+    [ax] = plot(frame(iodepth=[1, 1], iops=lambda p: 1000.0), x="iodepth").axes
+    assert [line.get_label() for line in lines(ax)] == ["point=1", "point=2"]
+    assert not ax.containers
+
+
+def test_a_point_without_a_value_of_x_is_drawn_at_n_a() -> None:
+    df = frame(iodepth=[1, 4]).astype({"iodepth": "Int64"})
+    df.loc[df["point"] == 2, "iodepth"] = pd.NA
+    [ax] = plot(df, x="iodepth").axes
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "n/a"]
+    assert list(ax.lines[0].get_ydata()) == [1000.0, 4000.0]
+    assert ax.lines[0].get_linestyle() == "None"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 from matplotlib.axes import Axes
 from matplotlib.colors import to_hex
@@ -113,17 +114,6 @@ def test_local_vs_remote_in_bandwidth_uses_mib_per_second() -> None:
     assert [float(line.get_ydata()[0]) for line in lines(top)] == pytest.approx([10_000.0, 7500.0])
 
 
-def test_local_vs_remote_needs_a_binding_axis() -> None:
-    with pytest.raises(ResultsError, match=r"no `binding` column.*binding: \[local, remote\]"):
-        local_vs_remote(numa(iodepth=[1, 4], binding=["local"]).drop(columns="binding"))
-
-
-def test_local_vs_remote_with_nothing_ok_names_the_statuses() -> None:
-    df = numa(iodepth=[1], binding=["local"]).assign(status="timeout")
-    with pytest.raises(ResultsError, match=r"no successful points to plot \(6 timeout\)"):
-        local_vs_remote(df)
-
-
 # SMT
 
 
@@ -151,8 +141,6 @@ def test_smt_draws_same_core_against_different_cores_over_jobs() -> None:
 def test_smt_needs_same_core_or_diff_cores_points() -> None:
     with pytest.raises(ResultsError, match=r"no same-core or diff-cores points \(placements found: node\)"):
         smt(frame(numjobs=[1, 2], placement=["node"]))
-    with pytest.raises(ResultsError, match="no `placement` column"):
-        smt(frame(numjobs=[1, 2]))
 
 
 # heatmap
@@ -267,3 +255,124 @@ def test_cpu_per_io_panels_for_a_third_axis_and_explicit_by() -> None:
 def test_cpu_per_io_without_a_varying_setting_asks_for_by() -> None:
     with pytest.raises(ResultsError, match="nothing varies.*pass by="):
         cpu_per_io(frame(iodepth=[4]))
+
+
+# Drawing into a given Axes, and what each figure needs
+
+
+def test_smt_into_an_axes_draws_the_throughput_lines() -> None:
+    ax = Figure().add_subplot()
+    assert smt(smt_frame(), ax=ax) is ax.figure
+    assert labels(ax) == ["same core (all jobs on one core's threads)", "different cores (one job per core)"]
+    assert ax.get_ylabel() == "IOPS" and ax.get_legend().get_title().get_text() == "CPU placement"
+
+
+def test_heatmap_into_an_axes_draws_the_cells_and_a_colour_bar() -> None:
+    fig = Figure()
+    ax = fig.add_subplot()
+    heatmap(frame(iodepth=[1, 4], numjobs=[1, 2], bs=[1 << 20]), "bw_bytes", ax=ax)
+    assert [t.get_text() for t in ax.texts] == ["1,000", "4,000", "1,000", "4,000"]
+    assert fig.axes[1].get_ylabel() == "Throughput (MiB/s)"
+
+
+def test_heatmap_panels_far_apart_get_a_colour_scale_each() -> None:
+    df = frame(
+        iops=lambda p: 1000.0 * p["iodepth"] * p["bs"] / 4096,
+        iodepth=[1, 4],
+        numjobs=[1, 2],
+        bs=[4096, 1 << 20],
+    )
+    panels = [ax for ax in heatmap(df).axes if ax.images]
+    assert panels[0].images[0].norm is not panels[1].images[0].norm
+
+
+def test_heatmap_needs_a_metric_the_points_have() -> None:
+    with pytest.raises(ResultsError, match=r"heatmap: no `queue` metric \(metrics: iops"):
+        heatmap(frame(iodepth=[1, 4], numjobs=[1, 2]), "queue")
+
+
+def test_latency_percentiles_into_an_axes_turn_panels_into_curves() -> None:
+    ax = Figure().add_subplot()
+    latency_percentiles(numa(iodepth=[1, 4], binding=["local", "remote"]), ax=ax)
+    assert labels(ax) == [
+        "local · iodepth=1",
+        "local · iodepth=4",
+        "remote · iodepth=1",
+        "remote · iodepth=4",
+    ]
+
+
+def test_latency_percentiles_of_one_direction() -> None:
+    df = frame(iodepth=[1], directions=("read", "write"))
+    df.loc[df["direction"] == "write", "clat_p99_us"] = 99.0
+    [ax] = latency_percentiles(df, direction="write").axes
+    assert list(lines(ax)[0].get_ydata())[2] == pytest.approx(99.0)
+    with pytest.raises(ResultsError, match="no rows with direction 'trim'"):
+        latency_percentiles(df, direction="trim")
+
+
+def test_latency_percentiles_of_a_single_point_need_no_legend() -> None:
+    ax = Figure().add_subplot()
+    latency_percentiles(frame(iodepth=[1]), ax=ax)
+    assert len(lines(ax)) == 1 and ax.get_legend() is None
+
+
+def test_cpu_per_io_into_an_axes_with_a_legend_per_hue() -> None:
+    ax = Figure().add_subplot()
+    cpu_per_io(frame(scheduler=["none", "bfq"], direct=[0, 1]), "scheduler", hue="direct", ax=ax)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["buffered", "O_DIRECT"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["none", "bfq"]
+
+
+def test_cpu_per_io_into_an_axes_refuses_a_third_axis() -> None:
+    df = frame(scheduler=["none", "bfq"], direct=[0, 1], numjobs=[1, 2])
+    with pytest.raises(ResultsError, match="cpu_per_io: numjobs also varies; one Axes shows one panel"):
+        cpu_per_io(df, "scheduler", hue="direct", ax=Figure().add_subplot())
+
+
+def test_cpu_per_io_needs_cpu_accounting() -> None:
+    df = frame(scheduler=["none", "bfq"])
+    with pytest.raises(ResultsError, match="no `cpu_us_per_io` metric.*usr_cpu/sys_cpu"):
+        cpu_per_io(df.drop(columns="cpu_us_per_io"))
+    with pytest.raises(ResultsError, match="no ok point has a `cpu_us_per_io` value"):
+        cpu_per_io(df.assign(cpu_us_per_io=pd.NA))
+
+
+# Regressions found in review (each failed before its fix).
+
+
+def test_smt_names_placements_when_another_axis_gets_line_styles() -> None:
+    df = frame(numjobs=[1, 2], placement=["same-core", "diff-cores"], iodepth=[1, 2], bs=[4096, 65536])
+    top = smt(df).axes[0]
+    assert labels(top)[:2] == [
+        "same core (all jobs on one core's threads) · bs=4k",
+        "same core (all jobs on one core's threads) · bs=64k",
+    ]
+
+
+def test_heatmap_gives_points_without_a_value_a_row_of_their_own() -> None:
+    df = frame(iodepth=[1, 4], numjobs=[1, 2]).astype({"numjobs": "Int64"})
+    df.loc[df["point"] == 4, "numjobs"] = pd.NA
+    ax = heatmap(df).axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["1", "2", "n/a"]
+    assert [t.get_text() for t in ax.texts] == ["1k", "4k", "1k", "—", "—", "4k"]
+
+
+def test_cpu_per_io_bars_keep_the_binding_colours() -> None:
+    df = frame(scheduler=["none", "mq-deadline"], binding=["local", "remote"])
+    ax = cpu_per_io(df, "scheduler", hue="binding").axes[0]
+    groups = [c for c in ax.containers if isinstance(c, BarContainer)]
+    assert [to_hex(g.patches[0].get_facecolor()) for g in groups] == ["#1f77b4", "#d62728"]
+
+
+def test_cpu_per_io_draws_other_cpu_metrics() -> None:
+    df = frame(scheduler=["none", "mq-deadline"]).assign(sys_cpu=[10.0, 20.0, 30.0, 30.0])
+    ax = cpu_per_io(df, metric="sys_cpu").axes[0]
+    [bars] = [c for c in ax.containers if isinstance(c, BarContainer)]
+    assert [p.get_height() for p in bars.patches] == [15.0, 30.0]
+    assert ax.get_ylabel() == "System CPU (%)"
+
+
+def test_latency_percentiles_of_one_direction_need_a_direction_column() -> None:
+    with pytest.raises(ResultsError, match="no `direction` column"):
+        latency_percentiles(frame(iodepth=[1]).drop(columns="direction"), direction="read")

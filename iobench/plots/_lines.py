@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import math
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -11,22 +11,20 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
 
 from iobench.errors import ResultsError
+from iobench.plots import _data as dt
 from iobench.plots import _style as st
-from iobench.plots._data import (
-    ok_rows,
-    over_repeats,
-    point_totals,
-    require,
-    splitting_axes,
-    throughput_metric,
-)
 
 #: x axes a sweep prefers, in order.
 SWEEP_X = ("iodepth", "numjobs", "bs")
 #: Panel columns per row before a figure wraps.
 MAX_COLS = 3
+#: Axes drawn on a log2 scale with their values as ticks.
+LOG2 = frozenset({"iodepth", "numjobs", "bs"})
+#: Numeric axes drawn evenly spaced, as categories (0 does not fit a log scale; 0/1 are modes).
+CATEGORICAL = frozenset({"readahead_kb", "direct"})
 
 
 @dataclass(frozen=True)
@@ -51,35 +49,46 @@ class Layout:
     @property
     def keys(self) -> list[str]:
         """Every column a mean over repeats is grouped by."""
-        return list(dict.fromkeys((self.x, *self.colour, *self.style, *self.panel)))
+        return list(dict.fromkeys((self.x, *self.series, *self.panel)))
+
+    def in_one_panel(self) -> Layout:
+        """This layout with the panel columns turned into line styles."""
+        return Layout(self.x, self.colour, (*self.panel, *self.style))
 
 
-def combos(frame: pd.DataFrame, columns: Sequence[str]) -> list[tuple[object, ...]]:
-    """The distinct value combinations of ``columns`` in reading order."""
-    if not columns:
-        return [()]
-    rows = {tuple(st.key(v) for v in r): tuple(r) for r in frame[list(columns)].itertuples(index=False)}
-    orders = [{st.key(v): i for i, v in enumerate(st.ordered(c, frame[c].tolist()))} for c in columns]
-    return sorted(rows.values(), key=lambda r: [o[st.key(v)] for o, v in zip(orders, r, strict=True)])
+def main_axis(axes: Sequence[str], preferred: str = SWEEP_X[0]) -> str | None:
+    """The x of a line figure: ``preferred``, else iodepth, numjobs or bs, else the first of ``axes``."""
+    return next((c for c in (preferred, *SWEEP_X, *axes) if c in axes), None)
 
 
-def select(frame: pd.DataFrame, columns: Sequence[str], values: Sequence[object]) -> pd.DataFrame:
-    mask = pd.Series(True, index=frame.index)
-    for column, value in zip(columns, values, strict=True):
-        mask &= frame[column].isna() if st.is_missing(value) else (frame[column] == value).fillna(False)
-    return frame[mask]
+def x_positions(column: str, values: Sequence[object]) -> dict[object, float] | None:
+    """Evenly spaced positions, keyed by :func:`key`, for a categorical x axis; None for a numeric one."""
+    if st.is_numeric(values) and column not in CATEGORICAL:
+        return None
+    return {dt.key(v): float(i) for i, v in enumerate(values)}
 
 
-def panel_title(columns: Sequence[str], values: Sequence[object]) -> str:
-    """``bs=64k · direction=read`` (``O_DIRECT``, not ``direct=O_DIRECT``)."""
-    parts = [
-        st.format_value(c, v) if c in st.SELF_EXPLAINING else f"{c}={st.format_value(c, v)}"
-        for c, v in zip(columns, values, strict=True)
-    ]
-    return " · ".join(parts)
+def _setup_x(
+    axis: Axes, column: str, values: Sequence[object], positions: dict[object, float] | None
+) -> None:
+    """Label the x axis, log2-scale iodepth/numjobs/bs, and put a tick on every value drawn."""
+    axis.set_xlabel(st.label(column))
+    names = [st.format_value(column, v) for v in values]
+    if positions is not None:
+        axis.set_xticks(list(positions.values()), names)
+        axis.set_xlim(-0.5, len(values) - 0.5)
+        return
+    numbers = [n for v in values if (n := dt.as_number(v)) is not None]
+    if column in LOG2 and min(numbers) > 0:
+        axis.set_xscale("log", base=2)
+        if len(numbers) == 1:
+            axis.set_xlim(numbers[0] / 2, numbers[0] * 2)
+    if len(numbers) <= 16:
+        axis.set_xticks(numbers, names)
+        axis.xaxis.set_minor_locator(NullLocator())
 
 
-def draw_lines(
+def _draw_lines(
     axis: Axes,
     summary: pd.DataFrame,
     layout: Layout,
@@ -90,59 +99,49 @@ def draw_lines(
     style_combos: Sequence[tuple[object, ...]],
     names: Mapping[str, str] | None = None,
 ) -> None:
-    """Draw ``metric`` (mean over repeats) against ``layout.x`` into ``axis``, a line per series.
+    """Draw ``metric`` (mean over repeats, with 95 % CI bars) against ``layout.x``, a line per series.
 
     ``summary`` comes from :func:`over_repeats` grouped by ``layout.keys``; the
     x values and series combinations span every panel, so a series keeps its
-    colour and dash in all of them. Against a nominal x (schedulers) points are
+    colour and dash in all of them. Points against a nominal x (schedulers) are
     not joined: no line runs between values that have no order.
     """
-    positions = st.x_positions(layout.x, x_values)
-    nominal = positions is not None and not st.is_numeric(x_values)
-    if len(layout.colour) == 1:
-        palette = st.colours(layout.colour[0], [c[0] for c in colour_combos])
-    else:
-        palette = st.colours(None, colour_combos)
+    positions = x_positions(layout.x, x_values)
+    joined = st.is_numeric(x_values)
     factor = st.scale(metric)
-    order = {st.key(v): i for i, v in enumerate(x_values)}
-    for colour_index, colour_values in enumerate(colour_combos):
-        for style_index, style_values in enumerate(style_combos):
-            line = select(summary, layout.series, (*colour_values, *style_values))
-            line = line[line[layout.x].notna()]
-            if line.empty or line[metric].isna().all():
-                continue
-            line = line.iloc[sorted(range(len(line)), key=lambda i: order[st.key(line[layout.x].iloc[i])])]
-            xs = [st.x_value(v, positions) for v in line[layout.x]]
-            ys = line[metric].to_numpy(dtype=float) * factor
-            colour = palette[colour_index]
-            text = None
-            if layout.series:
-                text = st.series_label(layout.series, (*colour_values, *style_values))
-                text = (names or {}).get(text, text)
-            axis.plot(
-                xs,
-                ys,
-                color=colour,
-                linestyle="none" if nominal else st.LINESTYLES[style_index % len(st.LINESTYLES)],
-                marker=st.MARKERS[style_index % len(st.MARKERS)],
-                markersize=7 if nominal else 5,
-                linewidth=1.6,
-                label=text,
+    colours = st.palette(layout.colour, colour_combos)
+    for (colour, colour_values), (index, style_values) in itertools.product(
+        zip(colours, colour_combos, strict=True), enumerate(style_combos)
+    ):
+        values = (*colour_values, *style_values)
+        line = dt.select(summary, layout.series, values)
+        if line[metric].isna().all():
+            continue
+        xs = np.array(
+            [positions[dt.key(v)] if positions else dt.as_number(v) for v in line[layout.x]], dtype=float
+        )
+        order = np.argsort(xs, kind="stable")
+        ys = line[metric].to_numpy(dtype=float)[order] * factor
+        ci = line[f"{metric}_ci95"].to_numpy(dtype=float)[order] * factor
+        axis.plot(
+            xs[order],
+            ys,
+            color=colour,
+            linestyle=st.LINESTYLES[index % len(st.LINESTYLES)] if joined else "none",
+            marker=st.MARKERS[index % len(st.MARKERS)],
+            markersize=5 if joined else 7,
+            linewidth=1.6,
+            label=st.describe(layout.series, values, names=names) if layout.series else None,
+        )
+        if np.isfinite(ci).any():
+            axis.errorbar(
+                xs[order], ys, yerr=np.nan_to_num(ci), fmt="none", ecolor=colour, elinewidth=1.1, capsize=3
             )
-            ci = line[f"{metric}_ci95"].to_numpy(dtype=float) * factor
-            if np.isfinite(ci).any():
-                axis.errorbar(
-                    xs, ys, yerr=np.nan_to_num(ci), fmt="none", ecolor=colour, elinewidth=1.1, capsize=3
-                )
-    st.setup_x(axis, layout.x, x_values, positions)
+    _setup_x(axis, layout.x, x_values, positions)
     axis.set_ylabel(st.label(metric))
     st.metric_ticks(axis.yaxis, metric)
-    values = summary[metric].dropna()
-    if len(values) and float(values.min()) >= 0:
-        axis.set_ylim(bottom=0)
-        top = float((summary[metric] + summary[f"{metric}_ci95"].fillna(0)).max()) * factor
-        if math.isfinite(top) and top > 0:
-            axis.set_ylim(top=top * 1.08)
+    if summary[metric].min() >= 0:
+        axis.set_ylim(0, axis.get_ylim()[1] * 1.05)  # room for the top markers
     axis.grid(True, alpha=0.3)
 
 
@@ -152,23 +151,29 @@ def lines_figure(
     layout: Layout,
     metrics: Sequence[str],
     *,
+    figure: str,
     ax: Axes | None = None,
-    title: str | None = None,
+    title: str = "",
     legend_title: str | None = None,
     names: Mapping[str, str] | None = None,
 ) -> Figure:
-    """Draw ``metrics`` (a row of panels each) per :class:`Layout`; into ``ax`` when given (first metric)."""
-    for metric in metrics:
-        require(totals, [metric], "plot", "pick a metric column of the frame")
-    summary = over_repeats(totals, layout.keys, metrics)
-    if ax is not None and layout.panel:
-        layout = Layout(layout.x, layout.colour, (*layout.style, *layout.panel))
+    """Draw ``metrics`` (a row of panels each) per :class:`Layout`; into ``ax`` when given (first metric).
+
+    Raises
+    ------
+    ResultsError
+        A metric the point totals do not have.
+    """
+    dt.require_metrics(totals, metrics, figure)
+    summary = dt.over_repeats(totals, layout.keys, metrics)
+    if ax is not None:
+        layout = layout.in_one_panel()
     draw = partial(
-        draw_lines,
+        _draw_lines,
         layout=layout,
-        x_values=st.ordered(layout.x, summary[layout.x].dropna().tolist()),
-        colour_combos=combos(summary, layout.colour),
-        style_combos=combos(summary, layout.style),
+        x_values=dt.ordered(layout.x, summary[layout.x]),
+        colour_combos=dt.combos(summary, layout.colour),
+        style_combos=dt.combos(summary, layout.style),
         names=names,
     )
     if ax is not None:
@@ -176,41 +181,15 @@ def lines_figure(
         if layout.series:
             ax.legend(fontsize=st.SMALL, title=legend_title, title_fontsize=st.SMALL)
         return st.root_figure(ax)
-    panels = combos(summary, layout.panel)
-    cols = min(len(panels), MAX_COLS)
-    blocks = math.ceil(len(panels) / cols)
-    fig, grid = st.new_figure(blocks * len(metrics), cols)
-    drawn: list[Axes] = []
-    for index, panel in enumerate(panels):
-        block, col = divmod(index, cols)
-        data = select(summary, layout.panel, panel)
-        for row, metric in enumerate(metrics):
-            axis: Axes = grid[block * len(metrics) + row][col]
-            draw(axis, data, metric=metric)
-            if layout.panel and row == 0:
-                axis.set_title(panel_title(layout.panel, panel), fontsize=st.MEDIUM)
-            if row < len(metrics) - 1:
-                axis.set_xlabel("")
-            drawn.append(axis)
-    for axis in grid.flat[len(drawn) :]:
-        axis.set_visible(False)
-    if title:
-        fig.suptitle(title, fontsize=st.LARGE)
-    if layout.series:
-        st.legend_outside(fig, drawn)
-    st.add_caption(fig, st.caption(df, notes=[st.repeats_note(summary, metrics)]))
+    panels = dt.combos(summary, layout.panel)
+    fig, stacks = st.panel_grid(panels, layout.panel, max_cols=MAX_COLS, rows_each=len(metrics))
+    for panel, stack in zip(panels, stacks, strict=True):
+        for axis, metric in zip(stack, metrics, strict=True):
+            draw(axis, dt.select(summary, layout.panel, panel), metric=metric)
+        for axis in stack[:-1]:
+            axis.set_xlabel("")
+    st.finish(fig, df, title, st.repeats_note(summary, metrics))
     return fig
-
-
-def _line_layout(totals: pd.DataFrame, x: str, hue: str | None, col: str | None, *, panels: bool) -> Layout:
-    chosen = [c for c in (x, hue, col) if c]
-    others = splitting_axes(totals, chosen)
-    return Layout(
-        x,
-        colour=(hue,) if hue else (),
-        style=tuple(others),
-        panel=(col,) if col and panels else (),
-    )
 
 
 def plot(
@@ -234,12 +213,12 @@ def plot(
     x
         Column for the horizontal axis.
     y
-        Metric column, or several (a row of panels each). IOPS and bandwidth are
-        summed over a point's jobs; latencies are IOPS-weighted.
+        Metric column, or several (a row of panels each); combined over a
+        point's jobs as :func:`point_totals` says.
     hue
         Column whose values get a line (and colour) each.
     col
-        Column whose values get a panel each (lines, when ``ax`` is given).
+        Column whose values get a panel each (a line style, when ``ax`` is given).
     ax
         A matplotlib Axes to draw into (the first ``y`` only); a new Figure is made when omitted.
 
@@ -250,13 +229,18 @@ def plot(
     Raises
     ------
     ResultsError
-        A named column is missing, or no point finished ``ok``.
+        A named column or metric is missing, or no point finished ``ok``.
     """
-    require(df, [c for c in (x, hue, col) if c], "plot")
-    totals = point_totals(ok_rows(df, "plot"))
+    chosen = [c for c in (x, hue, col) if c]
+    totals = dt.totals_for(df, "plot", chosen)
+    layout = Layout(
+        x,
+        colour=(hue,) if hue else (),
+        style=tuple(dt.splitting_axes(totals, chosen)),
+        panel=(col,) if col else (),
+    )
     metrics = [y] if isinstance(y, str) else list(y)
-    layout = _line_layout(totals, x, hue, col, panels=ax is None)
-    return lines_figure(df, totals, layout, metrics, ax=ax)
+    return lines_figure(df, totals, layout, metrics, figure="plot", ax=ax, title=st.headline(metrics, x))
 
 
 def sweep(df: pd.DataFrame, *, y: str | None = None, ax: Axes | None = None) -> Figure:
@@ -286,13 +270,12 @@ def sweep(df: pd.DataFrame, *, y: str | None = None, ax: Axes | None = None) -> 
     ResultsError
         Nothing varies between the points, or no point finished ``ok``.
     """
-    totals = point_totals(ok_rows(df, "sweep"))
-    params = splitting_axes(totals, [])
-    x = next((c for c in SWEEP_X if c in params), params[0] if params else None)
+    totals = dt.totals_for(df, "sweep")
+    x = main_axis(dt.splitting_axes(totals, []))
     if x is None:
         raise ResultsError("sweep: nothing varies between the points; use plot(df, x=..., y=...) instead")
-    others = splitting_axes(totals, [x])
+    others = dt.splitting_axes(totals, [x])
     layout = Layout(x, colour=tuple(others[:1]), panel=tuple(others[1:2]), style=tuple(others[2:]))
-    y = y or throughput_metric(totals)
-    title = f"{st.short_label(y)} and mean latency vs {st.in_sentence(st.short_label(x))}"
-    return lines_figure(df, totals, layout, [y, "lat_mean_us"], ax=ax, title=title)
+    y = y or dt.throughput_metric(totals)
+    metrics = [y, "lat_mean_us"]
+    return lines_figure(df, totals, layout, metrics, figure="sweep", ax=ax, title=st.headline(metrics, x))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from functools import partial
 
@@ -12,9 +11,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from iobench.errors import ResultsError
+from iobench.plots import _data as dt
 from iobench.plots import _style as st
-from iobench.plots._data import ok_rows, over_repeats, point_totals, require, splitting_axes
-from iobench.plots._lines import combos, panel_title, select
 
 #: Settings ``by`` is picked from, in order, when not given.
 SETTINGS = ("scheduler", "readahead_kb", "direct", "binding", "placement")
@@ -22,47 +20,40 @@ SETTINGS = ("scheduler", "readahead_kb", "direct", "binding", "placement")
 MAX_COLS = 3
 
 
-def _draw(
+def _draw_bars(
     axis: Axes,
     data: pd.DataFrame,
     *,
     metric: str,
     by: str,
     by_values: Sequence[object],
-    hue: str | None,
-    hue_values: list[tuple[object, ...]],
+    hues: Sequence[str],
+    hue_combos: Sequence[tuple[object, ...]],
 ) -> None:
-    group_width = 0.8
-    width = group_width / len(hue_values)
-    hue_columns = [hue] if hue else []
-    palette = st.colours(hue, hue_values) if hue else st.colours(by, by_values)
+    """A bar per ``by`` value (a group of them, one per hue), with its value on top and 95 % CI whiskers."""
+    width = 0.8 / len(hue_combos)
+    colours = st.palette(hues, hue_combos) if hues else st.palette([by], [(v,) for v in by_values])
     factor = st.scale(metric)
-    for index, hue_value in enumerate(hue_values):
-        offset = (index - (len(hue_values) - 1) / 2) * width
-        xs, heights, errors, colours = [], [], [], []
-        for position, value in enumerate(by_values):
-            row = select(data, [by, *hue_columns], (value, *hue_value))
-            if row.empty or math.isnan(float(row[metric].iloc[0])):
-                continue
-            xs.append(position + offset)
-            heights.append(float(row[metric].iloc[0]) * factor)
-            errors.append(float(row[f"{metric}_ci95"].iloc[0]) * factor)
-            colours.append(palette[index] if hue else palette[position])
-        if not xs:
+    position = {dt.key(v): p for p, v in enumerate(by_values)}
+    for index, hue_values in enumerate(hue_combos):
+        group = dt.select(data, hues, hue_values).dropna(subset=[metric])
+        group = group.assign(_at=[position[dt.key(v)] for v in group[by]]).sort_values("_at")
+        if group.empty:
             continue
-        yerr = np.nan_to_num(errors) if np.isfinite(errors).any() else None
+        at = group["_at"].tolist()
+        heights = group[metric].to_numpy(dtype=float) * factor
+        yerr = np.nan_to_num(group[f"{metric}_ci95"].to_numpy(dtype=float) * factor)
         bars = axis.bar(
-            xs,
+            [p + (index - (len(hue_combos) - 1) / 2) * width for p in at],
             heights,
             width=width * 0.92,
-            color=colours,
-            yerr=yerr,
+            color=[colours[index]] * len(at) if hues else [colours[p] for p in at],
+            yerr=yerr if yerr.any() else None,
             capsize=4,
             error_kw={"elinewidth": 1.1, "ecolor": "0.2"},
-            label=st.series_label([hue], hue_value) if hue else None,
+            label=st.describe(hues, hue_values) if hues else None,
         )
-        tops = np.array(heights) + (yerr if yerr is not None else 0)
-        for bar, top, height in zip(bars, tops, heights, strict=True):
+        for bar, height, top in zip(bars, heights, heights + yerr, strict=True):
             axis.annotate(
                 st.metric_text(metric, height),
                 (bar.get_x() + bar.get_width() / 2, top),
@@ -77,9 +68,9 @@ def _draw(
     axis.set_xlabel(st.label(by))
     axis.set_ylabel(st.label(metric))
     st.metric_ticks(axis.yaxis, metric)
-    top = float((data[metric] + data[f"{metric}_ci95"].fillna(0)).max()) * factor
-    if math.isfinite(top) and top > 0:
-        axis.set_ylim(0, top * 1.15)
+    top = (data[metric] + data[f"{metric}_ci95"].fillna(0)).max() * factor
+    if top > 0:
+        axis.set_ylim(0, top * 1.15)  # room for the value over the highest whisker
     axis.grid(True, axis="y", alpha=0.3)
     axis.set_axisbelow(True)
 
@@ -97,8 +88,7 @@ def cpu_per_io(
     A bar is the mean over the point's repeats of its jobs' CPU time per I/O
     (user + system, IOPS-weighted over the jobs and over read and write).
     With ``hue`` each ``by`` value gets a group of bars. Any further axis that
-    varies gets a panel per value (a line of bars, when ``ax`` is given, is not
-    possible: an error says so).
+    varies gets a panel per value.
 
     Parameters
     ----------
@@ -111,9 +101,9 @@ def cpu_per_io(
         A second parameter: one bar per value within each group. When omitted
         and another axis varies, that axis.
     metric
-        What the bars show; ``usr_cpu``, ``sys_cpu`` or any other metric works too.
+        What the bars show; ``usr_cpu`` and ``sys_cpu`` (the mean over jobs) work too.
     ax
-        An Axes to draw into; only one panel's worth of axes may vary then.
+        An Axes to draw into; only ``by`` and ``hue`` may vary then (filter the frame first).
 
     Returns
     -------
@@ -125,49 +115,38 @@ def cpu_per_io(
         No ``metric`` data, nothing varies and ``by`` is not given, more axes
         vary than ``ax`` can show, or no point finished ``ok``.
     """
-    require(df, [metric], "cpu_per_io", "the frame has no CPU accounting (fio reports usr_cpu/sys_cpu)")
-    require(df, [c for c in (by, hue) if c], "cpu_per_io")
-    ok = ok_rows(df, "cpu_per_io")
-    if not ok[metric].notna().any():
-        raise ResultsError(f"cpu_per_io: no ok row has a `{metric}` value")
-    totals = point_totals(ok.assign(direction="all"))
-    axes = splitting_axes(totals, [])
+    data = df
+    if "direction" in df:  # a job's CPU time covers all its directions
+        data = df.assign(direction=df["direction"].mask(df["direction"].notna(), "all"))
+    totals = dt.totals_for(data, "cpu_per_io", [c for c in (by, hue) if c])
+    dt.require_metrics(totals, [metric], "cpu_per_io", "fio reports CPU time as usr_cpu/sys_cpu")
+    if totals[metric].isna().all():
+        raise ResultsError(f"cpu_per_io: no ok point has a `{metric}` value")
     if by is None:
+        axes = dt.splitting_axes(totals, [])
         by = next((c for c in SETTINGS if c in axes), axes[0] if axes else None)
         if by is None:
             raise ResultsError("cpu_per_io: nothing varies between the points; pass by= a parameter column")
-    others = splitting_axes(totals, [by, *([hue] if hue else [])])
+    others = dt.splitting_axes(totals, [by, *([hue] if hue else [])])
     if hue is None and others:
         hue, others = others[0], others[1:]
-    if ax is not None and others:
-        raise ResultsError(
-            f"cpu_per_io: {', '.join(others)} also vary; filter the frame, or omit ax= to get a panel each"
-        )
-    summary = over_repeats(totals, [by, *([hue] if hue else []), *others], [metric])
-    by_values = st.ordered(by, summary[by].tolist())
-    hue_values: list[tuple[object, ...]] = combos(summary, [hue]) if hue else [()]
-    draw = partial(_draw, metric=metric, by=by, by_values=by_values, hue=hue, hue_values=hue_values)
+    if ax is not None:
+        dt.one_panel("cpu_per_io", others)
+    hues = [hue] if hue else []
+    summary = dt.over_repeats(totals, [by, *hues, *others], [metric])
+    by_values = dt.ordered(by, summary[by])
+    hue_combos = dt.combos(summary, hues)
+    draw = partial(_draw_bars, metric=metric, by=by, by_values=by_values, hues=hues, hue_combos=hue_combos)
     if ax is not None:
         draw(ax, summary)
         if hue:
             ax.legend(fontsize=st.SMALL, title=st.label(hue), title_fontsize=st.SMALL)
         return st.root_figure(ax)
-    panels = combos(summary, others)
-    cols = min(len(panels), MAX_COLS)
-    rows = math.ceil(len(panels) / cols)
-    width = max(4.5, min(st.PANEL_WIDTH, 1.2 + 0.9 * len(by_values) * len(hue_values)))
-    fig, grid = st.new_figure(rows, cols, width=width, height=3.6)
-    drawn: list[Axes] = []
-    for index, panel in enumerate(panels):
-        axis: Axes = grid.flat[index]
-        draw(axis, select(summary, others, panel))
-        if others:
-            axis.set_title(panel_title(others, panel), fontsize=st.MEDIUM)
-        drawn.append(axis)
-    for axis in grid.flat[len(drawn) :]:
-        axis.set_visible(False)
-    fig.suptitle(f"{st.short_label(metric)} by {st.in_sentence(st.short_label(by))}", fontsize=st.LARGE)
-    if hue:
-        st.legend_outside(fig, drawn)
-    st.add_caption(fig, st.caption(df, notes=[st.repeats_note(summary, [metric])]))
+    panels = dt.combos(summary, others)
+    width = max(4.5, min(st.PANEL_WIDTH, 1.2 + 0.9 * len(by_values) * len(hue_combos)))
+    fig, stacks = st.panel_grid(panels, others, max_cols=MAX_COLS, width=width, height=3.6)
+    for panel, (axis,) in zip(panels, stacks, strict=True):
+        draw(axis, dt.select(summary, others, panel))
+    title = f"{st.short_label(metric)} by {st.in_sentence(st.short_label(by))}"
+    st.finish(fig, df, title, st.repeats_note(summary, [metric]))
     return fig

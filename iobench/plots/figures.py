@@ -7,20 +7,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pandas as pd
+from matplotlib import rc_context
 from matplotlib.figure import Figure
 
 from iobench.errors import ResultsError
+from iobench.plots import _data as dt
 from iobench.plots import _style as st
-from iobench.plots._data import (
-    ok_rows,
-    over_repeats,
-    percentile_columns,
-    point_totals,
-    splitting_axes,
-    throughput_metric,
-    varies,
-)
-from iobench.plots._lines import SWEEP_X, plot, sweep
+from iobench.plots._lines import main_axis, plot, sweep
 from iobench.plots.cpu import cpu_per_io
 from iobench.plots.heatmap import heatmap
 from iobench.plots.latency import latency_percentiles, percentile_layout
@@ -43,23 +36,19 @@ MAX_CURVES = 12
 FORMATS = ("png", "svg", "pdf")
 
 
-def slug(text: str) -> str:
+def _slug(text: str) -> str:
     """A file-name-safe form of ``text``: ``readahead_kb`` → ``readahead-kb``."""
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def _x(axes: Sequence[str], by: str, preferred: str) -> str:
-    """The x axis for a line figure comparing ``by``: ``preferred`` when it varies, else the first that does."""
-    rest = [a for a in axes if a != by]
-    if preferred in rest:
-        return preferred
-    return next((c for c in SWEEP_X if c in rest), rest[0] if rest else by)
+def _x(axes: Sequence[str], by: str = "", preferred: str = "iodepth") -> str:
+    """The x axis for a line figure comparing ``by``: ``preferred`` when it varies, else another that does."""
+    return main_axis([a for a in axes if a != by], preferred) or by
 
 
-def _percentile_curves(totals: pd.DataFrame) -> int:
+def _curves_per_panel(totals: pd.DataFrame) -> int:
     panels, lines = percentile_layout(totals)
-    summary = over_repeats(totals, [*panels, *lines], ["iops"])
-    return max(len(group) for _, group in summary.groupby(panels)) if panels else len(summary)
+    return max(dt.distinct(dt.select(totals, panels, panel), lines) for panel in dt.combos(totals, panels))
 
 
 def figures_for(df: pd.DataFrame) -> dict[str, Figure]:
@@ -88,28 +77,26 @@ def figures_for(df: pd.DataFrame) -> dict[str, Figure]:
     dict of str to matplotlib.figure.Figure
         Empty when no point finished ``ok``.
     """
-    try:
-        totals = point_totals(ok_rows(df, "figures"))
-    except ResultsError:
+    if dt.data_rows(df).empty:
         return {}
-    axes = splitting_axes(totals, [])
+    totals = dt.point_totals(df)
+    axes = dt.splitting_axes(totals, [])
     figures: dict[str, Figure] = {}
-    y = throughput_metric(totals)
-    if varies(totals, "binding"):
-        figures["local-vs-remote"] = local_vs_remote(df, x=_x(axes, "binding", "iodepth"), y=y)
+    y = dt.throughput_metric(totals)
+    if dt.varies(totals, "binding"):
+        figures["local-vs-remote"] = local_vs_remote(df, x=_x(axes, "binding"), y=y)
     placements = set(totals["placement"].dropna().astype(str)) if "placement" in totals else set()
     if placements & {"same-core", "diff-cores"}:
         figures["smt"] = smt(df, x=_x(axes, "placement", "numjobs"), y=y)
     if axes and not figures:
-        x = next((c for c in SWEEP_X if c in axes), axes[0])
-        figures[f"sweep-{slug(x)}"] = sweep(df)
-    if varies(totals, "iodepth") and varies(totals, "numjobs"):
-        figures[f"heatmap-{slug(y)}"] = heatmap(df, y)
-    if percentile_columns(totals) and _percentile_curves(totals) <= MAX_CURVES:
+        figures[f"sweep-{_slug(_x(axes))}"] = sweep(df)
+    if dt.varies(totals, "iodepth") and dt.varies(totals, "numjobs"):
+        figures[f"heatmap-{_slug(y)}"] = heatmap(df, y)
+    if dt.percentile_columns(totals) and _curves_per_panel(totals) <= MAX_CURVES:
         figures["latency-percentiles"] = latency_percentiles(df)
     setting = next((c for c in CPU_SETTINGS if c in axes), None)
     if setting and "cpu_us_per_io" in totals and totals["cpu_us_per_io"].notna().any():
-        figures[f"cpu-per-io-{slug(setting)}"] = cpu_per_io(df, setting)
+        figures[f"cpu-per-io-{_slug(setting)}"] = cpu_per_io(df, setting)
     return figures
 
 
@@ -148,7 +135,19 @@ def default_figures(df: pd.DataFrame, out_dir: str | Path, formats: Sequence[str
 
 
 def save_figure(fig: Figure, path: str | Path) -> Path:
-    """Write ``fig`` in the format its suffix names (png at 150 dpi, svg, pdf).
+    """Write ``fig`` in the format its suffix names, without a creation date (same run, same bytes).
+
+    Parameters
+    ----------
+    fig
+        The figure.
+    path
+        Where to write it: a ``.png`` (at 150 dpi), ``.svg`` or ``.pdf`` file.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
 
     Raises
     ------
@@ -159,8 +158,22 @@ def save_figure(fig: Figure, path: str | Path) -> Path:
     fmt = target.suffix.lstrip(".").lower()
     if fmt not in FORMATS:
         raise ResultsError(f"{target}: cannot tell the figure format; name the file .png, .svg or .pdf")
-    fig.savefig(target, dpi=st.DPI, metadata=_metadata(fmt))
+    metadata = {"svg": {"Date": None}, "pdf": {"CreationDate": None}}.get(fmt, {})
+    with rc_context({"svg.hashsalt": "iobench"}):  # fixed SVG element ids
+        fig.savefig(target, dpi=st.DPI, metadata=metadata)
     return target
+
+
+#: Per kind, ``iobench plot`` option → the function's parameter.
+_OPTIONS: dict[str, dict[str, str]] = {
+    "local-vs-remote": {"x": "x", "y": "y"},
+    "smt": {"x": "x", "y": "y"},
+    "heatmap": {"x": "x", "y": "metric", "hue": "y"},
+    "latency": {},
+    "cpu-per-io": {"x": "by", "y": "metric", "hue": "hue"},
+    "sweep": {"y": "y"},
+    "line": {"x": "x", "y": "y", "hue": "hue", "col": "col"},
+}
 
 
 def draw(
@@ -172,18 +185,31 @@ def draw(
     hue: str | None = None,
     col: str | None = None,
 ) -> Figure:
-    """One figure of ``kind`` (a key of :data:`KINDS`), with ``iobench plot``'s options.
+    """One figure of ``kind`` with ``iobench plot``'s options.
 
-    ``x`` is the horizontal parameter (for ``cpu-per-io``, the setting the bars
-    compare), ``y`` the metric, ``hue`` what gets a line or bar colour each
-    (for ``heatmap``, the parameter of the rows) and ``col`` what gets a panel
-    each (``line`` only). Options a kind does not take are an error, as are
-    columns the frame does not have.
+    Parameters
+    ----------
+    kind
+        A key of :data:`KINDS`.
+    df
+        A tidy frame.
+    x
+        The horizontal parameter (for ``cpu-per-io``, the setting the bars compare).
+    y
+        The metric.
+    hue
+        What gets a line or bar colour each (for ``heatmap``, the parameter of the rows).
+    col
+        What gets a panel each (``line`` only).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
 
     Raises
     ------
     ResultsError
-        Unknown kind, an option the kind does not take, or a missing column.
+        Unknown kind, an option the kind does not take, a column the frame does not have.
     """
     if kind not in KINDS:
         raise ResultsError(f"unknown figure kind {kind!r}; use one of {', '.join(KINDS)}")
@@ -202,24 +228,3 @@ def draw(
         raise ResultsError("figure kind 'line' needs --x (the column for the horizontal axis)")
     options = {accepted[name]: value for name, value in given.items() if value is not None}
     return KINDS[kind](df, **options)
-
-
-#: Per kind, ``iobench plot`` option → the function's parameter.
-_OPTIONS: dict[str, dict[str, str]] = {
-    "local-vs-remote": {"x": "x", "y": "y"},
-    "smt": {"x": "x", "y": "y"},
-    "heatmap": {"x": "x", "y": "metric", "hue": "y"},
-    "latency": {},
-    "cpu-per-io": {"x": "by", "y": "metric", "hue": "hue"},
-    "sweep": {"y": "y"},
-    "line": {"x": "x", "y": "y", "hue": "hue", "col": "col"},
-}
-
-
-def _metadata(fmt: str) -> dict[str, str | None]:
-    """No creation date in SVG/PDF, so the same run draws the same bytes."""
-    if fmt == "svg":
-        return {"Date": None}
-    if fmt == "pdf":
-        return {"CreationDate": None}
-    return {}

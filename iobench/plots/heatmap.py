@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from functools import partial
 
 import numpy as np
@@ -12,12 +13,10 @@ from matplotlib.axes import Axes
 from matplotlib.colors import Colormap, Normalize
 from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
-from matplotlib.ticker import FuncFormatter
 
 from iobench.errors import ResultsError
+from iobench.plots import _data as dt
 from iobench.plots import _style as st
-from iobench.plots._data import ok_rows, over_repeats, point_totals, require, splitting_axes
-from iobench.plots._lines import combos, panel_title, select
 
 #: Panels per row before the figure wraps.
 MAX_COLS = 2
@@ -25,42 +24,51 @@ MAX_COLS = 2
 SHARE_RATIO = 2.5
 _LOWER_IS_BETTER = ("lat", "clat", "slat", "cpu_us_per_io")
 
+Cells = np.ndarray[tuple[int, int], np.dtype[np.float64]]
 
-def _cells(
-    data: pd.DataFrame, metric: str, x: str, y: str, xs: list[object], ys: list[object]
-) -> np.ndarray[tuple[int, int], np.dtype[np.float64]]:
+
+def _cells(data: pd.DataFrame, metric: str, x: str, y: str, xs: list[object], ys: list[object]) -> Cells:
+    """``metric`` (scaled) of ``data`` in a grid: a row per ``ys`` value, a column per ``xs``; NaN where none."""
     cells = np.full((len(ys), len(xs)), math.nan)
-    col = {st.key(v): i for i, v in enumerate(xs)}
-    row = {st.key(v): i for i, v in enumerate(ys)}
+    col = {dt.key(v): i for i, v in enumerate(xs)}
+    row = {dt.key(v): i for i, v in enumerate(ys)}
     for xv, yv, value in zip(data[x], data[y], data[metric], strict=True):
-        cells[row[st.key(yv)], col[st.key(xv)]] = float(value) * st.scale(metric)
+        cells[row[dt.key(yv)], col[dt.key(xv)]] = value * st.scale(metric)
     return cells
 
 
-def _draw(
+def _norms(grids: Sequence[Cells]) -> list[Normalize]:
+    """One colour scale for every panel, unless their largest values differ more than :data:`SHARE_RATIO`-fold."""
+    finite = [g[np.isfinite(g)] for g in grids]
+    tops = [float(f.max()) for f in finite if f.size]
+    if min(tops) > 0 and max(tops) / min(tops) <= SHARE_RATIO:
+        everything = np.concatenate(finite)
+        return [Normalize(float(everything.min()), float(everything.max()))] * len(grids)
+    return [Normalize(float(f.min()), float(f.max())) if f.size else Normalize(0, 1) for f in finite]
+
+
+def _draw_cells(
     axis: Axes,
-    cells: np.ndarray[tuple[int, int], np.dtype[np.float64]],
+    cells: Cells,
+    norm: Normalize,
+    cmap: Colormap,
     *,
     metric: str,
     x: str,
     y: str,
     xs: list[object],
     ys: list[object],
-    norm: Normalize,
-    cmap: str,
 ) -> AxesImage:
-    colormap = _colormap(cmap)
-    image = axis.imshow(np.ma.masked_invalid(cells), origin="lower", aspect="auto", cmap=colormap, norm=norm)
+    """The cells as an image, each with its value written in a colour that reads on it; a dash where there is none."""
+    image = axis.imshow(np.ma.masked_invalid(cells), origin="lower", aspect="auto", cmap=cmap, norm=norm)
     for (i, j), value in np.ndenumerate(cells):
-        if math.isfinite(value):
-            shade = colormap(norm(value))
-            dark = 0.299 * shade[0] + 0.587 * shade[1] + 0.114 * shade[2] < 0.5
-            text = st.metric_text(metric, value)
-            axis.text(
-                j, i, text, ha="center", va="center", fontsize=st.SMALL, color="white" if dark else "black"
-            )
-        else:
-            axis.text(j, i, "—", ha="center", va="center", fontsize=st.SMALL, color="0.4")
+        r, g, b, _ = cmap(norm(value))
+        colour = (
+            "0.4" if math.isnan(value) else "white" if 0.299 * r + 0.587 * g + 0.114 * b < 0.5 else "black"
+        )
+        axis.text(
+            j, i, st.metric_text(metric, value), ha="center", va="center", fontsize=st.SMALL, color=colour
+        )
     axis.set_xticks(range(len(xs)), [st.format_value(x, v) for v in xs])
     axis.set_yticks(range(len(ys)), [st.format_value(y, v) for v in ys])
     axis.set_xlabel(st.label(x))
@@ -71,8 +79,11 @@ def _draw(
     return image
 
 
-def _colormap(name: str) -> Colormap:
-    return colormaps[name].with_extremes(bad="0.92")
+def _colorbar(image: AxesImage, axes: list[Axes], metric: str) -> None:
+    bar = st.root_figure(axes[0]).colorbar(image, ax=axes, label=st.label(metric), shrink=0.9)
+    st.metric_ticks(bar.ax.yaxis, metric)
+    bar.ax.tick_params(labelsize=st.SMALL)
+    bar.ax.yaxis.label.set_fontsize(st.MEDIUM)
 
 
 def heatmap(
@@ -86,10 +97,12 @@ def heatmap(
     """``metric`` (mean over repeats) over two parameters, one annotated cell per combination.
 
     Cells hold the value with a k/M suffix; a combination that has no ``ok``
-    point shows a dash. Other axes that vary get a panel each, all on one
+    point shows a dash, and points without a value of ``x`` or ``y`` get an
+    ``n/a`` column or row. Other axes that vary get a panel each, all on one
     colour scale so panels compare — unless their largest values differ more
-    than :data:`SHARE_RATIO`-fold (4k vs 1M blocks), when each panel gets its own. Lower-is-better metrics (latencies, CPU
-    per I/O) use a reversed colour map, so the best cell is always the light one.
+    than :data:`SHARE_RATIO`-fold (4k vs 1M blocks), when each panel gets its
+    own. Lower-is-better metrics (latencies, CPU per I/O) use a reversed colour
+    map, so the best cell is always the light one.
 
     Parameters
     ----------
@@ -109,73 +122,38 @@ def heatmap(
     Raises
     ------
     ResultsError
-        A column is missing, another axis varies while ``ax`` is given, or no point finished ``ok``.
+        A column or the metric is missing, another axis varies while ``ax`` is
+        given, or no point finished ``ok``.
     """
-    require(df, [x, y], "heatmap", "pass x= and y= two parameter columns")
-    totals = point_totals(ok_rows(df, "heatmap"))
-    require(totals, [metric], "heatmap", "pick a metric column of the frame")
-    others = splitting_axes(totals, [x, y])
-    if ax is not None and others:
-        raise ResultsError(
-            f"heatmap: {', '.join(others)} also var{'y' if len(others) > 1 else 'ies'}; "
-            "one Axes shows one panel — filter the frame to one value, or omit ax= to get a panel each"
-        )
-    summary = over_repeats(totals, [x, y, *others], [metric])
-    xs = st.ordered(x, summary[x].dropna().tolist())
-    ys = st.ordered(y, summary[y].dropna().tolist())
-    panels = combos(summary, others)
-    grids = [_cells(select(summary, others, p), metric, x, y, xs, ys) for p in panels]
-    if not any(np.isfinite(g).any() for g in grids):
-        raise ResultsError(f"heatmap: no `{metric}` values in the ok points")
-    norms = _norms(grids)
-    cmap = "viridis_r" if metric.startswith(_LOWER_IS_BETTER) else "viridis"
-    draw = partial(_draw, metric=metric, x=x, y=y, xs=xs, ys=ys, cmap=cmap)
+    totals = dt.totals_for(df, "heatmap", [x, y], "pass x= and y= two parameter columns")
+    dt.require_metrics(totals, [metric], "heatmap")
+    others = dt.splitting_axes(totals, [x, y])
     if ax is not None:
-        fig = st.root_figure(ax)
-        _colorbar(fig, draw(ax, grids[0], norm=norms[0]), [ax], metric)
-        return fig
-    cols = min(len(panels), MAX_COLS)
-    rows = math.ceil(len(panels) / cols)
+        dt.one_panel("heatmap", others)
+    summary = dt.over_repeats(totals, [x, y, *others], [metric])
+    xs, ys = dt.ordered(x, summary[x]), dt.ordered(y, summary[y])
+    panels = dt.combos(summary, others)
+    grids = [_cells(dt.select(summary, others, p), metric, x, y, xs, ys) for p in panels]
+    if not any(np.isfinite(g).any() for g in grids):
+        raise ResultsError(f"heatmap: no ok point has a `{metric}` value")
+    norms = _norms(grids)
+    cmap = colormaps["viridis_r" if metric.startswith(_LOWER_IS_BETTER) else "viridis"].with_extremes(
+        bad="0.92"
+    )
+    draw = partial(_draw_cells, cmap=cmap, metric=metric, x=x, y=y, xs=xs, ys=ys)
+    if ax is not None:
+        _colorbar(draw(ax, grids[0], norms[0]), [ax], metric)
+        return st.root_figure(ax)
     width = max(4.0, 0.9 * len(xs) + 1.8)
     height = max(2.6, 0.45 * len(ys) + 1.4)
-    fig, grid = st.new_figure(rows, cols, width=width, height=height)
-    drawn: list[Axes] = []
-    images = []
-    for index, (panel, cells, norm) in enumerate(zip(panels, grids, norms, strict=True)):
-        axis: Axes = grid.flat[index]
-        images.append(draw(axis, cells, norm=norm))
-        if others:
-            axis.set_title(panel_title(others, panel), fontsize=st.MEDIUM)
-        drawn.append(axis)
-    for axis in grid.flat[len(drawn) :]:
-        axis.set_visible(False)
-    if len({id(n) for n in norms}) == 1:
-        _colorbar(fig, images[0], drawn, metric)
+    fig, stacks = st.panel_grid(panels, others, max_cols=MAX_COLS, width=width, height=height)
+    axes = [axis for (axis,) in stacks]
+    images = [draw(axis, cells, norm) for axis, cells, norm in zip(axes, grids, norms, strict=True)]
+    if all(norm is norms[0] for norm in norms):
+        _colorbar(images[0], axes, metric)
     else:
-        for image, axis in zip(images, drawn, strict=True):
-            _colorbar(fig, image, [axis], metric)
-    fig.suptitle(
-        f"{st.short_label(metric)} by {st.in_sentence(st.short_label(x))} and "
-        f"{st.in_sentence(st.short_label(y))}",
-        fontsize=st.LARGE,
-    )
-    st.add_caption(fig, st.caption(df, notes=[st.repeats_note(summary, [metric], bars=False)]))
+        for image, axis in zip(images, axes, strict=True):
+            _colorbar(image, [axis], metric)
+    title = f"{st.short_label(metric)} by {st.in_sentence(st.short_label(x))} and {st.in_sentence(st.short_label(y))}"
+    st.finish(fig, df, title, st.repeats_note(summary, [metric], bars=False))
     return fig
-
-
-def _norms(grids: list[np.ndarray[tuple[int, int], np.dtype[np.float64]]]) -> list[Normalize]:
-    """One colour scale for every panel, unless their largest values differ more than :data:`SHARE_RATIO`-fold."""
-    finite = [g[np.isfinite(g)] for g in grids]
-    tops = [float(f.max()) for f in finite if f.size]
-    if min(tops) > 0 and max(tops) / min(tops) <= SHARE_RATIO:
-        everything = np.concatenate(finite)
-        shared = Normalize(float(everything.min()), float(everything.max()))
-        return [shared] * len(grids)
-    return [Normalize(float(f.min()), float(f.max())) if f.size else Normalize(0, 1) for f in finite]
-
-
-def _colorbar(fig: Figure, image: AxesImage, axes: list[Axes], metric: str) -> None:
-    formatter = FuncFormatter(lambda v, _pos: st.metric_text(metric, float(v)))
-    bar = fig.colorbar(image, ax=axes, label=st.label(metric), format=formatter, shrink=0.9)
-    bar.ax.tick_params(labelsize=st.SMALL)
-    bar.ax.yaxis.label.set_fontsize(st.MEDIUM)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -11,78 +11,72 @@ import pandas as pd
 from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import LogLocator, NullFormatter
 
 from iobench.errors import ResultsError
+from iobench.plots import _data as dt
 from iobench.plots import _style as st
-from iobench.plots._data import ok_rows, over_repeats, percentile_columns, point_totals, splitting_axes
-from iobench.plots._lines import combos, panel_title, select
+from iobench.plots._lines import x_positions
 
 #: Panels per row before the figure wraps.
 MAX_COLS = 2
-_TOP = 99.9999
 
 
 def nines(p: Any) -> Any:
     """The 'nines' of a percentile: ``-log10(1 - p/100)`` (p50 → 0.3, p90 → 1, p99 → 2, p99.9 → 3)."""
-    return -np.log10(1 - np.clip(np.asarray(p, dtype=float), 0, _TOP) / 100)
+    return -np.log10(1 - np.clip(np.asarray(p, dtype=float), 0, 99.9999) / 100)
 
 
 def _from_nines(n: Any) -> Any:
     return 100 * (1 - 10 ** (-np.asarray(n, dtype=float)))
 
 
-def _percentile_text(p: float) -> str:
-    return f"p{p:g}"
-
-
 def percentile_layout(totals: pd.DataFrame) -> tuple[list[str], list[str]]:
     """Panels: the first categorical axis when two or more vary; lines: the rest."""
-    axes = splitting_axes(totals, [])
+    axes = dt.splitting_axes(totals, [])
     if len(axes) < 2:
         return [], axes
-    for column in axes:
-        values = totals[column].dropna().tolist()
-        if st.x_positions(column, st.ordered(column, values)) is not None:
-            return [column], [c for c in axes if c != column]
-    return axes[-1:], axes[:-1]
+    panel = next((c for c in axes if x_positions(c, dt.ordered(c, totals[c])) is not None), axes[-1])
+    return [panel], [c for c in axes if c != panel]
 
 
 def _palette(lines: Sequence[str], curves: list[tuple[object, ...]]) -> list[Any]:
-    """A sequential map along one numeric axis, fixed/cycled colours otherwise."""
+    """Light to dark along one numeric axis (iodepth 1 … 64), fixed or cycled colours otherwise."""
     if len(lines) == 1 and len(curves) > 2 and st.is_numeric([c[0] for c in curves]):
-        cmap = colormaps["viridis"]
-        return [cmap(0.9 * i / (len(curves) - 1)) for i in range(len(curves))]
-    if len(lines) == 1:
-        return st.colours(lines[0], [c[0] for c in curves])
-    return st.colours(None, curves)
+        return [colormaps["viridis"](0.9 * i / (len(curves) - 1)) for i in range(len(curves))]
+    return st.palette(lines, curves)
 
 
-def _draw(
+def _draw_curves(
     axis: Axes,
     data: pd.DataFrame,
     lines: Sequence[str],
     percentiles: dict[float, str],
     curves: list[tuple[object, ...]],
-    palette: list[Any],
+    colours: list[Any],
 ) -> None:
+    """A curve per combination of ``lines`` through the mean of each percentile column."""
     ps = list(percentiles)
-    for index, (combo, colour) in enumerate(zip(curves, palette, strict=True)):
-        row = select(data, lines, combo)
+    for index, (curve, colour) in enumerate(zip(curves, colours, strict=True)):
+        row = dt.select(data, lines, curve)
         if row.empty:
             continue
-        values = [float(row[c].iloc[0]) for c in percentiles.values()]
-        text = st.series_label(lines, combo) if lines else "all points"
-        dashes = st.LINESTYLES[index // len(st.CYCLE) % len(st.LINESTYLES)]
         axis.plot(
-            ps, values, color=colour, linestyle=dashes, marker="o", markersize=4, linewidth=1.5, label=text
+            ps,
+            row[list(percentiles.values())].iloc[0].to_numpy(dtype=float),
+            color=colour,
+            linestyle=st.LINESTYLES[index // len(st.CYCLE) % len(st.LINESTYLES)],
+            marker="o",
+            markersize=4,
+            linewidth=1.5,
+            label=st.describe(lines, curve) if lines else None,
         )
     axis.set_xscale("function", functions=(nines, _from_nines))
-    axis.set_xticks(ps, [_percentile_text(p) for p in ps])
+    axis.set_xticks(ps, [f"p{p:g}" for p in ps])
     axis.set_xlim(float(_from_nines(nines(ps[0]) - 0.2)), float(_from_nines(nines(ps[-1]) + 0.2)))
     axis.set_yscale("log")
     axis.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-    axis.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: st.plain(float(v))))
+    st.metric_ticks(axis.yaxis, "clat_p50_us")
     axis.yaxis.set_minor_formatter(NullFormatter())
     axis.set_xlabel("Percentile")
     axis.set_ylabel("Completion latency (µs)")
@@ -107,7 +101,7 @@ def latency_percentiles(df: pd.DataFrame, *, direction: str | None = None, ax: A
     direction
         Only this direction (``read``, ``write``, ``trim``); all, as an axis, when omitted.
     ax
-        An Axes to draw into; panels then become lines.
+        An Axes to draw into; panels then become curves.
 
     Returns
     -------
@@ -116,51 +110,43 @@ def latency_percentiles(df: pd.DataFrame, *, direction: str | None = None, ax: A
     Raises
     ------
     ResultsError
-        No percentile column holds data, or no point finished ``ok``.
+        No percentile column holds data, ``direction`` matches no row, or no point finished ``ok``.
     """
-    data = ok_rows(df, "latency_percentiles")
+    data = df
     if direction is not None:
-        data = data[data["direction"] == direction]
+        dt.require(df, ["direction"], "latency_percentiles")
+        data = df[df["direction"].eq(direction).fillna(False)]
         if data.empty:
-            raise ResultsError(f"latency_percentiles: no ok rows with direction {direction!r}")
-    percentiles = percentile_columns(data)
+            raise ResultsError(f"latency_percentiles: no rows with direction {direction!r}")
+    totals = dt.totals_for(data, "latency_percentiles")
+    percentiles = dt.percentile_columns(totals)
     if not percentiles:
         raise ResultsError(
             "latency_percentiles: no clat_p*_us column holds data (fio reports percentiles unless "
             "clat_percentiles=0 or the output format lacks them)"
         )
-    totals = point_totals(data)
     panels, lines = percentile_layout(totals)
     if ax is not None:
-        panels, lines = [], [*lines, *panels]
-    summary = over_repeats(totals, [*panels, *lines], list(percentiles.values()))
-    curves = combos(summary, lines)
-    palette = _palette(lines, curves)
-    if ax is not None:
-        _draw(ax, summary, lines, percentiles, curves, palette)
-        ax.legend(fontsize=st.SMALL)
-        return st.root_figure(ax)
-    panel_values = combos(summary, panels)
-    cols = min(len(panel_values), MAX_COLS)
-    rows = math.ceil(len(panel_values) / cols)
-    fig, grid = st.new_figure(rows, cols, height=3.6)
-    drawn: list[Axes] = []
-    for index, panel in enumerate(panel_values):
-        axis: Axes = grid.flat[index]
-        _draw(axis, select(summary, panels, panel), lines, percentiles, curves, palette)
-        if panels:
-            axis.set_title(panel_title(panels, panel), fontsize=st.MEDIUM)
-        drawn.append(axis)
-    for axis in grid.flat[len(drawn) :]:
-        axis.set_visible(False)
-    if len(drawn) > 1:
-        low = min(a.get_ylim()[0] for a in drawn)
-        high = max(a.get_ylim()[1] for a in drawn)
-        for axis in drawn:
-            axis.set_ylim(low, high)
-    fig.suptitle("Completion latency percentiles", fontsize=st.LARGE)
-    st.legend_outside(fig, drawn)
-    st.add_caption(
-        fig, st.caption(df, notes=[st.repeats_note(summary, list(percentiles.values()), bars=False)])
+        panels, lines = [], [*panels, *lines]
+    summary = dt.over_repeats(totals, [*panels, *lines], list(percentiles.values()))
+    curves = dt.combos(summary, lines)
+    draw = partial(
+        _draw_curves, lines=lines, percentiles=percentiles, curves=curves, colours=_palette(lines, curves)
     )
+    if ax is not None:
+        draw(ax, summary)
+        if lines:
+            ax.legend(fontsize=st.SMALL)
+        return st.root_figure(ax)
+    panel_values = dt.combos(summary, panels)
+    fig, stacks = st.panel_grid(panel_values, panels, max_cols=MAX_COLS, height=3.6)
+    axes = [axis for (axis,) in stacks]
+    for axis, panel in zip(axes, panel_values, strict=True):
+        draw(axis, dt.select(summary, panels, panel))
+    low = min(axis.get_ylim()[0] for axis in axes)
+    high = max(axis.get_ylim()[1] for axis in axes)
+    for axis in axes:
+        axis.set_ylim(low, high)
+    note = st.repeats_note(summary, list(percentiles.values()), bars=False)
+    st.finish(fig, df, "Completion latency percentiles", note)
     return fig

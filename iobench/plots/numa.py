@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 from iobench.errors import ResultsError
 from iobench.plots import _style as st
-from iobench.plots._data import ok_rows, point_totals, require, splitting_axes
+from iobench.plots._data import require, splitting_axes, totals_for
 from iobench.plots._lines import Layout, lines_figure
 
 #: Legend text of each SMT placement: what the jobs share.
@@ -22,32 +22,25 @@ SMT_LABELS = {
 
 
 def _compare(
+    figure: str,
     df: pd.DataFrame,
     totals: pd.DataFrame,
-    *,
     by: str,
     x: str,
     metrics: list[str],
     ax: Axes | None,
+    *,
     title: str,
     names: Mapping[str, str] | None = None,
 ) -> Figure:
+    """``metrics`` against ``x``, a colour per ``by``; the first other axis gets panels, the rest dashes."""
+    require(totals, [x], figure, "pass x= one of the parameter columns")
     others = splitting_axes(totals, [x, by])
-    if ax is not None:
-        layout = Layout(x, colour=(by,), style=tuple(others))
-    else:
-        layout = Layout(x, colour=(by,), panel=tuple(others[:1]), style=tuple(others[1:]))
+    layout = Layout(x, colour=(by,), panel=tuple(others[:1]), style=tuple(others[1:]))
+    title = f"{title}: {st.headline(metrics, x if x != by else '')}"
     return lines_figure(
-        df, totals, layout, metrics, ax=ax, title=title, legend_title=st.label(by), names=names
+        df, totals, layout, metrics, figure=figure, ax=ax, title=title, legend_title=st.label(by), names=names
     )
-
-
-def _title(y: str, latency: str) -> str:
-    return f"{st.short_label(y)} and {st.in_sentence(st.short_label(latency))}"
-
-
-def _metrics(y: str, latency: str, ax: Axes | None) -> list[str]:
-    return [y] if ax is not None else [y, latency]
 
 
 def local_vs_remote(
@@ -78,7 +71,7 @@ def local_vs_remote(
         The latency metric of the bottom panel, e.g. ``lat_mean_us`` or ``clat_p99_us``.
     ax
         An Axes to draw into; only ``y`` is drawn there (pass ``y=latency`` for
-        the latency panel).
+        the latency panel), other axes that vary get line styles.
 
     Returns
     -------
@@ -90,11 +83,8 @@ def local_vs_remote(
         No ``binding`` or ``x`` column, or no point finished ``ok``.
     """
     hint = "local_vs_remote needs a run whose matrix has a `binding` axis (binding: [local, remote])"
-    require(df, ["binding"], "local_vs_remote", hint)
-    require(df, [x], "local_vs_remote", "pass x= one of the parameter columns")
-    totals = point_totals(ok_rows(df, "local_vs_remote"))
-    title = "" if ax is not None else f"NUMA binding: {_title(y, latency)} vs {st.short_label(x)}"
-    return _compare(df, totals, by="binding", x=x, metrics=_metrics(y, latency, ax), ax=ax, title=title)
+    totals = totals_for(df, "local_vs_remote", ["binding"], hint)
+    return _compare("local_vs_remote", df, totals, "binding", x, [y, latency], ax, title="NUMA binding")
 
 
 def smt(
@@ -138,21 +128,10 @@ def smt(
         No ``placement`` column or no same-core/diff-cores points, or no point finished ``ok``.
     """
     hint = "smt needs a run whose matrix has `placement: [same-core, diff-cores]`"
-    require(df, ["placement"], "smt", hint)
-    require(df, [x], "smt", "pass x= one of the parameter columns")
-    totals = point_totals(ok_rows(df, "smt"))
+    totals = totals_for(df, "smt", ["placement"], hint)
     placements = set(totals["placement"].dropna().astype(str))
     if not placements & {"same-core", "diff-cores"}:
         found = ", ".join(sorted(placements)) or "none"
         raise ResultsError(f"smt: no same-core or diff-cores points (placements found: {found}); {hint}")
-    title = "" if ax is not None else f"SMT: {_title(y, latency)} vs jobs, same core vs different cores"
-    return _compare(
-        df,
-        totals,
-        by="placement",
-        x=x,
-        metrics=_metrics(y, latency, ax),
-        ax=ax,
-        title=title,
-        names=SMT_LABELS,
-    )
+    title = "SMT, same core vs different cores"
+    return _compare("smt", df, totals, "placement", x, [y, latency], ax, title=title, names=SMT_LABELS)
