@@ -16,7 +16,9 @@ and copy), then measures three loaders, each in its own subprocess:
 Per loader: files/s (wall, median of ``--repeat`` runs after one warm-up read of
 every file), the Python heap (tracemalloc peak during the load and what stays
 allocated while the result is held, per file), and RSS growth (``ru_maxrss``
-after the first load minus ``VmRSS`` before it, per file).
+after the first load minus ``VmRSS`` before it, per file). On stderr, per loader:
+how many CPUs other processes kept busy during its timed loads (``/proc/stat``
+minus the loader's own CPU time): a busy machine slows the parallel parse first.
 
     .venv/bin/python benchmarks/parse_speed.py [--repeat 5] [--markdown]
 """
@@ -105,17 +107,34 @@ WORKERS: dict[str, Callable[[dict[str, Any]], tuple[Any, int]]] = {
 }
 
 
+def _machine_busy_s() -> float:
+    """CPU time every process on the machine has used since boot (s), from /proc/stat."""
+    with open("/proc/stat") as stat:
+        # user nice system idle iowait irq softirq steal, in clock ticks
+        ticks = [int(x) for x in stat.readline().split()[1:9]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_s() -> float:
+    """CPU time of this process and its reaped children (parse_fio's workers)."""
+    usages = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    return sum(usage.ru_utime + usage.ru_stime for usage in usages)
+
+
 def _timed_loads(
     load: Callable[[dict[str, Any]], tuple[Any, int]], manifest: dict[str, Any], repeat: int
-) -> list[float]:
+) -> tuple[list[float], float]:
+    """Each load's wall time, and how many CPUs other processes kept busy meanwhile."""
     walls = []
+    busy, own, started = _machine_busy_s(), _own_cpu_s(), time.perf_counter()
     for _ in range(repeat):
         gc.collect()
-        started = time.perf_counter()
+        begun = time.perf_counter()
         result, _ = load(manifest)
-        walls.append(time.perf_counter() - started)
+        walls.append(time.perf_counter() - begun)
         del result
-    return walls
+    others = (_machine_busy_s() - busy) - (_own_cpu_s() - own)
+    return walls, max(others, 0.0) / (time.perf_counter() - started)
 
 
 def run_worker(name: str, manifest_path: Path, repeat: int) -> dict[str, Any]:
@@ -153,14 +172,16 @@ def run_worker(name: str, manifest_path: Path, repeat: int) -> dict[str, Any]:
     current, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     del result
-    serial_walls = _timed_loads(load, manifest, repeat)
+    serial_walls, serial_others = _timed_loads(load, manifest, repeat)
     manifest["serial"] = False
-    walls = _timed_loads(load, manifest, repeat)
+    walls, others = _timed_loads(load, manifest, repeat)
     return {
         "loader": name,
         "files": files,
         "walls_s": walls,
         "serial_walls_s": serial_walls,
+        "others_cpus": others,
+        "serial_others_cpus": serial_others,
         "heap_peak_bytes": peak - baseline,
         "heap_retained_bytes": current - baseline,
         "rss_growth_bytes": rss_growth * 1024,
@@ -269,7 +290,13 @@ def measure(python: Path, loader: str, manifest: Path, repeat: int, scratch: Pat
     done = run_process([*argv, "--repeat", str(repeat)], timeout=WORKER_TIMEOUT_S, env=env)
     if done.returncode != 0 or done.timed_out:
         raise SystemExit(f"{loader} worker failed ({done.returncode}):\n{done.stderr}")
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    result = dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    # Other work on the machine takes CPUs from the loaders (the parallel parse first): say how much.
+    others = f"{result['others_cpus']:.2f}"
+    if loader == "iobench parse_fio":
+        others += f" (one process: {result['serial_others_cpus']:.2f})"
+    print(f"{loader}: other processes kept {others} of {os.cpu_count()} CPUs busy", file=sys.stderr)
+    return result
 
 
 def table(results: dict[str, dict[str, Any]], markdown: bool) -> str:

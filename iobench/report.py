@@ -88,7 +88,7 @@ def write_report(
     target.mkdir(parents=True, exist_ok=True)
     from iobench.plots import figures_for, save_figure
 
-    figures = figures_for(frame) if (frame["status"] == "ok").any() else {}
+    figures = figures_for(frame)
     written: list[Path] = []
     inline: list[tuple[str, str]] = []
     for name, fig in figures.items():

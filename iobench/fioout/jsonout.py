@@ -37,30 +37,53 @@ def _num(value: Any) -> float | None:
     return float(value)
 
 
+_EXACT = 2**53  # ints up to this size survive the trip through float unchanged
+
+
 def _int(value: Any) -> int | None:
+    # Through float, as _num: a count beyond 2**53 is rounded the same way everywhere.
+    if type(value) is int and -_EXACT <= value <= _EXACT:
+        return value
     number = _num(value)
     return None if number is None else int(number)
 
 
-@functools.lru_cache(maxsize=1024)
-def _pct_key(key: str) -> float | None:
-    """fio's percentile key (``"99.900000"``) as the frame's float, or ``None``; cached, keys repeat."""
+def _pct_key(key: object) -> float | None:
+    """fio's percentile key (``"99.900000"``) as the frame's float, or ``None``."""
+    if not isinstance(key, str):
+        return None
     try:
         return round(float(key), 6)
     except ValueError:
         return None
 
 
-_NS_KEYS = {"lat": "lat_ns", "clat": "clat_ns", "slat": "slat_ns"}
+@functools.lru_cache(maxsize=256)
+def _pct_plan(keys: tuple[str, ...]) -> tuple[tuple[float, tuple[str, ...]], ...]:
+    """For a ``percentile`` object's keys: each kept percentile and the keys naming it, last first.
+
+    fio writes the same keys in every job (its ``percentile_list``), so the plan
+    is worked out once per key list instead of converting 17 keys per direction.
+    """
+    named: dict[float, list[str]] = {}
+    for key in keys:
+        pct = _pct_key(key)
+        if pct in PERCENTILES:  # the frame keeps p50, p90, p99 and p99.9
+            named.setdefault(pct, []).append(key)
+    return tuple((pct, tuple(reversed(names))) for pct, names in named.items())
 
 
 def _latency(section: dict[str, Any], name: str) -> tuple[dict[str, Any] | None, float]:
-    """Return fio's measured latency object for ``name`` (else ``None``) and the factor that makes it µs."""
-    lat = section.get(_NS_KEYS[name])
+    """Return fio's measured latency object ``name`` (else ``None``) and the factor that makes it µs.
+
+    ``name`` is the 3.x key (``clat_ns``, in ns); without it, fio 2.x's key
+    without ``_ns`` (in µs) is tried.
+    """
+    lat = section.get(name)
     if isinstance(lat, dict):
         scale = 1e-3
     else:
-        lat = section.get(name)
+        lat = section.get(name[:-3])
         scale = 1.0
         if not isinstance(lat, dict):
             return None, scale
@@ -71,28 +94,31 @@ def _latency(section: dict[str, Any], name: str) -> tuple[dict[str, Any] | None,
     return (lat, scale) if measured else (None, scale)
 
 
-def _mean_us(lat: dict[str, Any] | None, scale: float) -> float | None:
+def _mean_us(section: dict[str, Any], name: str) -> float | None:
+    lat, scale = _latency(section, name)
     if lat is None:
         return None
     mean = _num(lat.get("mean"))
     return None if mean is None else mean * scale
 
 
-def _percentiles_us(lat: dict[str, Any] | None, scale: float) -> dict[float, float]:
+def _clat_us(section: dict[str, Any]) -> tuple[float | None, dict[float, float]]:
+    """The completion latency's mean and kept percentiles, in µs."""
+    lat, scale = _latency(section, "clat_ns")
     if lat is None:
-        return {}
+        return None, {}
+    mean = _num(lat.get("mean"))
     percentiles = lat.get("percentile")
-    if not isinstance(percentiles, dict):
-        return {}
     out: dict[float, float] = {}
-    for key, value in percentiles.items():
-        pct = _pct_key(key) if isinstance(key, str) else None
-        if pct not in PERCENTILES:  # the frame keeps p50, p90, p99 and p99.9
-            continue
-        number = _num(value)
-        if pct > 0 and number is not None:
-            out[pct] = number * scale
-    return out
+    if isinstance(percentiles, dict):
+        for pct, keys in _pct_plan(tuple(percentiles)):
+            # Where two keys name one percentile, the last one with a number wins.
+            for key in keys:
+                number = _num(percentiles[key])
+                if number is not None:
+                    out[pct] = number * scale
+                    break
+    return (None if mean is None else mean * scale), out
 
 
 _IDLE = DirStats(io_bytes=0, total_ios=0)
@@ -111,27 +137,29 @@ def read_direction(section: dict[str, Any]) -> DirStats:
     DirStats
         The direction in µs, bytes and bytes per second.
     """
-    if not (section.get("io_bytes") or section.get("io_kbytes") or section.get("total_ios")):
+    get = section.get
+    if not (get("io_bytes") or get("io_kbytes") or get("total_ios")):
         # fio writes every direction of every job; most did nothing and never reach the frame.
         return _IDLE
-    bw_bytes = _num(section.get("bw_bytes"))
+    bw_bytes = _num(get("bw_bytes"))
     if bw_bytes is None:
-        bw_kib = _num(section.get("bw"))
+        bw_kib = _num(get("bw"))
         bw_bytes = None if bw_kib is None else bw_kib * 1024
-    io_bytes = _int(section.get("io_bytes"))
+    io_bytes = _int(get("io_bytes"))
     if io_bytes is not None and "io_kbytes" not in section:
         io_bytes *= 1024
-    clat = _latency(section, "clat")
+    clat_mean, clat_pct = _clat_us(section)
+    # Positional, in field order: matching keywords would cost more than the conversions.
     return DirStats(
-        iops=_num(section.get("iops")),
-        bw_bytes=bw_bytes,
-        io_bytes=io_bytes,
-        runtime_ms=_int(section.get("runtime")),
-        total_ios=_int(section.get("total_ios")),
-        lat_mean_us=_mean_us(*_latency(section, "lat")),
-        clat_mean_us=_mean_us(*clat),
-        slat_mean_us=_mean_us(*_latency(section, "slat")),
-        clat_pct_us=_percentiles_us(*clat),
+        _num(get("iops")),
+        bw_bytes,
+        io_bytes,
+        _int(get("runtime")),
+        _int(get("total_ios")),
+        _mean_us(section, "lat_ns"),
+        clat_mean,
+        _mean_us(section, "slat_ns"),
+        clat_pct,
     )
 
 
@@ -171,6 +199,8 @@ def read_json(obj: dict[str, Any]) -> list[JobStats]:
     client = isinstance(obj.get("client_stats"), list)
     entries = [e for e in (obj["client_stats"] if client else obj.get("jobs") or []) if isinstance(e, dict)]
     version = obj.get("fio version")
+    if version is not None:
+        version = str(version)
     hosts = _hosts(entries) if client else [None] * len(entries)
     records: list[JobStats] = []
     for index, (entry, host) in enumerate(zip(entries, hosts, strict=True)):
@@ -182,23 +212,24 @@ def read_json(obj: dict[str, Any]) -> list[JobStats]:
             name = full
         if client and name == ALL_CLIENTS:
             continue
-        directions = {
-            ddir: read_direction(entry[ddir])
-            for ddir in _JSON_DIRECTIONS
-            if isinstance(entry.get(ddir), dict)
-        }
+        directions = {}
+        for ddir in _JSON_DIRECTIONS:
+            section = entry.get(ddir)
+            if isinstance(section, dict):
+                directions[ddir] = read_direction(section)
         records.append(
-            JobStats(
-                jobname=name,
-                job_index=index,
-                host=host,
-                error=_int(entry.get("error")),
-                usr_cpu=_num(entry.get("usr_cpu")),
-                sys_cpu=_num(entry.get("sys_cpu")),
-                ctx=_int(entry.get("ctx")),
-                job_runtime_ms=_int(entry.get("job_runtime")),
-                fio_version=str(version) if version is not None else None,
-                directions=directions,
+            JobStats(  # positional, in field order (see read_direction)
+                name,
+                index,
+                host,
+                _int(entry.get("error")),
+                _num(entry.get("usr_cpu")),
+                _num(entry.get("sys_cpu")),
+                _int(entry.get("ctx")),
+                _int(entry.get("job_runtime")),
+                None,  # jobs: JSON has one entry per job or per reporting group
+                version,
+                directions,
             )
         )
     return records

@@ -21,7 +21,7 @@ PERCENTILES: dict[float, str] = {
 }
 
 
-@dataclass
+@dataclass(slots=True)
 class DirStats:
     """One I/O direction of one job, in the frame's units."""
 
@@ -40,7 +40,7 @@ class DirStats:
         return bool(self.io_bytes) or bool(self.total_ios)
 
 
-@dataclass
+@dataclass(slots=True)
 class JobStats:
     """One entry of fio's job list (a job, a reporting group or a client's job)."""
 
