@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 
 venv: deps $(STAMP)
 
-demo: venv ## a real 16-point sweep on a temp file; prints where results and figures are
+demo: venv ## a real 24-point sweep on a temp file; prints where results and figures are
 	$(BIN)/iobench run configs/demo.yaml
 
 lint: venv
