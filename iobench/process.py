@@ -7,10 +7,12 @@ whole tree (numactl → fio → fio's workers) with one signal to the group.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
 import time
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,29 +52,39 @@ def descendants(pid: int, proc: str = "/proc") -> list[int]:
     fio's job processes call setsid(), so they leave fio's process group: the
     group alone does not name them. The kernel's per-thread ``children`` lists
     give the tree at the cost of a few reads; without them (``CONFIG_PROC_CHILDREN``
-    unset) every process's parent link in /proc is read instead.
+    unset, or ``pid`` gone) every process's parent link in /proc is read instead.
     """
-    if not os.path.exists(f"{proc}/{pid}/task/{pid}/children"):
-        return _descendants_by_scan(pid, proc) if os.path.exists(f"{proc}/{pid}") else [pid]
+    children_of: Callable[[int], list[int]]
+    if os.path.exists(f"{proc}/{pid}/task/{pid}/children"):
+        children_of = functools.partial(_task_children, proc=proc)
+    else:
+        children_of = _children_by_scan(proc).__getitem__
     found, todo = [], [pid]
     while todo:
         current = todo.pop()
         found.append(current)
-        try:
-            tasks = os.listdir(f"{proc}/{current}/task")
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                with open(f"{proc}/{current}/task/{task}/children") as handle:
-                    todo.extend(int(child) for child in handle.read().split())
-            except OSError:
-                continue
+        todo.extend(children_of(current))
     return found
 
 
-def _descendants_by_scan(pid: int, proc: str) -> list[int]:
-    children: dict[int, list[int]] = {}
+def _task_children(pid: int, proc: str) -> list[int]:
+    children: list[int] = []
+    try:
+        tasks = os.listdir(f"{proc}/{pid}/task")
+    except OSError:
+        return children
+    for task in tasks:
+        try:
+            with open(f"{proc}/{pid}/task/{task}/children") as handle:
+                children.extend(int(child) for child in handle.read().split())
+        except OSError:
+            continue
+    return children
+
+
+def _children_by_scan(proc: str) -> defaultdict[int, list[int]]:
+    """Parent pid → child pids, from every process's ``stat``."""
+    children: defaultdict[int, list[int]] = defaultdict(list)
     for entry in os.listdir(proc):
         if not entry.isdigit():
             continue
@@ -82,13 +94,8 @@ def _descendants_by_scan(pid: int, proc: str) -> list[int]:
         except OSError:
             continue
         if len(fields) > 1:
-            children.setdefault(int(fields[1]), []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        todo.extend(children.get(current, []))
-    return found
+            children[int(fields[1])].append(int(entry))
+    return children
 
 
 def _signal_group(pgid: int, sig: int) -> None:

@@ -79,15 +79,16 @@ def write_report(
     ResultsError
         When ``run_dir`` is not a run directory or a format is unknown.
     """
-    unknown = [f for f in formats if f not in ("png", "svg", "pdf")]
+    from iobench.plots import figures_for, save_figure
+    from iobench.plots.figures import FORMATS
+
+    unknown = [f for f in formats if f not in FORMATS]
     if unknown:
-        raise ResultsError(f"unknown figure format {unknown[0]!r}; use png, svg or pdf")
+        raise ResultsError(f"unknown figure format {unknown[0]!r}; use one of {', '.join(FORMATS)}")
     run = RunDir.open(run_dir)
     frame = load(run.path)
     target = Path(out) if out is not None else run.path / "report"
     target.mkdir(parents=True, exist_ok=True)
-    from iobench.plots import figures_for, save_figure
-
     figures = figures_for(frame)
     written: list[Path] = []
     inline: list[tuple[str, str]] = []

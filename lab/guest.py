@@ -25,12 +25,12 @@ from typing import Any
 
 import iobench
 from iobench.topology import Topology
-from iobench.tuning import read_settings
+from iobench.tuning import read_settings, write_setting
 
 MATRICES = Path(__file__).resolve().parent / "matrices"
 SWEEPS = ("numa", "smt", "settings", "unknown-home", "home-node")
 # The node-0 disk starts from settings no sweep uses, so "restored" cannot pass by accident.
-START_SETTINGS = {"scheduler": "kyber", "read_ahead_kb": "256"}
+START_SETTINGS: dict[str, str | int] = {"scheduler": "kyber", "readahead_kb": 256}
 GUARD_MOUNT = Path("/mnt/guard")
 HASHED_BYTES = 64 << 20  # the guard matrix writes `size: 64M` from offset 0
 PRECIOUS = "data a benchmark must never destroy\n"
@@ -48,12 +48,6 @@ def lab_disks(topology: Topology) -> dict[str, str]:
 
 def disk_settings(disks: dict[str, str]) -> dict[str, dict[str, Any]]:
     return {key: dict(read_settings(Path(dev).name)) for key, dev in disks.items()}
-
-
-def set_start_settings(disk: str) -> None:
-    queue = Path("/sys/block") / Path(disk).name / "queue"
-    (queue / "scheduler").write_text(START_SETTINGS["scheduler"])
-    (queue / "read_ahead_kb").write_text(START_SETTINGS["read_ahead_kb"])
 
 
 def run_sweep(name: str, runs: Path) -> dict[str, Any]:
@@ -131,7 +125,8 @@ def main(out: Path) -> int:
             return 1
         for key, dev in disks.items():
             os.environ[f"LAB_DISK_{key.upper()}"] = dev
-        set_start_settings(disks["node0"])
+        for name, value in START_SETTINGS.items():
+            write_setting(Path(disks["node0"]).name, name, value)
         facts["settings_before"] = disk_settings(disks)
         save()
         facts["runs"] = {}

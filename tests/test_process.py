@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from iobench.process import CommandNotFound, _descendants_by_scan, descendants, run_process
+from iobench.process import CommandNotFound, _children_by_scan, _task_children, descendants, run_process
 
 # A parent that starts a grandchild which would outlive it, like numactl → fio → workers.
 TREE = """
@@ -108,7 +108,8 @@ def test_descendants_follow_the_kernels_children_lists_like_a_full_scan() -> Non
             time.sleep(0.02)
         tree = descendants(proc.pid)
         assert tree[0] == proc.pid and len(tree) == 3
-        assert sorted(tree) == sorted(_descendants_by_scan(proc.pid, "/proc"))
+        scan = _children_by_scan("/proc")
+        assert all(sorted(_task_children(pid, "/proc")) == sorted(scan[pid]) for pid in tree)
     finally:
         for pid in descendants(proc.pid)[1:]:
             os.kill(pid, 9)
