@@ -1,9 +1,9 @@
 """Real loop devices over files in ``tmp_path``, always torn down.
 
-Tests take the ``loops`` fixture (re-export it with
-``from loopdev import loops``) and call ``loops.attach()``; everything a test
-set up on top (mounts, swap) is undone in reverse order, and every loop
-device detached, even when the test fails.
+Tests take the ``loops`` fixture (conftest loads this module as a plugin)
+and call ``loops.attach()``; everything a test
+set up on top (mounts, swap) is undone in reverse order, every loop device
+detached and its queue settings put back as they were, even when the test fails.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,26 @@ def sha256_of(path: str | Path) -> str:
     return digest.hexdigest()
 
 
+QUEUE_FILES = ("read_ahead_kb", "scheduler")
+
+
+def _read_queue(name: str) -> dict[str, str]:
+    queue = Path("/sys/block") / name / "queue"
+    values = {f: (queue / f).read_text().strip() for f in QUEUE_FILES}
+    values["scheduler"] = values["scheduler"].split("[")[-1].split("]")[0]
+    return values
+
+
+def _restore_queue(name: str, values: dict[str, str]) -> None:
+    """Once the device is really unbound (a detach waits for the last opener to close it), put its settings back."""
+    deadline = time.monotonic() + 10
+    while (Path("/sys/block") / name / "loop").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    queue = Path("/sys/block") / name / "queue"
+    for file, value in values.items():
+        (queue / file).write_text(value)
+
+
 class LoopFactory:
     """Attaches loop devices and sets things up on them, undoing all at teardown."""
 
@@ -58,9 +79,13 @@ class LoopFactory:
         with backing.open("wb") as handle:
             handle.write(content)
             handle.truncate(size_mib << 20)
-        path = _run("losetup", "--find", "--show", str(backing)).strip()
+        path = _run("losetup", "--find").strip()
+        name = Path(path).name
+        # Attaching sets the device's read_ahead_kb from the backing disk, and it outlives the detach.
+        self._stack.callback(_restore_queue, name, _read_queue(name))
+        _run("losetup", path, str(backing))
         self._stack.callback(_run, "losetup", "--detach", path)
-        return Loop(path=path, name=Path(path).name, backing=backing)
+        return Loop(path=path, name=name, backing=backing)
 
     def mkfs_ext4(self, loop: Loop) -> None:
         """Put an ext4 filesystem on ``loop``."""

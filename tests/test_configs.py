@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from loopdev import LoopFactory, loops  # noqa: F401
+from loopdev import LoopFactory
 from sysfs_snapshots import FakeSysfs, SnapshotCache
 
 from iobench.errors import TuningError
@@ -140,7 +140,7 @@ def test_config_plans_on_a_real_two_node_snapshot(path: Path, two_node_box: Path
 @pytest.mark.loopdev
 @pytest.mark.root
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
-def test_config_plans_here_on_a_loop_device(path: Path, loops: LoopFactory) -> None:  # noqa: F811
+def test_config_plans_here_on_a_loop_device(path: Path, loops: LoopFactory) -> None:
     loop = loops.attach(64)
     p = plan(load_matrix(path, targets=[loop.path], allow_write=[loop.path]), allow_write=[loop.path])
     assert p.runs and all(proc.targets == (loop.path,) for r in p.runs for proc in r.processes)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from loopdev import Loop, LoopFactory, loops  # noqa: F401
+from loopdev import Loop, LoopFactory
 from typer.testing import CliRunner
 
 from iobench.cli import app
@@ -38,7 +38,7 @@ matrix:
 
 
 @pytest.fixture
-def loop(loops: LoopFactory) -> Loop:  # noqa: F811
+def loop(loops: LoopFactory) -> Loop:
     return loops.attach(32)
 
 

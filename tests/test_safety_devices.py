@@ -15,15 +15,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from loopdev import Loop, LoopFactory, loops, sha256_of
+from loopdev import Loop, LoopFactory, sha256_of
 
 from iobench.errors import SafetyError
 from iobench.matrix import parse_matrix
 from iobench.plan import Plan, plan
 from iobench.safety import SIGNATURES, device_refusal, find_signature, signature
 from iobench.topology import TargetLocation
-
-__all__ = ["loops"]
 
 MATRIX = """
 version: 1

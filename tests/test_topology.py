@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from loopdev import LoopFactory
 from sysfs_snapshots import SNAPSHOTS, FakeSysfs, SnapshotCache, hwloc_reading
 
 from iobench.errors import TopologyError
@@ -388,19 +387,9 @@ def test_locate_missing_device_node() -> None:
 
 
 @pytest.fixture
-def loop_device(tmp_path: Path) -> Iterator[str]:
-    """A 16 MiB loop device over a file in tmp_path, detached afterwards."""
-    image = tmp_path / "disk.img"
-    with image.open("wb") as f:
-        f.truncate(16 << 20)
-    attached = subprocess.run(
-        ["losetup", "--find", "--show", str(image)], check=True, capture_output=True, text=True
-    )
-    device = attached.stdout.strip()
-    try:
-        yield device
-    finally:
-        subprocess.run(["losetup", "--detach", device], check=False)
+def loop_device(loops: LoopFactory) -> str:
+    """A 16 MiB loop device over a file in tmp_path, detached (and its settings restored) afterwards."""
+    return loops.attach().path
 
 
 @pytest.mark.loopdev
@@ -417,15 +406,10 @@ def test_live_loop_device(loop_device: str) -> None:
 
 
 @pytest.mark.loopdev
-def test_live_file_on_loop_filesystem(loop_device: str, tmp_path: Path) -> None:
-    subprocess.run(["mkfs.ext4", "-q", "-F", loop_device], check=True, capture_output=True)
-    mountpoint = tmp_path / "mnt"
-    mountpoint.mkdir()
-    subprocess.run(["mount", loop_device, str(mountpoint)], check=True, capture_output=True)
-    try:
-        name = Path(loop_device).name
-        topo = discover_topology("/")
-        loc = locate_target(str(mountpoint / "fio.dat"), topo)  # not created yet
-        assert (loc.kind, loc.device, loc.disks, loc.home_node) == ("file", name, (name,), None)
-    finally:
-        subprocess.run(["umount", str(mountpoint)], check=False)
+def test_live_file_on_loop_filesystem(loops: LoopFactory) -> None:
+    loop = loops.attach()
+    loops.mkfs_ext4(loop)
+    mountpoint = loops.mount(loop)
+    topo = discover_topology("/")
+    loc = locate_target(str(mountpoint / "fio.dat"), topo)  # not created yet
+    assert (loc.kind, loc.device, loc.disks, loc.home_node) == ("file", loop.name, (loop.name,), None)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from loopdev import Loop, LoopFactory, loops
+from loopdev import Loop, LoopFactory
 
 from iobench import tuning
 from iobench.errors import TuningError
@@ -28,9 +28,6 @@ from iobench.tuning import (
     restore_from_journals,
     validate,
 )
-
-__all__ = ["loops"]
-
 
 # --- a fake sysfs tree -----------------------------------------------------------
 
