@@ -5,18 +5,19 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 
-Scalar = str | int | float | bool
-Combo = dict[str, Scalar]
+from iobench.values import Value
+
+Combo = dict[str, Value]
 
 
-def _matches(combo: Mapping[str, Scalar], pattern: Mapping[str, Scalar]) -> bool:
+def _matches(combo: Mapping[str, Value], pattern: Mapping[str, Value]) -> bool:
     return all(key in combo and combo[key] == value for key, value in pattern.items())
 
 
 def expand(
-    axes: Mapping[str, Sequence[Scalar]],
-    include: Sequence[Mapping[str, Scalar]] = (),
-    exclude: Sequence[Mapping[str, Scalar]] = (),
+    axes: Mapping[str, Sequence[Value]],
+    include: Sequence[Mapping[str, Value]] = (),
+    exclude: Sequence[Mapping[str, Value]] = (),
 ) -> list[Combo]:
     """Expand a matrix into its combinations, in a deterministic order.
 
@@ -51,9 +52,14 @@ def expand(
     return kept + extra
 
 
-def product_size(axes: Mapping[str, Sequence[Scalar]]) -> int:
-    """Number of combinations the cartesian product alone gives."""
+def matrix_size(axes: Mapping[str, Sequence[Value]], includes: int = 0) -> int:
+    """The most points a matrix can expand to, from its axis lengths alone.
+
+    The product of the axis lengths (excludes only remove points) plus one per
+    ``include`` entry (an entry either merges into existing points or adds one);
+    nothing is materialized, so a matrix of billions is counted in microseconds.
+    """
     size = 1
     for values in axes.values():
         size *= len(values)
-    return size if axes else 0
+    return (size if axes else 0) + includes

@@ -19,11 +19,8 @@ from typing import Any, Literal
 
 from iobench.errors import FioError
 from iobench.process import CommandNotFound, minimal_env, run_process
-from iobench.units import parse_seconds, parse_size
 
 OptionKind = Literal["int", "bool", "time", "choice", "float_list", "string"]
-
-_INT_RE = re.compile(r"^(0x[0-9a-f]+|\d+(\.\d+)?\s*([kmgtpe]i?b?)?%?)$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -36,39 +33,6 @@ class FioOption:
     minimum: int | None = None
     maximum: int | None = None
     engine: str | None = None
-
-    def check(self, value: str) -> str | None:
-        """Return why fio would reject ``value``, or None when it looks acceptable."""
-        if self.kind == "int":
-            return self._check_int(value)
-        if self.kind == "bool":
-            if value.lower() not in {"0", "1", "true", "false", "yes", "no", "on", "off", ""}:
-                return f"{self.name} takes 0 or 1, not {value!r}"
-        elif self.kind == "time":
-            try:
-                parse_seconds(value)
-            except ValueError as exc:
-                return f"{self.name}: {exc}"
-        elif self.kind == "choice" and self.choices:
-            head = value.split(":", 1)[0].lower()
-            if head not in self.choices:
-                return f"{self.name} must be one of {', '.join(self.choices)}; got {value!r}"
-        return None
-
-    def _check_int(self, value: str) -> str | None:
-        for part in re.split(r"[,:\-]", value) if not value.startswith("-") else [value]:
-            if not _INT_RE.match(part.strip()):
-                return f"{self.name} takes a number (optionally with k/m/g), not {value!r}"
-        if _INT_RE.match(value) and not value.endswith("%"):
-            try:
-                number = parse_size(value) if not value.lower().startswith("0x") else int(value, 16)
-            except ValueError:
-                return None
-            if self.minimum is not None and number < self.minimum:
-                return f"{self.name} must be at least {self.minimum}; got {value}"
-            if self.maximum is not None and self.maximum > 0 and number > self.maximum:
-                return f"{self.name} must be at most {self.maximum}; got {value}"
-        return None
 
 
 def _kind_of(type_line: str, has_choices: bool) -> OptionKind:

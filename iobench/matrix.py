@@ -21,17 +21,14 @@ from pydantic import (
 )
 
 from iobench.errors import MatrixError
-from iobench.expand import Combo, Scalar, expand, product_size
+from iobench.expand import Combo, expand, matrix_size
 from iobench.fiocatalog import FioCatalog, FioOption, fio_catalog
 from iobench.units import parse_seconds, parse_size
+from iobench.values import IOBENCH_AXES, Scalar, Value, axis_value, fio_text, option_value
 from iobench.yamlsource import YamlSyntaxError, load_yaml, locate, locate_key
 
 SUPPORTED_VERSIONS = (1,)
 MAX_RUNS = 10_000
-IOBENCH_AXES = ("binding", "placement", "scheduler", "readahead_kb", "launch")
-PLACEMENTS = ("node", "same-core", "diff-cores")
-LAUNCHES = ("single", "per-target")
-_SCHEDULER_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 # Options that would let a matrix run programs or load code (SPEC §5).
 FORBIDDEN_OPTIONS = {
     "exec_prerun": "it runs a program before the job",
@@ -137,10 +134,9 @@ class Matrix:
     name: str
     description: str
     targets: tuple[Target, ...]
-    fio: dict[str, str]
-    axes: dict[str, tuple[Scalar, ...]]
+    fio: dict[str, Value]
+    axes: dict[str, tuple[Value, ...]]
     combos: tuple[Combo, ...]
-    values: tuple[dict[str, Scalar], ...]
     repeat: int
     order: str
     seed: int | None
@@ -155,12 +151,14 @@ class Matrix:
         """Points × repeats."""
         return len(self.combos) * self.repeat
 
+    @property
+    def values(self) -> tuple[Combo, ...]:
+        """Each point's canonical values (sizes in bytes): the frame's parameter columns."""
+        return self.combos
 
-def fio_text(value: Scalar) -> str:
-    """A YAML scalar as fio reads it (booleans as 0/1)."""
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    return str(value)
+    def setting(self, combo: Combo, name: str) -> Value | None:
+        """A point's canonical value of ``name``: its axis value, else the ``fio:`` one."""
+        return combo[name] if name in combo else self.fio.get(name)
 
 
 def _dotted(loc: tuple[str | int, ...]) -> str:
@@ -284,13 +282,14 @@ class _Checker:
             return self.option(loc, found.name)
         return found
 
-    def value(self, loc: tuple[str | int, ...], option: FioOption, value: Scalar) -> None:
+    def value(self, loc: tuple[str | int, ...], option: FioOption, value: Scalar) -> Value | None:
+        """The canonical value of ``option``; None (with the problem recorded) when it is refused."""
         text = fio_text(value)
         if not _check_text(self.issues, loc, text, "value"):
-            return
+            return None
         if "${" in text or "$(" in text:
             self.issues.add(loc, "fio would expand `$` in this value", "write the value out in the YAML")
-            return
+            return None
         if option.name == "ioengine":
             engine = text.split(":", 1)[0]
             if engine in FORBIDDEN_ENGINES or "/" in text:
@@ -300,37 +299,26 @@ class _Checker:
                     + FORBIDDEN_ENGINES.get(engine, "it loads external code"),
                     "use a built-in engine such as libaio, io_uring or psync",
                 )
-                return
+                return None
         if option.name in LOG_OPTIONS and "/" in text:
             self.issues.add(
                 loc, "log names may not contain '/'", "logs are written into the point's directory"
             )
-            return
-        problem = option.check(text)
-        if problem:
-            self.issues.add(loc, problem)
+            return None
+        try:
+            return option_value(option, value)
+        except ValueError as exc:
+            self.issues.add(loc, str(exc))
+            return None
 
-    def axis_value(self, loc: tuple[str | int, ...], axis: str, value: Scalar) -> None:
-        from iobench.placement import parse_binding
-
-        text = fio_text(value)
-        if not _check_text(self.issues, loc, text, "value"):
-            return
-        if axis == "binding":
-            try:
-                parse_binding(text)
-            except ValueError as exc:
-                self.issues.add(loc, str(exc), "use none, local, remote or node:N")
-        elif axis == "placement" and text not in PLACEMENTS:
-            self.issues.add(loc, f"placement must be one of {', '.join(PLACEMENTS)}; got {text!r}")
-        elif axis == "launch" and text not in LAUNCHES:
-            self.issues.add(loc, f"launch must be one of {', '.join(LAUNCHES)}; got {text!r}")
-        elif axis == "scheduler" and not (isinstance(value, str) and _SCHEDULER_NAME.match(value)):
-            self.issues.add(
-                loc, f"scheduler must be a scheduler name such as none or mq-deadline, not {text!r}"
-            )
-        elif axis == "readahead_kb" and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            self.issues.add(loc, f"readahead_kb must be a whole number of KiB (0 or more), not {text!r}")
+    def axis_value(self, loc: tuple[str | int, ...], axis: str, value: Scalar) -> Value | None:
+        if not _check_text(self.issues, loc, fio_text(value), "value"):
+            return None
+        try:
+            return axis_value(axis, value)
+        except ValueError as exc:
+            self.issues.add(loc, str(exc))
+            return None
 
     def key(self, loc: tuple[str | int, ...], name: str) -> str | None:
         """Check an axis/include key; return its canonical name, or None when invalid."""
@@ -339,40 +327,40 @@ class _Checker:
         option = self.option(loc, name)
         return option.name if option else None
 
-    def any_value(self, loc: tuple[str | int, ...], name: str, value: Scalar) -> None:
+    def any_value(self, loc: tuple[str | int, ...], name: str, value: Scalar) -> Value | None:
+        """The canonical value of axis ``name`` (already a canonical name); None when invalid."""
         if name in IOBENCH_AXES:
-            self.axis_value(loc, name, value)
-            return
+            return self.axis_value(loc, name, value)
         option = self.catalog.lookup(name, self.engines())
-        before = len(self.issues.items)
-        if option is not None:
-            self.value(loc, option, value)
-        if name in ("bs", "blocksize") and len(self.issues.items) == before:
-            try:
-                parse_size(fio_text(value))
-            except ValueError:
-                self.issues.add(
-                    loc,
-                    f"a bs axis takes single sizes, not {value!r}",
-                    "use bsrange or bssplit in `fio:` for mixes",
-                )
+        if option is None:
+            return None
+        canonical = self.value(loc, option, value)
+        if name == "bs" and isinstance(canonical, str):
+            self.issues.add(
+                loc,
+                f"a bs axis takes single sizes, not {value!r}",
+                "use bsrange or bssplit in `fio:` for mixes",
+            )
+            return None
+        return canonical
 
 
-def _fio_section(checker: _Checker) -> dict[str, str]:
-    fio: dict[str, str] = {}
+def _fio_section(checker: _Checker) -> dict[str, Value]:
+    fio: dict[str, Value] = {}
     for name, value in checker.model.fio.items():
         option = checker.option(("fio", name), name)
         if option is None:
             continue
-        checker.value(("fio", name), option, value)
+        canonical = checker.value(("fio", name), option, value)
         if option.name in fio:
             checker.issues.add(("fio", name), f"`{option.name}` is given twice (once as an alias)")
-        fio[option.name] = fio_text(value)
+        if canonical is not None:
+            fio[option.name] = canonical
     return fio
 
 
-def _axes(checker: _Checker, fio: dict[str, str]) -> dict[str, tuple[Scalar, ...]]:
-    axes: dict[str, tuple[Scalar, ...]] = {}
+def _axes(checker: _Checker, fio: dict[str, Value]) -> dict[str, tuple[Value, ...]]:
+    axes: dict[str, tuple[Value, ...]] = {}
     for name, values in checker.model.matrix.__pydantic_extra__.items():
         loc: tuple[str | int, ...] = ("matrix", name)
         canonical = checker.key(loc, name)
@@ -389,15 +377,22 @@ def _axes(checker: _Checker, fio: dict[str, str]) -> dict[str, tuple[Scalar, ...
             checker.issues.add(loc, f"axis `{canonical}` is given twice (once as an alias)", key=True)
         if not values:
             checker.issues.add(loc, "an axis needs at least one value")
-        seen: list[Scalar] = []
+        seen: dict[Value, Scalar] = {}
         for i, value in enumerate(values):
-            if value in seen:
+            typed = checker.any_value((*loc, i), canonical, value)
+            if typed is None:
+                continue
+            if typed in seen:
+                first = seen[typed]
+                same = "" if first == value else f": {first!r} and {value!r} are both {fio_text(typed)}"
                 checker.issues.add(
-                    (*loc, i), f"duplicate value {value!r}", "each value makes one point; list it once"
+                    (*loc, i),
+                    f"duplicate value {value!r}{same}",
+                    "each value makes one point; list it once",
                 )
-            seen.append(value)
-            checker.any_value((*loc, i), canonical, value)
-        axes[canonical] = tuple(values)
+                continue
+            seen[typed] = value
+        axes[canonical] = tuple(seen)
     if "binding" in axes or "placement" in axes:
         for name in PLACEMENT_OPTIONS:
             if name in fio:
@@ -410,7 +405,7 @@ def _axes(checker: _Checker, fio: dict[str, str]) -> dict[str, tuple[Scalar, ...
     return axes
 
 
-def _entries(checker: _Checker, kind: str, axes: dict[str, tuple[Scalar, ...]]) -> list[Combo]:
+def _entries(checker: _Checker, kind: str, axes: dict[str, tuple[Value, ...]]) -> list[Combo]:
     entries: list[Combo] = []
     source = checker.model.matrix.include if kind == "include" else checker.model.matrix.exclude
     for i, entry in enumerate(source):
@@ -429,8 +424,9 @@ def _entries(checker: _Checker, kind: str, axes: dict[str, tuple[Scalar, ...]]) 
                     f"axes: {', '.join(axes) or 'none'}",
                     key=True,
                 )
-            checker.any_value(loc, canonical, value)
-            combo[canonical] = value
+            typed = checker.any_value(loc, canonical, value)
+            if typed is not None:
+                combo[canonical] = typed
         entries.append(combo)
     return entries
 
@@ -496,30 +492,14 @@ def _timeout(checker: _Checker) -> float | None:
     return seconds
 
 
-def typed_value(catalog: FioCatalog, name: str, value: Scalar) -> Scalar:
-    """The value a frame column holds: sizes in bytes, booleans as 0/1, the rest as written."""
-    if name in IOBENCH_AXES:
-        return value
-    option = catalog.option(name)
-    if option is None:
-        return value
-    if option.kind in ("int", "bool"):
-        text = fio_text(value)
-        try:
-            return parse_size(text)
-        except ValueError:
-            return text
-    return value
-
-
 PARSE_CHECK_SECTIONS = 512
 
 
-def _fio_accepts(catalog: FioCatalog, fio: dict[str, str], combos: list[Combo], issues: _Issues) -> None:
+def _fio_accepts(catalog: FioCatalog, fio: dict[str, Value], combos: list[Combo], issues: _Issues) -> None:
     """Let fio itself parse every distinct option set once (``--parse-only``), as a last check."""
     sections: dict[tuple[tuple[str, str], ...], int] = {}
     for index, combo in enumerate(combos, start=1):
-        options = dict(fio)
+        options = {k: fio_text(v) for k, v in fio.items()}
         options.update({k: fio_text(v) for k, v in combo.items() if k not in IOBENCH_AXES})
         # One job per section: parsing only, and fio caps the number of jobs it will hold.
         options["numjobs"] = "1"
@@ -533,6 +513,25 @@ def _fio_accepts(catalog: FioCatalog, fio: dict[str, str], combos: list[Combo], 
     complaint = catalog.parse_only(text)
     if complaint:
         issues.add(("matrix",) if combos != [{}] else ("fio",), f"{catalog.version} rejects it: {complaint}")
+
+
+def _check_size(
+    issues: _Issues, axes: dict[str, tuple[Value, ...]], include: list[Combo], repeat: int
+) -> None:
+    """Refuse a matrix too large to run from its axis lengths alone, before anything is expanded."""
+    points = matrix_size(axes, len(include))
+    runs = points * repeat
+    if runs <= MAX_RUNS:
+        return
+    factors = " × ".join(f"{name} ({len(values)})" for name, values in axes.items()) or "no axes"
+    extra = f" + {len(include)} include entries" if include else ""
+    issues.add(
+        ("matrix",),
+        f"the matrix has up to {factors}{extra} = {points:,} points × {repeat} repeats = {runs:,} runs; "
+        f"the limit is {MAX_RUNS:,}",
+        "split it into several matrices or drop axis values",
+    )
+    issues.raise_if_any()
 
 
 def _null_engine(data: dict[str, Any]) -> None:
@@ -595,24 +594,16 @@ def parse_matrix(
     exclude = _entries(checker, "exclude", axes)
     target_list = _targets(checker, targets, allow_write)
     timeout_s = _timeout(checker)
-    if not _check_text(issues, ("name",), model.name, "name"):
-        pass
+    _check_text(issues, ("name",), model.name, "name")
+    _check_size(issues, axes, include, model.repeat)
+    issues.raise_if_any()
     combos = expand(axes, include, exclude) if (axes or include) else [{}]
-    runs = len(combos) * model.repeat
-    if product_size(axes) * model.repeat > MAX_RUNS or runs > MAX_RUNS:
-        issues.add(
-            ("matrix",),
-            f"the matrix expands to {len(combos):,} points × {model.repeat} repeats = "
-            f"{runs:,} runs; the limit is {MAX_RUNS:,}",
-            "split it into several matrices or drop axis values",
-        )
     if axes and not combos:
         issues.add(("matrix", "exclude"), "exclude removes every combination")
     issues.raise_if_any()
     _fio_accepts(catalog, fio_options, combos, issues)
     catalog.save()
     issues.raise_if_any()
-    values = tuple({k: typed_value(catalog, k, v) for k, v in c.items()} for c in combos)
     return Matrix(
         source=source,
         text=text,
@@ -622,7 +613,6 @@ def parse_matrix(
         fio=fio_options,
         axes=axes,
         combos=tuple(combos),
-        values=values,
         repeat=model.repeat,
         order=model.order,
         seed=model.seed,
@@ -686,5 +676,5 @@ def _expand_vars_safe(path: str) -> str:
 
 def point_writes(matrix: Matrix, combo: Combo) -> bool:
     """Whether a point's ``rw`` writes or trims (SPEC §5)."""
-    rw = fio_text(combo["rw"]) if "rw" in combo else matrix.fio.get("rw", "read")
-    return rw.split(":", 1)[0].lower() in WRITE_MODES
+    rw = matrix.setting(combo, "rw")
+    return str(rw if rw is not None else "read").split(":", 1)[0] in WRITE_MODES

@@ -8,26 +8,13 @@ fix it.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from iobench.cpulist import format_cpulist
 from iobench.topology import Core, Node, Topology
+from iobench.values import PLACEMENTS, binding_node, parse_binding
 
-__all__ = [
-    "BINDINGS",
-    "PLACEMENTS",
-    "Placement",
-    "Skip",
-    "parse_binding",
-    "parse_placement",
-    "resolve_placement",
-]
-
-BINDINGS = ("none", "local", "remote", "node:N")
-PLACEMENTS = ("node", "same-core", "diff-cores")
-
-_NODE_BINDING = re.compile(r"node:(\d+)")
+__all__ = ["Placement", "Skip", "resolve_placement"]
 
 
 @dataclass(frozen=True)
@@ -62,59 +49,6 @@ class Skip:
     """A point that cannot be placed on this machine, and why (one or two sentences)."""
 
     reason: str
-
-
-def parse_binding(value: str) -> str:
-    """Validate a ``binding`` value and return it in canonical form.
-
-    Parameters
-    ----------
-    value : str
-        ``none``, ``local``, ``remote`` or ``node:N`` (N a node number).
-
-    Returns
-    -------
-    str
-        The binding, stripped, lower-cased, ``node:01`` written ``node:1``.
-
-    Raises
-    ------
-    ValueError
-        With a message naming the accepted forms.
-    """
-    text = str(value).strip().lower()
-    if text in ("none", "local", "remote"):
-        return text
-    match = _NODE_BINDING.fullmatch(text)
-    if match:
-        return f"node:{int(match.group(1))}"
-    raise ValueError(
-        f"binding {value!r} is not one of none, local, remote or node:N (N a NUMA node number, e.g. node:1)"
-    )
-
-
-def parse_placement(value: str) -> str:
-    """Validate a ``placement`` value (``node``, ``same-core``, ``diff-cores``).
-
-    Parameters
-    ----------
-    value : str
-        The placement as written in the matrix.
-
-    Returns
-    -------
-    str
-        The placement, stripped and lower-cased.
-
-    Raises
-    ------
-    ValueError
-        With a message naming the accepted values.
-    """
-    text = str(value).strip().lower()
-    if text not in PLACEMENTS:
-        raise ValueError(f"placement {value!r} is not one of {', '.join(PLACEMENTS)}")
-    return text
 
 
 def resolve_placement(
@@ -157,13 +91,13 @@ def resolve_placement(
     Raises
     ------
     ValueError
-        When ``binding`` or ``placement`` is malformed or ``numjobs`` < 1 —
-        the matrix validator should have caught these.
+        When ``binding`` or ``placement`` is not canonical (:mod:`iobench.values`)
+        or ``numjobs`` < 1 — the matrix canonicalizes them when it is loaded.
     """
-    binding = parse_binding(binding)
-    placement = parse_placement(placement)
-    if numjobs < 1:
-        raise ValueError(f"numjobs must be at least 1, not {numjobs}")
+    if placement not in PLACEMENTS or parse_binding(binding) != binding or numjobs < 1:
+        raise ValueError(
+            f"binding {binding!r}, placement {placement!r}, numjobs {numjobs} are not canonical values"
+        )
     node = _bound_node(binding, home_node, topology, target)
     if isinstance(node, Skip):
         return node
@@ -199,8 +133,9 @@ def _bound_node(
     """The node a binding names; None for ``none``."""
     if binding == "none":
         return None
-    if binding.startswith("node:"):
-        return _explicit_node(int(binding.removeprefix("node:")), topology)
+    explicit = binding_node(binding)
+    if explicit is not None:
+        return _explicit_node(explicit, topology)
     if binding == "remote" and len(_nodes_with_cpus(topology)) < 2:
         return Skip(_one_node_reason(topology))
     home = _home(home_node, topology, target)

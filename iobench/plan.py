@@ -16,15 +16,15 @@ from typing import Any, Literal
 from iobench import __version__
 from iobench.cpulist import format_cpulist
 from iobench.errors import TopologyError, TuningError
-from iobench.expand import Combo, Scalar
+from iobench.expand import Combo
 from iobench.jobfile import render_jobfile
-from iobench.matrix import IOBENCH_AXES, Matrix, Target, fio_text, point_writes
+from iobench.matrix import Matrix, Target, point_writes
 from iobench.placement import Placement, Skip, resolve_placement
 from iobench.safety import check_targets
 from iobench.topology import TargetLocation, Topology, discover_topology, locate_target
 from iobench.tuning import QUEUE_SETTINGS as SETTINGS
 from iobench.tuning import validate
-from iobench.units import parse_seconds
+from iobench.values import IOBENCH_AXES, Duration, Value, fio_text
 
 DEFAULT_TIMEOUT_S = 3600.0
 
@@ -68,7 +68,7 @@ class PlannedRun:
     point: int
     repeat: int
     params: Combo
-    values: dict[str, Scalar]
+    values: Combo
     status: Literal["run", "skipped"]
     reason: str | None
     processes: tuple[FioProcess, ...]
@@ -123,33 +123,22 @@ class Plan:
         return sum(t for t in times if t is not None)
 
 
-def _option(matrix: Matrix, combo: Combo, name: str) -> str | None:
-    if name in combo:
-        return fio_text(combo[name])
-    return matrix.fio.get(name)
+def _seconds(value: Value | None) -> float | None:
+    return float(value) if isinstance(value, Duration) else None
 
 
 def _runtime_seconds(matrix: Matrix, combo: Combo) -> float | None:
     """The measured time fio is asked for (``runtime``, when time-based), without ramp."""
-    runtime = _option(matrix, combo, "runtime")
-    based = _option(matrix, combo, "time_based")
-    if runtime is None or based in (None, "0", "false", "no", "off"):
+    if not matrix.setting(combo, "time_based"):
         return None
-    try:
-        return parse_seconds(runtime)
-    except ValueError:
-        return None
+    return _seconds(matrix.setting(combo, "runtime"))
 
 
 def _expected_seconds(matrix: Matrix, combo: Combo) -> float | None:
-    runtime = _option(matrix, combo, "runtime")
+    runtime = _seconds(matrix.setting(combo, "runtime"))
     if runtime is None:
         return None
-    ramp = _option(matrix, combo, "ramp_time") or "0"
-    try:
-        return parse_seconds(runtime) + parse_seconds(ramp)
-    except ValueError:
-        return None
+    return runtime + (_seconds(matrix.setting(combo, "ramp_time")) or 0.0)
 
 
 def _timeout(matrix: Matrix, expected: float | None) -> float:
@@ -161,7 +150,7 @@ def _timeout(matrix: Matrix, expected: float | None) -> float:
 
 
 def _global_options(matrix: Matrix, combo: Combo) -> dict[str, str]:
-    options = dict(matrix.fio)
+    options = {name: fio_text(value) for name, value in matrix.fio.items()}
     for name, value in combo.items():
         if name not in IOBENCH_AXES:
             options[name] = fio_text(value)
@@ -231,9 +220,9 @@ class _Planner:
         )
 
     def place(self, combo: Combo, targets: tuple[Target, ...]) -> Placement | Skip:
-        binding = fio_text(combo.get("binding", "none"))
-        placement = fio_text(combo.get("placement", "node"))
-        numjobs = int(_option(self.matrix, combo, "numjobs") or "1")
+        binding = str(combo.get("binding", "none"))
+        placement = str(combo.get("placement", "node"))
+        numjobs = int(self.matrix.setting(combo, "numjobs") or 1)
         homes = {self.home(t) for t in targets}
         if len(homes) > 1 and binding in ("local", "remote"):
             nodes = ", ".join(f"{t.path} on node {self.home(t)}" for t in targets)
@@ -260,11 +249,11 @@ class _Planner:
                 settings.setdefault(disk, {}).update(wanted)
         return settings
 
-    def point(self, index: int, combo: Combo, values: dict[str, Scalar]) -> list[PlannedRun]:
+    def point(self, index: int, combo: Combo, values: Combo) -> list[PlannedRun]:
         writes = point_writes(self.matrix, combo)
         settings = self.settings(combo)
         expected = _expected_seconds(self.matrix, combo)
-        launch = fio_text(combo.get("launch", self.matrix.launch))
+        launch = str(combo.get("launch", self.matrix.launch))
         groups = [(t,) for t in self.matrix.targets] if launch == "per-target" else [self.matrix.targets]
         processes: list[FioProcess] = []
         reason = None

@@ -16,11 +16,44 @@ class YamlSyntaxError(ValueError):
         super().__init__(message)
 
 
+MAX_BYTES = 1 << 20
+MAX_VALUES = 100_000
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """How many nodes ``node`` stands for once every alias is expanded, without expanding any."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    sizes[key] = 1  # a node that (through aliases) contains itself counts once
+    if isinstance(node, yaml.SequenceNode):
+        total = 1 + sum(_expanded_size(child, sizes) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        total = 1 + sum(_expanded_size(k, sizes) + _expanded_size(v, sizes) for k, v in node.value)
+    else:
+        total = 1
+    sizes[key] = min(total, MAX_VALUES + 1)
+    return sizes[key]
+
+
 def load_yaml(text: str) -> tuple[Any, yaml.Node | None]:
-    """Return the data of ``text`` (``safe_load``) and its node tree for locations."""
+    """Return the data of ``text`` (``safe_load``) and its node tree for locations.
+
+    A matrix is small: text over 1 MiB, nesting deeper than Python can follow, or
+    aliases that would expand to more than 100,000 values are refused before
+    anything is built from them.
+    """
+    if len(text) > MAX_BYTES:
+        raise YamlSyntaxError("1:1", f"the file is {len(text):,} bytes; a matrix is at most {MAX_BYTES:,}")
     try:
-        data = yaml.safe_load(text)
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if node is not None and _expanded_size(node, {}) > MAX_VALUES:
+            raise YamlSyntaxError(
+                "1:1", f"its anchors and aliases expand to more than {MAX_VALUES:,} values; write it out"
+            )
+        data = yaml.safe_load(text)
+    except RecursionError:
+        raise YamlSyntaxError("1:1", "it is nested too deeply") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{mark.line + 1}:{mark.column + 1}" if mark else "1:1"

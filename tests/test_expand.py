@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from iobench.expand import expand, product_size
+from iobench.expand import expand, matrix_size
 
 axes_strategy = st.dictionaries(
     st.sampled_from(["bs", "iodepth", "numjobs", "rw"]),
@@ -19,7 +19,7 @@ axes_strategy = st.dictionaries(
 @given(axes_strategy)
 def test_product_covers_every_combination_once_last_axis_fastest(axes: dict[str, list[int]]) -> None:
     combos = expand(axes)
-    assert len(combos) == product_size(axes)
+    assert len(combos) == matrix_size(axes)
     assert (
         [tuple(c.values()) for c in combos] == list(itertools.product(*axes.values()))
         if axes
@@ -37,7 +37,7 @@ def test_exclude_drops_exactly_the_matching_combinations(
     value = data.draw(st.sampled_from(axes[name]))
     combos = expand(axes, exclude=[{name: value}])
     assert all(c[name] != value for c in combos)
-    assert len(combos) == product_size(axes) - product_size(axes) // len(axes[name])
+    assert len(combos) == matrix_size(axes) - matrix_size(axes) // len(axes[name])
 
 
 def test_include_adds_keys_to_matching_combinations_and_new_ones_otherwise() -> None:

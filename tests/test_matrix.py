@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from iobench.cli import app
 from iobench.errors import MatrixError
 from iobench.matrix import load_matrix, parse_matrix, point_writes
 
@@ -31,6 +33,15 @@ def test_each_broken_matrix_is_refused_with_its_message(path: Path) -> None:
     assert path.name in message
 
 
+@pytest.mark.parametrize("path", BAD, ids=[p.stem for p in BAD])
+def test_each_broken_matrix_exits_2_from_the_cli_without_a_traceback(path: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["run", str(path), "--out", str(tmp_path / "results")])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert re.search(expected(path), result.output.replace("\n  ", " ")), result.output
+    assert not (tmp_path / "results").exists()
+
+
 def test_every_error_is_reported_at_once() -> None:
     with pytest.raises(MatrixError) as caught:
         load_matrix(ASSETS / "bad-many-errors.yaml")
@@ -46,7 +57,7 @@ def test_minimal_matrix_loads_with_defaults(monkeypatch: pytest.MonkeyPatch, tmp
     assert m.targets[0].size == 4 * 2**20
     assert m.combos == ({},)
     assert (m.repeat, m.order, m.launch) == (1, "interleaved", "single")
-    assert m.fio == {"ioengine": "null", "rw": "randread", "bs": "4k"}
+    assert m.fio == {"ioengine": "null", "rw": "randread", "bs": 4096}
     assert m.fio_version.startswith("fio-3")
 
 
@@ -70,7 +81,7 @@ def matrix(text: str, **kwargs: Any) -> Any:
 
 def test_axes_expand_in_order_with_typed_values() -> None:
     m = matrix("matrix:\n  bs: [4k, 64k]\n  iodepth: [1, 8]\n  direct: [true, false]\n")
-    assert [c["bs"] for c in m.combos] == ["4k"] * 4 + ["64k"] * 4
+    assert [c["bs"] for c in m.combos] == [4096] * 4 + [65536] * 4
     assert [c["iodepth"] for c in m.combos] == [1, 1, 8, 8] * 2
     assert m.values[0] == {"bs": 4096, "iodepth": 1, "direct": 1}
     assert m.values[-1] == {"bs": 65536, "iodepth": 8, "direct": 0}
