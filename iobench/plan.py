@@ -344,6 +344,13 @@ def plan(
     """
     root = os.fspath(fsroot)
     topology = discover_topology(root)
+    for target in matrix.targets:
+        if target.home_node is not None and topology.node(target.home_node) is None:
+            nodes = ", ".join(str(n.id) for n in topology.nodes)
+            raise TopologyError(
+                f"{matrix.source}: target {target.path}: home_node {target.home_node} is not a NUMA node "
+                f"of this machine (nodes: {nodes})"
+            )
     locations = {t.path: locate_target(t.path, topology) for t in matrix.targets}
     writes = any(point_writes(matrix, combo) for combo in matrix.combos)
     if os.path.realpath(root) == "/":

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtpe]?)(i?b)?\s*$", re.IGNORECASE)
 _SIZE_POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5, "e": 6}
+MAX_SIZE = (1 << 64) - 1  # fio holds sizes in unsigned 64 bits
 
 _TIME_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|usec|ms|msec|s|sec|m|min|h|d)?\s*$", re.IGNORECASE)
 _TIME_SECONDS = {
@@ -42,14 +44,18 @@ def parse_size(value: str | int) -> int:
     if isinstance(value, int):
         if value < 0:
             raise ValueError(f"{value} is negative")
+        if value > MAX_SIZE:
+            raise ValueError(f"{value} is larger than fio's largest size (16 EiB)")
         return value
     match = _SIZE_RE.match(str(value))
     if not match:
         raise ValueError(f"{value!r} is not a size (examples: 4096, 4k, 1M, 64KiB, 2g)")
     number, unit, _ = match.groups()
-    result = float(number) * 1024 ** _SIZE_POWERS[unit.lower()]
+    result = Decimal(number) * 1024 ** _SIZE_POWERS[unit.lower()]
     if result != int(result):
         raise ValueError(f"{value!r} is not a whole number of bytes")
+    if result > MAX_SIZE:
+        raise ValueError(f"{value!r} is larger than fio's largest size (16 EiB)")
     return int(result)
 
 

@@ -36,6 +36,29 @@ def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
     return sizes[key]
 
 
+def _duplicate_key(node: yaml.Node, seen: set[int]) -> yaml.Node | None:
+    """The first key given twice in one mapping (PyYAML would keep the last silently)."""
+    if id(node) in seen:
+        return None
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        keys: set[str] = set()
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                if key.value in keys:
+                    return key
+                keys.add(key.value)
+            found = _duplicate_key(value, seen)
+            if found is not None:
+                return found
+    elif isinstance(node, yaml.SequenceNode):
+        for child in node.value:
+            found = _duplicate_key(child, seen)
+            if found is not None:
+                return found
+    return None
+
+
 def load_yaml(text: str) -> tuple[Any, yaml.Node | None]:
     """Return the data of ``text`` (``safe_load``) and its node tree for locations.
 
@@ -50,6 +73,12 @@ def load_yaml(text: str) -> tuple[Any, yaml.Node | None]:
         if node is not None and _expanded_size(node, {}) > MAX_VALUES:
             raise YamlSyntaxError(
                 "1:1", f"its anchors and aliases expand to more than {MAX_VALUES:,} values; write it out"
+            )
+        twice = None if node is None else _duplicate_key(node, set())
+        if twice is not None:
+            mark = twice.start_mark
+            raise YamlSyntaxError(
+                f"{mark.line + 1}:{mark.column + 1}", f"key `{twice.value}` is given twice in one mapping"
             )
         data = yaml.safe_load(text)
     except RecursionError:

@@ -187,3 +187,17 @@ def test_vesnin_numa_sweep_planned_for_a_power8_box(snapshots: Any) -> None:
     assert Path(first["none"].argv[0]).name == "fio"
     assert first["local"].jobfile.count("filename=/dev/nvme") == 6
     assert "numjobs=10" in first["local"].jobfile and "iodepth=16" in first["local"].jobfile
+
+
+def test_a_home_node_the_machine_lacks_is_refused(write_matrix: Callable[..., Path], tmp_path: Path) -> None:
+    path = write_matrix(
+        f"""
+        version: 1
+        name: t
+        targets: [{{path: {tmp_path / "t.dat"}, size: 1M, home_node: 999}}]
+        fio: {{ioengine: null, rw: read}}
+        """
+    )
+    with pytest.raises(TopologyError, match="home_node 999 is not a NUMA node of this machine"):
+        plan(load_matrix(path))
+    assert not (tmp_path / "t.dat").exists()
