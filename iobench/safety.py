@@ -2,16 +2,22 @@
 
 The rules, in order: a block device is written only when its target says
 ``allow_write: true`` and it is not mounted (itself or a partition), not swap,
-not held by LVM/md/dm, and not the disk under ``/``; a filesystem, RAID, LVM
-or partition-table signature additionally needs ``--allow-write DEV``. An
-existing file iobench did not create is written only with ``allow_write``.
+not held by LVM/md/dm, and not the disk under ``/``; anything libblkid
+recognises on it, on one of its partitions or on a device under it (a
+filesystem, RAID/LVM/bcache member, crypto header, partition table, …)
+additionally needs ``--allow-write DEV``. An existing file iobench did not
+create is written only with ``allow_write``.
 
 Devices are compared by device number, so any spelling (``/dev/mapper/…``,
 ``/dev/disk/by-id/…``, another node) counts as the same device. As a last
 check the device is opened with ``O_EXCL``, which the kernel refuses with
 EBUSY for any device it has claimed — mounted, swap, or a member of a RAID,
 LVM or btrfs volume — even when sysfs and procfs do not show why.
-Everything is read-only: signatures are read with ``O_RDONLY``.
+
+Signatures are libblkid's, the library every Linux distribution uses to
+recognise what a device holds, through util-linux's tools (see
+:func:`probe_signatures`). Everything is read-only: the tools open devices
+with ``O_RDONLY`` and ``wipefs`` runs with ``--no-act`` besides.
 """
 
 from __future__ import annotations
@@ -19,62 +25,17 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from iobench.errors import SafetyError
 from iobench.matrix import Matrix, Target
+from iobench.process import CommandNotFound, Completed, minimal_env, run_process
 from iobench.topology import TargetLocation
-
-
-@dataclass(frozen=True)
-class Signature:
-    """A magic string blkid would find, and where it may sit.
-
-    ``offsets`` are byte offsets from the start of the device; a callable takes
-    the device size and returns an offset (metadata kept near the end).
-    """
-
-    what: str
-    magic: bytes
-    offsets: tuple[int | Callable[[int], int], ...]
-
-
-def _md_090(size: int) -> int:
-    return (size & ~0xFFFF) - 0x10000
-
-
-def _md_10(size: int) -> int:
-    return (size - 0x2000) & ~0xFFF
-
-
-_MD_MAGIC = b"\xfc\x4e\x2b\xa9"  # 0xa92b4efc, little-endian
-
-# First match wins, so filesystems come before the MBR boot signature that
-# FAT and NTFS boot sectors carry too.
-SIGNATURES: tuple[Signature, ...] = (
-    Signature("a LUKS encrypted volume", b"LUKS\xba\xbe", (0,)),
-    Signature("an ext2/3/4 filesystem", b"\x53\xef", (0x438,)),
-    Signature("an XFS filesystem", b"XFSB", (0,)),
-    Signature("a btrfs filesystem", b"_BHRfS_M", (0x10040,)),
-    Signature("swap", b"SWAPSPACE2", tuple(page - 10 for page in (4096, 8192, 16384, 65536))),
-    Signature("swap", b"SWAP-SPACE", tuple(page - 10 for page in (4096, 8192, 16384, 65536))),
-    Signature("an LVM physical volume", b"LVM2 001", (0x018, 0x218, 0x418, 0x618)),
-    Signature("an md RAID member (v1.1)", _MD_MAGIC, (0,)),
-    Signature("an md RAID member (v1.2)", _MD_MAGIC, (0x1000,)),
-    Signature("an md RAID member (v1.0)", _MD_MAGIC, (_md_10,)),
-    Signature("an md RAID member (v0.90)", _MD_MAGIC, (_md_090,)),
-    Signature("an NTFS filesystem", b"NTFS    ", (3,)),
-    Signature("an exFAT filesystem", b"EXFAT   ", (3,)),
-    Signature("a FAT filesystem", b"FAT32   ", (0x52,)),
-    Signature("a FAT filesystem", b"FAT16   ", (0x36,)),
-    Signature("a FAT filesystem", b"FAT12   ", (0x36,)),
-    Signature("an ISO 9660 filesystem", b"CD001", (0x8001, 0x8801, 0x9001)),
-    Signature("a GPT partition table", b"EFI PART", (512, 4096)),
-)
-_MBR_ENTRIES = range(446, 510, 16)
 
 
 def state_dir() -> Path:
@@ -117,47 +78,6 @@ def remember_created(paths: Iterable[str]) -> None:
     tmp = target.with_suffix(".tmp")
     tmp.write_text(json.dumps(registry, indent=1, sort_keys=True))
     tmp.replace(target)
-
-
-def _pread(fd: int, offset: int, length: int) -> bytes:
-    return os.pread(fd, length, offset) if offset >= 0 else b""
-
-
-def _mbr_in_use(boot: bytes) -> bool:
-    """A DOS partition table with at least one entry of a nonzero type."""
-    return boot[510:512] == b"\x55\xaa" and any(boot[entry + 4] != 0 for entry in _MBR_ENTRIES)
-
-
-def find_signature(device: str) -> str | None:
-    """The first signature on ``device``, opened read-only.
-
-    Raises
-    ------
-    OSError
-        When the device cannot be opened or read.
-    """
-    fd = os.open(device, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        size = os.lseek(fd, 0, os.SEEK_END)
-        for sig in SIGNATURES:
-            for where in sig.offsets:
-                offset = where(size) if callable(where) else where
-                if 0 <= offset <= size - len(sig.magic) and _pread(fd, offset, len(sig.magic)) == sig.magic:
-                    return sig.what
-        return "an MBR partition table" if _mbr_in_use(_pread(fd, 0, 512)) else None
-    finally:
-        os.close(fd)
-
-
-def signature(device: str) -> str | None:
-    """The first filesystem/RAID/LVM/partition signature on ``device``, read-only, or None.
-
-    Unreadable devices give None; :func:`check_targets` refuses those itself.
-    """
-    try:
-        return find_signature(device)
-    except OSError:
-        return None
 
 
 # --- what the kernel is using -------------------------------------------------
@@ -341,6 +261,236 @@ def device_refusal(
     return None
 
 
+# --- what libblkid finds ------------------------------------------------------
+
+WIPEFS = "wipefs"
+BLKID = "blkid"
+PROBE_TIMEOUT_S = 30.0
+_SBIN = "/usr/sbin:/sbin"  # where both live; not on most users' PATH
+_INSTALL = "apt-get install util-linux"
+
+
+class ProbeError(SafetyError):
+    """libblkid's tools are missing, timed out or failed: what a device holds is unknown."""
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One signature libblkid recognises on a device.
+
+    Attributes
+    ----------
+    device : str
+        The node that was probed (``/dev/loop3``).
+    key : {"TYPE", "PTTYPE"}
+        libblkid's name for what was found: a superblock (filesystem, RAID or
+        LVM member, crypto header, swap, bcache, …) or a partition table.
+    kind : str
+        libblkid's type: ``ext4``, ``crypto_LUKS``, ``LVM2_member``, ``gpt``, ``PMBR``, ….
+    usage : str
+        ``filesystem``, ``raid``, ``crypto``, ``other`` or ``partition-table``;
+        empty when libblkid does not say.
+    offset : int or None
+        Byte offset of the magic string on ``device``; None when only
+        ``blkid -p``, which reports no offsets, saw it.
+    """
+
+    device: str
+    key: Literal["TYPE", "PTTYPE"]
+    kind: str
+    usage: str
+    offset: int | None
+
+
+def _run_tool(tool: str, args: list[str], timeout: float) -> Completed:
+    name = Path(tool).name
+    search = os.pathsep.join(p for p in (os.environ.get("PATH"), _SBIN) if p)
+    path = shutil.which(tool, path=search)
+    if path is None:
+        raise ProbeError(f"{name} is not installed ({_INSTALL})")
+    try:
+        done = run_process([path, *args], timeout=timeout, env=minimal_env({"LC_ALL": "C"}))
+    except CommandNotFound as exc:
+        raise ProbeError(f"{exc} ({_INSTALL})") from None
+    if done.timed_out:
+        raise ProbeError(f"{name} did not finish within {timeout:g} s")
+    return done
+
+
+def _failed(done: Completed) -> ProbeError:
+    lines = done.stderr.strip().splitlines()
+    why = lines[-1] if lines else "no message"
+    return ProbeError(f"{Path(done.argv[0]).name} failed on {done.argv[-1]} (exit {done.returncode}): {why}")
+
+
+def _wipefs(node: str, timeout: float) -> list[Signature]:
+    """Every signature with a magic string, at every offset, via ``wipefs --no-act``."""
+    done = _run_tool(WIPEFS, ["--no-act", "--json", "--output", "OFFSET,TYPE,USAGE", node], timeout)
+    if done.returncode != 0:
+        raise _failed(done)
+    try:
+        rows = json.loads(done.stdout)["signatures"]
+        return [
+            Signature(
+                node,
+                "PTTYPE" if row.get("usage") == "partition-table" else "TYPE",
+                str(row["type"]),
+                str(row.get("usage") or ""),
+                int(str(row["offset"]), 0),
+            )
+            for row in rows
+        ]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise ProbeError(
+            f"wipefs printed what iobench cannot read for {node}: {done.stdout[:200]!r}"
+        ) from None
+
+
+def _blkid(node: str, timeout: float) -> tuple[list[Signature], bool]:
+    """TYPE and PTTYPE from ``blkid -p``, and whether it gave up on several superblocks (exit 8)."""
+    done = _run_tool(BLKID, ["--probe", "--output", "export", node], timeout)
+    # Exit 2 is both "nothing found" and "cannot open"; only the latter says so on stderr.
+    if done.returncode == 2 and not done.stderr.strip():
+        return [], False
+    if done.returncode == 8:
+        return [], True
+    if done.returncode != 0:
+        raise _failed(done)
+    values = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    found = []
+    if values.get("TYPE"):
+        found.append(Signature(node, "TYPE", values["TYPE"], values.get("USAGE", ""), None))
+    if values.get("PTTYPE"):
+        found.append(Signature(node, "PTTYPE", values["PTTYPE"], "partition-table", None))
+    return found, False
+
+
+def _check_readable(device: str) -> None:
+    try:
+        fd = os.open(device, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            size = os.lseek(fd, 0, os.SEEK_END)
+            for offset in sorted({0, max(size - 4096, 0)}):
+                os.pread(fd, 4096, offset)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise ProbeError(f"{device} cannot be read: {exc.strerror}") from None
+
+
+def probe_signatures(device: str, *, timeout: float | None = None) -> tuple[Signature, ...]:
+    """Every signature libblkid recognises on ``device``, with its byte offset.
+
+    Two util-linux tools, both libblkid, both opening the device read-only:
+
+    ``wipefs --no-act --json`` is the primary source. It lists every signature
+    with the offset of its magic string: all superblocks when several coexist
+    (a hybrid ISO's iso9660 and dos table, the three magics of a FAT boot
+    sector), backup copies (GPT's header at the end, LUKS2's second header,
+    NILFS2's backup superblock) and superblocks whose checksum fails.
+
+    ``blkid -p`` (``--probe``) is the cross-check: the TYPE and PTTYPE udev
+    and mount would see, including from a prober that records no magic
+    offset, which wipefs leaves out of its list. It cannot be the primary
+    source: it reports no offsets and gives up (exit 8) when several
+    superblocks coexist.
+
+    Both tools report a read error as "nothing found", so the device's first
+    and last blocks are read here first.
+
+    Parameters
+    ----------
+    device
+        A block device node (or an image file).
+    timeout
+        Seconds each tool may take; :data:`PROBE_TIMEOUT_S` when None.
+
+    Returns
+    -------
+    tuple of Signature
+        wipefs's findings in its order, then any TYPE or PTTYPE only blkid saw;
+        empty for a blank device.
+
+    Raises
+    ------
+    ProbeError
+        When the device cannot be read, or a tool is missing, times out or
+        fails: what the device holds is then unknown.
+    """
+    seconds = PROBE_TIMEOUT_S if timeout is None else timeout
+    _check_readable(device)
+    found = _wipefs(device, seconds)
+    extra, ambivalent = _blkid(device, seconds)
+    found += [s for s in extra if not any((f.key, f.kind) == (s.key, s.kind) for f in found)]
+    if ambivalent and not any(f.key == "TYPE" for f in found):
+        found.append(Signature(device, "TYPE", "several superblocks", "", None))
+    return tuple(found)
+
+
+def _describe(found: Iterable[Signature], node: str) -> str:
+    """``TYPE=vfat (filesystem) at byte offsets 0 (0x0), 54 (0x36) and PTTYPE=… on /dev/…``."""
+    groups: dict[tuple[str, str, str, str], list[int | None]] = {}
+    for sig in found:
+        groups.setdefault((sig.device, sig.key, sig.kind, sig.usage), []).append(sig.offset)
+    parts = []
+    for (device, key, kind, usage), offsets in groups.items():
+        text = f"{key}={kind}" + (f" ({usage.replace('-', ' ')})" if usage else "")
+        known = sorted(o for o in offsets if o is not None)
+        if known:
+            plural = "s" if len(known) > 1 else ""
+            text += f" at byte offset{plural} " + ", ".join(f"{o} (0x{o:x})" for o in known)
+        else:
+            text += " (seen by blkid -p only, which reports no offset)"
+        parts.append(text if device == node else f"{text} on {device}")
+    return " and ".join(parts)
+
+
+def _node_of(directory: Path) -> str | None:
+    """The /dev node of a sysfs block directory, checked by device number."""
+    devno = _devno(directory)
+    for candidate in (f"/dev/{directory.name}", f"/dev/block/{devno}"):
+        if devno is not None and _devno_of_node(candidate) == devno:
+            return candidate
+    return None
+
+
+def _stack(name: str, sysfs: Path, seen: frozenset[str] = frozenset()) -> list[Path]:
+    """Sysfs directories of ``name``, its partitions and every device under it (dm/md members), recursively."""
+    if name in seen:
+        return []
+    dirs = _block_dirs(name, sysfs)
+    try:
+        slaves = sorted(os.listdir(dirs[0] / "slaves"))
+    except OSError:
+        slaves = []
+    for slave in slaves:
+        dirs += _stack(slave, sysfs, seen | {name})
+    return dirs
+
+
+def _signature_refusal(target: Target, location: TargetLocation, sysfs: Path) -> str | None:
+    node = os.path.realpath(target.path)
+    directories = list(dict.fromkeys(_stack(location.device or Path(node).name, sysfs)))
+    found: list[Signature] = []
+    try:
+        for i, directory in enumerate(directories):
+            path = node if i == 0 else _node_of(directory)
+            if path is None:
+                raise ProbeError(f"{directory.name} has no node in /dev to probe")
+            found += probe_signatures(path)
+    except ProbeError as exc:
+        return (
+            f"target {target.path}: what it holds is unknown, so it is not written: {exc}; "
+            f"pass --allow-write {target.path} if whatever it holds may be destroyed"
+        )
+    if found:
+        return (
+            f"target {target.path} holds {_describe(found, node)}; "
+            f"if it may be destroyed, pass --allow-write {target.path}"
+        )
+    return None
+
+
 def _same_device(path: str, others: Iterable[str]) -> bool:
     real, devno = os.path.realpath(path), _devno_of_node(path)
     for other in others:
@@ -360,13 +510,10 @@ def _check_block(
     refusal = device_refusal(location, sysfs=sysfs, proc=proc)
     if refusal:
         return f"target {target.path}: {refusal}; iobench never writes to it"
-    try:
-        found = find_signature(target.path)
-    except OSError as exc:
-        return f"target {target.path} cannot be read to look for data on it: {exc.strerror}"
-    if found and not _same_device(target.path, allow_write):
-        return f"target {target.path} holds {found}; if it may be destroyed, pass --allow-write {target.path}"
-    return None
+    if _same_device(target.path, allow_write):
+        # Named on the command line: whatever it holds may go, so nothing needs to be known about it.
+        return None
+    return _signature_refusal(target, location, sysfs)
 
 
 def _check_file(target: Target, writes: bool) -> str | None:
@@ -414,8 +561,9 @@ def check_targets(
     writes
         Whether any point writes or trims.
     allow_write
-        Devices named with ``--allow-write``: written despite a signature.
-        Any spelling of the device counts (symlinks, another node).
+        Devices named with ``--allow-write``: written whatever libblkid finds
+        on them, and even when it cannot look (:class:`ProbeError`). Any
+        spelling of the device counts (symlinks, another node).
     sysfs, proc
         Where sysfs and procfs are; fake trees in tests.
 

@@ -4,13 +4,15 @@ Every refusal is checked to name the device and the reason, and to leave every
 byte of the device as it was (sha256 of the whole device before and after).
 Cases this machine cannot build for real (partitions: the kernel does not scan
 loop partition tables here; dm/md holders: no device-mapper driver) use a fake
-sysfs/procfs tree with :func:`iobench.safety.device_refusal`.
+sysfs/procfs tree with :func:`iobench.safety.device_refusal`, or a fake sysfs
+whose partitions and members are real loop devices for the signature probe.
+Every kind of signature is in ``test_safety_signatures.py``.
 """
 
 from __future__ import annotations
 
 import os
-import struct
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,7 +22,7 @@ from loopdev import Loop, LoopFactory, sha256_of
 from iobench.errors import SafetyError
 from iobench.matrix import parse_matrix
 from iobench.plan import Plan, plan
-from iobench.safety import SIGNATURES, device_refusal, find_signature, signature
+from iobench.safety import check_targets, device_refusal
 from iobench.topology import TargetLocation
 
 MATRIX = """
@@ -163,8 +165,8 @@ def test_the_disk_under_root_is_always_refused(plan_for: Planner) -> None:
 @pytest.mark.parametrize(
     ("make", "what"),
     [
-        (_ext4, "an ext2/3/4 filesystem"),
-        (lambda loops, loop: loops.mkswap(loop), "swap"),
+        (_ext4, "TYPE=ext4 (filesystem) at byte offset 1080 (0x438)"),
+        (lambda loops, loop: loops.mkswap(loop), "TYPE=swap (other) at byte offset 4086 (0xff6)"),
     ],
     ids=["ext4", "swap"],
 )
@@ -180,110 +182,17 @@ def test_a_signature_needs_allow_write_naming_the_device(
     loop, other = loops.attach(), loops.attach()
     make(loops, loop)
     unchanged(loop)
-    with pytest.raises(SafetyError, match=rf"target {loop.path} holds {what}; .* --allow-write {loop.path}$"):
+    with pytest.raises(
+        SafetyError, match=rf"target {loop.path} holds {re.escape(what)}; .* --allow-write {loop.path}$"
+    ):
         plan_for(loop.path)
-    with pytest.raises(SafetyError, match=f"holds {what}"):
+    with pytest.raises(SafetyError, match=f"holds {re.escape(what)}"):
         plan_for(loop.path, allow_write=(other.path,))
     assert plan_for(loop.path, allow_write=(loop.path,)).runs
     alias = tmp_path / "alias"
     alias.symlink_to(loop.path)
     # --allow-write names the device in any spelling.
     assert plan_for(loop.path, allow_write=(str(alias),)).runs
-
-
-@pytest.mark.loopdev
-@pytest.mark.fio
-def test_md_090_metadata_at_the_end_of_the_device_is_found(
-    loops: LoopFactory, plan_for: Planner, unchanged: Callable[[Loop], None]
-) -> None:
-    loop = loops.attach(size_mib=17)
-    size = 17 << 20
-    with loop.backing.open("r+b") as handle:
-        handle.seek((size & ~0xFFFF) - 0x10000)
-        handle.write(b"\xfc\x4e\x2b\xa9")
-    unchanged(loop)
-    with pytest.raises(SafetyError, match=r"holds an md RAID member \(v0.90\)"):
-        plan_for(loop.path)
-
-
-# --- the signature table, on plain files --------------------------------------------
-
-
-def _image(tmp_path: Path, writes: dict[int, bytes], size: int = 4 << 20) -> str:
-    path = tmp_path / "image"
-    with path.open("wb") as handle:
-        handle.truncate(size)
-        for offset, data in writes.items():
-            handle.seek(offset)
-            handle.write(data)
-    return str(path)
-
-
-def _mbr(partition_type: int) -> bytes:
-    boot = bytearray(512)
-    boot[446:462] = struct.pack("<B3sB3sII", 0, b"", partition_type, b"", 2048, 8192)
-    boot[510:512] = b"\x55\xaa"
-    return bytes(boot)
-
-
-SIZE = 4 << 20
-CASES = {
-    "luks": ({0: b"LUKS\xba\xbe"}, "a LUKS encrypted volume"),
-    "ext4": ({0x438: b"\x53\xef"}, "an ext2/3/4 filesystem"),
-    "xfs": ({0: b"XFSB"}, "an XFS filesystem"),
-    "btrfs": ({0x10040: b"_BHRfS_M"}, "a btrfs filesystem"),
-    "swap-4k": ({4086: b"SWAPSPACE2"}, "swap"),
-    "swap-64k": ({65526: b"SWAPSPACE2"}, "swap"),
-    "lvm2": ({0x200: b"LABELONE", 0x218: b"LVM2 001"}, "an LVM physical volume"),
-    "md-1.1": ({0: b"\xfc\x4e\x2b\xa9"}, "an md RAID member (v1.1)"),
-    "md-1.2": ({0x1000: b"\xfc\x4e\x2b\xa9"}, "an md RAID member (v1.2)"),
-    "md-1.0": ({(SIZE - 0x2000) & ~0xFFF: b"\xfc\x4e\x2b\xa9"}, "an md RAID member (v1.0)"),
-    "md-0.90": ({SIZE - 0x10000: b"\xfc\x4e\x2b\xa9"}, "an md RAID member (v0.90)"),
-    "ntfs": ({3: b"NTFS    ", 510: b"\x55\xaa"}, "an NTFS filesystem"),
-    "vfat": ({0x52: b"FAT32   ", 510: b"\x55\xaa"}, "a FAT filesystem"),
-    "fat16": ({0x36: b"FAT16   ", 510: b"\x55\xaa"}, "a FAT filesystem"),
-    "exfat": ({3: b"EXFAT   ", 510: b"\x55\xaa"}, "an exFAT filesystem"),
-    "iso9660": ({0x8001: b"CD001"}, "an ISO 9660 filesystem"),
-    "gpt": ({0: _mbr(0xEE), 512: b"EFI PART"}, "a GPT partition table"),
-    "mbr": ({0: _mbr(0x83)}, "an MBR partition table"),
-}
-
-
-@pytest.mark.parametrize(("writes", "what"), CASES.values(), ids=CASES.keys())
-def test_each_signature_is_found(tmp_path: Path, writes: dict[int, bytes], what: str) -> None:
-    path = _image(tmp_path, writes, SIZE)
-    before = sha256_of(path)
-    assert signature(path) == what
-    assert sha256_of(path) == before
-
-
-def test_every_table_entry_has_a_case() -> None:
-    assert {sig.what for sig in SIGNATURES} | {"an MBR partition table"} == {
-        what for _, what in CASES.values()
-    }
-
-
-@pytest.mark.parametrize(
-    "writes",
-    [{}, {0: _mbr(0)}, {0: b"\x00" * 512, 510: b"\x55\xaa"}],
-    ids=["zeros", "empty-mbr", "boot-signature-only"],
-)
-def test_blank_devices_and_empty_partition_tables_have_no_signature(
-    tmp_path: Path, writes: dict[int, bytes]
-) -> None:
-    assert find_signature(_image(tmp_path, writes)) is None
-
-
-def test_a_tiny_file_is_read_without_error(tmp_path: Path) -> None:
-    path = tmp_path / "tiny"
-    path.write_bytes(b"XF")
-    assert find_signature(str(path)) is None
-
-
-def test_an_unreadable_device_has_no_signature_but_find_signature_says_why(tmp_path: Path) -> None:
-    assert signature(str(tmp_path / "missing")) is None
-    with pytest.raises(FileNotFoundError):
-        find_signature(str(tmp_path / "missing"))
 
 
 # --- fake sysfs for what this machine cannot build --------------------------------
@@ -365,3 +274,74 @@ def test_members_of_a_root_volume_are_refused(tmp_path: Path) -> None:
     assert (
         device_refusal(_location("sdy", ("sdy",)), sysfs=sysfs, proc=proc) == "sdy holds the root filesystem"
     )
+
+
+# --- the signature probe follows partitions and the devices under a target -------------
+
+
+def _devno_of(loop: Loop) -> str:
+    rdev = os.stat(loop.path).st_rdev
+    return f"{os.major(rdev)}:{os.minor(rdev)}"
+
+
+def _guard(loop: Loop, sysfs: Path, allow_write: tuple[str, ...] = ()) -> None:
+    matrix = parse_matrix(MATRIX.format(path=loop.path, allow="true"), "t.yaml")
+    location = TargetLocation(loop.path, "block", loop.name, (loop.name,), None)
+    check_targets(matrix, {loop.path: location}, writes=True, allow_write=allow_write, sysfs=sysfs)
+
+
+@pytest.mark.loopdev
+@pytest.mark.fio
+def test_a_signature_on_a_partition_refuses_its_disk(
+    loops: LoopFactory, tmp_path: Path, unchanged: Callable[[Loop], None]
+) -> None:
+    disk, partition = loops.attach(), loops.attach()
+    loops.mkfs_ext4(partition)
+    unchanged(disk)
+    unchanged(partition)
+    sysfs = tmp_path / "sys"
+    _fake_block(sysfs, disk.name, _devno_of(disk))
+    _fake_block(sysfs, partition.name, _devno_of(partition), parent=disk.name)
+    with pytest.raises(
+        SafetyError,
+        match=rf"target {disk.path} holds TYPE=ext4 \(filesystem\) at byte offset 1080 \(0x438\) on {partition.path};",
+    ):
+        _guard(disk, sysfs)
+    # Naming the disk on the command line gives up everything on it.
+    _guard(disk, sysfs, allow_write=(disk.path,))
+
+
+@pytest.mark.loopdev
+@pytest.mark.fio
+def test_a_signature_on_a_device_under_the_target_refuses_it(
+    loops: LoopFactory, tmp_path: Path, unchanged: Callable[[Loop], None]
+) -> None:
+    top, middle, bottom = loops.attach(), loops.attach(), loops.attach()
+    loops.mkswap(bottom)
+    for loop in (top, middle, bottom):
+        unchanged(loop)
+    sysfs = tmp_path / "sys"
+    # top is a dm device over middle, itself a dm device over bottom.
+    (_fake_block(sysfs, top.name, _devno_of(top)) / "slaves" / middle.name).mkdir()
+    (_fake_block(sysfs, middle.name, _devno_of(middle)) / "slaves" / bottom.name).mkdir()
+    _fake_block(sysfs, bottom.name, _devno_of(bottom))
+    with pytest.raises(
+        SafetyError, match=rf"holds TYPE=swap \(other\) at byte offset 4086 \(0xff6\) on {bottom.path};"
+    ):
+        _guard(top, sysfs)
+
+
+@pytest.mark.loopdev
+@pytest.mark.fio
+def test_a_device_under_the_target_without_a_node_cannot_be_probed_and_refuses(
+    loops: LoopFactory, tmp_path: Path
+) -> None:
+    loop = loops.attach()
+    sysfs = tmp_path / "sys"
+    _fake_block(sysfs, loop.name, _devno_of(loop))
+    _fake_block(sysfs, "iobench-no-node1", "7:1048575", parent=loop.name)
+    with pytest.raises(
+        SafetyError,
+        match=r"what it holds is unknown, so it is not written: iobench-no-node1 has no node in /dev to probe;",
+    ):
+        _guard(loop, sysfs)
