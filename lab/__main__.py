@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from lab.machine import LabUnavailable
+from lab.machine import LabError, LabUnavailable
 from lab.run import run_lab
 
 
@@ -20,6 +20,9 @@ def main(argv: list[str] | None = None) -> int:
     except LabUnavailable as exc:
         print(f"lab: cannot run here: {exc}", file=sys.stderr)
         return 2
+    except LabError as exc:
+        print(f"lab: the harness failed: {exc}", file=sys.stderr)
+        return 1
     for check in lab.checks:
         print(f"  {'ok  ' if check.passed else 'FAIL'} {check.name}: {check.detail.splitlines()[0]}")
     print(f"lab: {lab.out} ({lab.seconds:.0f} s, qemu exit {lab.qemu_returncode})")

@@ -44,7 +44,18 @@ DISKS = (("lab-node0", 0), ("lab-node1", 1), ("lab-nonode", None))
 
 
 class LabUnavailable(Exception):
-    """The lab cannot be set up here (no root, no apt, no network); the message says why."""
+    """This machine cannot run the lab (no qemu and no root to install it, no apt, no network).
+
+    Only what the machine lacks is this; anything that goes wrong once what the
+    lab needs is there is a :class:`LabError`.
+    """
+
+
+class LabError(Exception):
+    """The lab harness failed (a set-up step, QEMU or the guest): a bug to fix, never "cannot run here".
+
+    The message ends with what the failing step printed, or the guest's logs.
+    """
 
 
 @dataclass(frozen=True)
@@ -61,25 +72,43 @@ class Kernel:
         return self.root / "lib" / "modules"
 
 
-def _run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+def _run(
+    argv: list[str], *, failure: type[Exception] = LabError, **kwargs: object
+) -> subprocess.CompletedProcess[str]:
+    """Run a set-up step; its failure raises ``failure``: :class:`LabError` unless the step needs the network."""
     try:
         return subprocess.run(argv, check=True, capture_output=True, text=True, **kwargs)  # type: ignore[call-overload,no-any-return]
     except FileNotFoundError as exc:
-        raise LabUnavailable(f"{argv[0]} not found") from exc
+        raise failure(f"{argv[0]} not found") from exc
     except subprocess.CalledProcessError as exc:
-        raise LabUnavailable(f"{' '.join(argv[:3])} failed: {exc.stderr.strip()[-400:]}") from exc
+        raise failure(
+            f"{' '.join(argv[:3])} failed (exit {exc.returncode}):\n{(exc.stderr or exc.stdout or '').strip()[-2000:]}"
+        ) from exc
+
+
+def _missing_commands() -> list[str]:
+    return sorted({package for command, package in COMMANDS.items() if shutil.which(command) is None})
 
 
 def ensure_packages() -> None:
     """Install qemu, busybox and kmod from apt when missing (needs root)."""
-    missing = sorted({package for command, package in COMMANDS.items() if shutil.which(command) is None})
+    missing = _missing_commands()
     if not missing:
         return
     if os.geteuid() != 0:
         raise LabUnavailable(f"needs {', '.join(missing)}: run as root, or install them first")
-    _run(["apt-get", "update", "-qq"])
+    if shutil.which("apt-get") is None:
+        raise LabUnavailable(f"needs {', '.join(missing)} and there is no apt-get to install them")
+    _run(["apt-get", "update", "-qq"], failure=LabUnavailable)
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    _run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing], env=env)
+    _run(
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing],
+        failure=LabUnavailable,
+        env=env,
+    )
+    still = _missing_commands()
+    if still:
+        raise LabError(f"installed {', '.join(missing)} but still missing commands of {', '.join(still)}")
 
 
 def kernel_version() -> str:
@@ -88,12 +117,12 @@ def kernel_version() -> str:
     if pinned:
         return pinned
     for attempt in range(2):
-        depends = _run(["apt-cache", "depends", "linux-image-amd64"]).stdout
+        depends = _run(["apt-cache", "depends", "linux-image-amd64"], failure=LabUnavailable).stdout
         match = re.search(r"Depends: linux-image-(\S+)", depends)
         if match:
             return match.group(1)
         if attempt == 0:
-            _run(["apt-get", "update", "-qq"])
+            _run(["apt-get", "update", "-qq"], failure=LabUnavailable)
     raise LabUnavailable("apt knows no linux-image-amd64 (no Debian package lists?)")
 
 
@@ -106,7 +135,7 @@ def fetch_kernel(cache: Path = CACHE) -> Kernel:
     downloads = cache / "downloads"
     downloads.mkdir(parents=True, exist_ok=True)
     downloads.chmod(0o777)  # apt-get download drops privileges to _apt
-    _run(["apt-get", "download", f"linux-image-{kernel.version}"], cwd=downloads)
+    _run(["apt-get", "download", f"linux-image-{kernel.version}"], failure=LabUnavailable, cwd=downloads)
     [deb] = downloads.glob(f"linux-image-{kernel.version}_*.deb")
     _run(["dpkg-deb", "-x", str(deb), str(kernel.root)])
     deb.unlink()
@@ -227,9 +256,17 @@ def qemu_argv(
     return argv
 
 
-def boot(argv: list[str], *, timeout: float) -> int:
-    """Run the guest until it powers off; return QEMU's exit code (124 after ``timeout`` seconds)."""
+def boot(argv: list[str], *, timeout: float, log: Path | None = None) -> int:
+    """Run the guest until it powers off; return QEMU's exit code (124 after ``timeout`` seconds).
+
+    QEMU's own output (a bad option, a device it refused) goes to ``log``.
+    """
     try:
-        return subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout).returncode
-    except subprocess.TimeoutExpired:
-        return 124
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+        returncode, output = done.returncode, done.stdout + done.stderr
+    except subprocess.TimeoutExpired as exc:
+        returncode = 124
+        output = (exc.stdout or b"") + (exc.stderr or b"") + f"\nkilled after {timeout:.0f} s\n".encode()
+    if log is not None:
+        log.write_bytes(output)
+    return returncode

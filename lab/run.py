@@ -36,7 +36,11 @@ def run_lab(results: Path, *, timeout: float = BOOT_TIMEOUT_S) -> LabRun:
     Raises
     ------
     machine.LabUnavailable
-        When qemu, the kernel or the initramfs cannot be had here.
+        When this machine cannot run the lab: qemu missing and no root or apt to
+        install it, or no network to download the guest kernel.
+    machine.LabError
+        When the harness itself fails (unpacking the kernel, building the
+        initramfs, checking or reporting what came back), with the logs.
     """
     machine.ensure_packages()
     kernel = machine.fetch_kernel()
@@ -50,14 +54,29 @@ def run_lab(results: Path, *, timeout: float = BOOT_TIMEOUT_S) -> LabRun:
             kernel, initramfs, disks, out, python=sys.executable, accel=machine.accelerator()
         )
         (out / "qemu-argv.json").write_text(json.dumps(argv, indent=1) + "\n")
-        returncode = machine.boot(argv, timeout=timeout)
+        returncode = machine.boot(argv, timeout=timeout, log=out / "qemu.log")
     seconds = time.monotonic() - started
-    checks = run_checks(out)
-    (out / "checks.json").write_text(
-        json.dumps([c.to_dict() for c in checks], indent=2) + "\n", encoding="utf-8"
-    )
-    write_index(out, checks, reports(out))
+    try:
+        checks = run_checks(out)
+        (out / "checks.json").write_text(
+            json.dumps([c.to_dict() for c in checks], indent=2) + "\n", encoding="utf-8"
+        )
+        write_index(out, checks, reports(out))
+    except Exception as exc:
+        raise machine.LabError(
+            f"checking the guest's output failed: {type(exc).__name__}: {exc}\n{guest_logs(out)}"
+        ) from exc
     return LabRun(out, returncode, seconds, checks)
+
+
+def guest_logs(out: Path, chars: int = 3000) -> str:
+    """The end of each log a lab run leaves: QEMU's output, the serial console, the guest's own log."""
+    parts = []
+    for name in ("qemu.log", "console.log", "guest.log"):
+        path = out / name
+        text = path.read_text(errors="replace")[-chars:] if path.is_file() else "(absent)"
+        parts.append(f"--- {path} ---\n{text.rstrip()}")
+    return "\n".join(parts)
 
 
 def reports(out: Path) -> list[Path]:

@@ -1,5 +1,6 @@
 """Real sysfs snapshots (from hwloc's test suite) and hwloc's own reading of each.
 
+They live in ``tests/data/sysfs/`` (its README.md gives their source and licence).
 Each ``NAME.tar.bz2`` unpacks to a folder holding ``sys/``; beside it,
 ``NAME.console`` (lstopo text) or ``NAME.xml`` is what hwloc made of the same
 machine. :func:`snapshot_root` extracts a tarball once per test session;
@@ -24,11 +25,9 @@ from pathlib import Path
 
 import pytest
 
-_CANDIDATE_DIRS = (
-    Path(__file__).parent / "data" / "sysfs",
-    # shared/ sits beside the clone, on developers' machines and in CI alike.
-    Path(os.environ.get("IOBENCH_SYSFS_SNAPSHOTS", Path(__file__).resolve().parents[2] / "shared" / "sysfs")),
-)
+# Vendored in the repository (tests/data/sysfs/README.md says where they come from);
+# $IOBENCH_SYSFS_SNAPSHOTS points the tests at another folder of the same files.
+DEFAULT_DIR = Path(__file__).resolve().parent / "data" / "sysfs"
 
 SNAPSHOTS = (
     "16amd64-8n2c",
@@ -45,14 +44,15 @@ _EXTRACTED: dict[str, Path] = {}
 
 def snapshot_dir() -> Path:
     """The folder holding the tarballs; a missing folder fails the test, never skips it."""
-    for candidate in _CANDIDATE_DIRS:
-        if (candidate / f"{SNAPSHOTS[0]}.tar.bz2").exists():
-            return candidate
-    pytest.fail(
-        "sysfs snapshots not found in "
-        + " or ".join(str(c) for c in _CANDIDATE_DIRS)
-        + "; set IOBENCH_SYSFS_SNAPSHOTS to the folder with the *.tar.bz2 files"
-    )
+    override = os.environ.get("IOBENCH_SYSFS_SNAPSHOTS")
+    folder = Path(override) if override else DEFAULT_DIR
+    if not (folder / f"{SNAPSHOTS[0]}.tar.bz2").exists():
+        pytest.fail(
+            f"sysfs snapshots not found in {folder}"
+            + (" ($IOBENCH_SYSFS_SNAPSHOTS)" if override else " (they are part of the repository)")
+            + "; IOBENCH_SYSFS_SNAPSHOTS names a folder with the *.tar.bz2 files"
+        )
+    return folder
 
 
 class SnapshotCache:

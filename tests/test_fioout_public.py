@@ -1,8 +1,8 @@
 """parse_fio on 13 fio outputs people published (fio 2.1.3 to 3.40).
 
-The files stay in ../shared/fio-outputs/public/ (SOURCES.md there says where each
-came from and asks that they are not copied into the project); these tests skip
-where that folder is absent. Every expected value below was read off the file.
+The files are in tests/data/fio-outputs/public/, byte for byte as published;
+SOURCES.md there says where each came from (repository, path, commit) and what it
+exercises. Every expected value below was read off the file.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ import pytest
 from iobench.errors import ResultsError
 from iobench.fioout import FRAME_DTYPES, parse_fio
 
-PUBLIC = Path(__file__).resolve().parents[2] / "shared" / "fio-outputs" / "public"
-pytestmark = pytest.mark.skipif(not PUBLIC.is_dir(), reason=f"{PUBLIC} is absent")
+PUBLIC = Path(__file__).resolve().parent / "data" / "fio-outputs" / "public"
 
 
 def parse(name: str) -> pd.DataFrame:
@@ -215,3 +214,10 @@ def test_normal_2x_mixed_rw() -> None:
     assert w["bw_bytes"] == 321844 * 1024
     assert w["slat_mean_us"] == pytest.approx(106.33)
     assert w["clat_p50_us"] == pytest.approx(174_000)
+
+
+def test_every_file_is_attributed() -> None:
+    sources = (PUBLIC / "SOURCES.md").read_text()
+    files = sorted(p.name for p in PUBLIC.iterdir() if p.name != "SOURCES.md")
+    assert len(files) == 13
+    assert [name for name in files if f"| {name} |" not in sources] == []

@@ -12,44 +12,9 @@ import pytest
 
 from iobench.errors import IobenchError
 from iobench.matrix import load_matrix
-from iobench.process import Completed
 from iobench.runner import RunInterrupted, run
 
 pytestmark = pytest.mark.fio
-GOLDEN = Path(__file__).parent / "data" / "fio" / "fio-3.33" / "read.json"
-
-
-class FakeFio:
-    """Stands in for fio: writes golden JSON, or fails / times out / is interrupted on chosen calls."""
-
-    def __init__(
-        self,
-        fail: set[int] = frozenset(),
-        timeout: set[int] = frozenset(),  # noqa: B006
-        interrupt: int | None = None,
-    ) -> None:
-        self.calls: list[tuple[str, ...]] = []
-        self.fail, self.timeout, self.interrupt = fail, timeout, interrupt
-
-    def __call__(self, argv: tuple[str, ...], *, cwd: Path, **kwargs: Any) -> Completed:
-        self.calls.append(tuple(argv))
-        n = len(self.calls)
-        if n == self.interrupt:
-            raise KeyboardInterrupt
-        output = next(a for a in argv if a.startswith("--output=")).removeprefix("--output=")
-        if n in self.fail:
-            return Completed(
-                tuple(argv),
-                1,
-                "",
-                "fio: pid=1, err=5/file:io_u.c:1, func=io_u error, error=EIO\n",
-                0.1,
-                False,
-            )
-        if n in self.timeout:
-            return Completed(tuple(argv), -15, "", "", 0.1, True)
-        (Path(cwd) / output).write_text(GOLDEN.read_text())
-        return Completed(tuple(argv), 0, "", "", 0.1, False)
 
 
 def test_real_sweep_leaves_the_spec_run_directory(null_matrix: Callable[..., Path], tmp_path: Path) -> None:
@@ -121,8 +86,10 @@ def test_real_sweep_leaves_the_spec_run_directory(null_matrix: Callable[..., Pat
     assert list((run_dir / "figures").glob("*.png"))
 
 
-def test_failures_are_recorded_and_the_run_goes_on(null_matrix: Callable[..., Path], tmp_path: Path) -> None:
-    fake = FakeFio(fail={2}, timeout={3})
+def test_failures_are_recorded_and_the_run_goes_on(
+    fake_fio: type[Any], null_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    fake = fake_fio(fail={2}, timeout={3})
     result = run(load_matrix(null_matrix()), out=tmp_path, executor=fake)
     assert len(fake.calls) == 4
     assert result.counts == {"ok": 2, "failed": 1, "timeout": 1} and result.exit_code == 1
@@ -135,18 +102,20 @@ def test_failures_are_recorded_and_the_run_goes_on(null_matrix: Callable[..., Pa
     assert len(failed) == 1 and failed["iops"].isna().all()
 
 
-def test_fail_fast_stops_at_the_first_failure(null_matrix: Callable[..., Path], tmp_path: Path) -> None:
-    fake = FakeFio(fail={2})
+def test_fail_fast_stops_at_the_first_failure(
+    fake_fio: type[Any], null_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    fake = fake_fio(fail={2})
     result = run(load_matrix(null_matrix()), out=tmp_path, executor=fake, fail_fast=True)
     assert len(fake.calls) == 2 and result.counts == {"ok": 1, "failed": 1}
 
 
 def test_interrupt_keeps_finished_points_and_resume_runs_only_the_rest(
-    null_matrix: Callable[..., Path], tmp_path: Path
+    fake_fio: type[Any], null_matrix: Callable[..., Path], tmp_path: Path
 ) -> None:
     m = load_matrix(null_matrix())
     with pytest.raises(RunInterrupted) as caught:
-        run(m, out=tmp_path, executor=FakeFio(interrupt=3))
+        run(m, out=tmp_path, executor=fake_fio(interrupt=3))
     interrupted = caught.value.result
     assert caught.value.exit_code == 130
     assert interrupted.counts == {"ok": 2, "interrupted": 1}
@@ -155,18 +124,20 @@ def test_interrupt_keeps_finished_points_and_resume_runs_only_the_rest(
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
     assert "--resume" in str(caught.value)
 
-    again = FakeFio()
+    again = fake_fio()
     result = run(m, resume=run_dir, executor=again)
     assert len(again.calls) == 2
     assert result.run_dir == run_dir and result.counts == {"ok": 4}
     assert sorted(pd.read_parquet(run_dir / "results.parquet")["point"].unique()) == [1, 2, 3, 4]
 
 
-def test_resume_refuses_a_different_matrix(null_matrix: Callable[..., Path], tmp_path: Path) -> None:
-    result = run(load_matrix(null_matrix()), out=tmp_path, executor=FakeFio())
+def test_resume_refuses_a_different_matrix(
+    fake_fio: type[Any], null_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    result = run(load_matrix(null_matrix()), out=tmp_path, executor=fake_fio())
     other = null_matrix("repeat: 2\n")
     with pytest.raises(IobenchError, match="matrix differs"):
-        run(load_matrix(other), resume=result.run_dir, executor=FakeFio())
+        run(load_matrix(other), resume=result.run_dir, executor=fake_fio())
 
 
 def test_real_timeout_stops_fio(write_matrix: Callable[..., Path], tmp_path: Path) -> None:
@@ -184,8 +155,10 @@ def test_real_timeout_stops_fio(write_matrix: Callable[..., Path], tmp_path: Pat
     assert result.exit_code == 1
 
 
-def test_repeats_are_kept_apart(null_matrix: Callable[..., Path], tmp_path: Path) -> None:
-    result = run(load_matrix(null_matrix("repeat: 2\n")), out=tmp_path, executor=FakeFio())
+def test_repeats_are_kept_apart(
+    fake_fio: type[Any], null_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    result = run(load_matrix(null_matrix("repeat: 2\n")), out=tmp_path, executor=fake_fio())
     assert result.frame is not None
     assert sorted(set(zip(result.frame["point"], result.frame["repeat"], strict=True))) == [
         (p, r) for p in (1, 2, 3, 4) for r in (1, 2)
