@@ -10,8 +10,11 @@ RUN_PACKAGES   := fio numactl
 DEVICE_PACKAGES := util-linux mount e2fsprogs
 # the QEMU lab (lab/machine.py): qemu, a static busybox for the initramfs, modprobe/depmod
 LAB_PACKAGES   := qemu-system-x86 busybox-static kmod
-# filesystem tools (mkfs.*) the write-guard signature tests format loop devices with
-GUARD_PACKAGES :=
+# the tools that make real on-disk signatures for the write-guard tests (mkfs.*, make-bcache,
+# veritysetup, pvcreate, sfdisk/sgdisk, mksquashfs, ...); wipefs and blkid come with util-linux
+GUARD_PACKAGES := fdisk gdisk xfsprogs btrfs-progs dosfstools exfatprogs ntfs-3g genisoimage \
+                  cryptsetup-bin lvm2 f2fs-tools jfsutils nilfs-tools reiserfsprogs udftools \
+                  erofs-utils squashfs-tools bcache-tools
 APT_PACKAGES   := $(RUN_PACKAGES) $(DEVICE_PACKAGES) $(LAB_PACKAGES) $(GUARD_PACKAGES)
 
 .PHONY: demo test lint deps venv bench lab clean
