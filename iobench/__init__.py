@@ -37,7 +37,8 @@ _LAZY = {
     "load": "iobench.results",
     "parse_fio": "iobench.fioout",
     "parse_fio_text": "iobench.fioout",
-    "summarize": "iobench.stats",
+    "summarize": "iobench.points",
+    "point_totals": "iobench.points",
     "discover_topology": "iobench.topology",
     "plots": "iobench.plots",
     "report": "iobench.report",
@@ -48,9 +49,9 @@ if TYPE_CHECKING:
     from iobench.fioout import parse_fio, parse_fio_text
     from iobench.matrix import Matrix, load_matrix
     from iobench.plan import Plan, plan
+    from iobench.points import point_totals, summarize
     from iobench.results import load
     from iobench.runner import RunInterrupted, RunResult, run
-    from iobench.stats import summarize
     from iobench.topology import discover_topology
 
 
@@ -84,6 +85,7 @@ __all__ = [
     "parse_fio_text",
     "plan",
     "plots",
+    "point_totals",
     "report",
     "run",
     "summarize",

@@ -38,7 +38,9 @@ def test_columns_and_dtypes_are_fixed() -> None:
     assert tuple(df.columns) == FRAME_COLUMNS
     assert {c: str(t) for c, t in df.dtypes.items()} == FRAME_DTYPES
     assert FRAME_METRICS[0] == "iops"
-    assert FRAME_METRICS[-2:] == ("cpu_us_per_io", "inflight")
+    assert FRAME_METRICS[-4:] == ("cpu_us_per_io", "inflight", "total_ios", "job_runtime_ms")
+    assert FRAME_COLUMNS[-3:] == ("clat_bins", "lat_bins", "slat_bins")
+    assert df[["clat_bins", "lat_bins", "slat_bins"]].isna().all(axis=None)  # plain JSON has no bins
 
 
 def test_read_only_job_values_match_the_json() -> None:

@@ -133,13 +133,27 @@ def test_counts_beyond_2_53_round_through_float_as_before() -> None:
 
 
 def test_row_values_land_in_their_columns() -> None:
-    ddir = DirStats(1.0, 2.0, 3, 4, 5, 6.0, 7.0, 8.0, {50.0: 9.0, 90.0: 10.0, 99.0: 11.0, 99.9: 12.0})
-    job = JobStats("j", 13, "h", 14, 15.0, 16.0, 17, 18, None, "fio-x", {"write": ddir})
+    ddir = DirStats(
+        1.0,
+        2.0,
+        3,
+        4,
+        5,
+        6.0,
+        7.0,
+        8.0,
+        {50.0: 9.0, 90.0: 10.0, 99.0: 11.0, 99.9: 12.0},
+        "19:1",
+        "20:2",
+        "21:3",
+    )
+    job = JobStats("j", 13, "h", 14, 15.0, 16.0, 17, 18, None, "fio-x", {"write": ddir}, 22)
     row = to_frame([job], "src").iloc[0]
     expected = {
         "source": "src",
         "jobname": "j",
         "job_index": 13,
+        "groupid": 22,
         "host": "h",
         "direction": "write",
         "iops": 1.0,
@@ -160,6 +174,11 @@ def test_row_values_land_in_their_columns() -> None:
         "fio_version": "fio-x",
         "cpu_us_per_io": (15.0 + 16.0) / 100 * 18 * 1000 / 5,
         "inflight": 1.0 * 6.0 / 1e6,
+        "total_ios": 5,
+        "job_runtime_ms": 18,
+        "clat_bins": "19:1",
+        "lat_bins": "20:2",
+        "slat_bins": "21:3",
     }
     assert list(expected) == list(FRAME_COLUMNS)
     assert row.to_dict() == expected

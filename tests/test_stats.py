@@ -1,4 +1,4 @@
-"""summarize(): jobs combined per repeat, then mean/std/CI/CV over repeats."""
+"""summarize(): a point's jobs combined per repeat (iobench.points), then mean/std/CI/CV over repeats."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from iobench.errors import ResultsError
-from iobench.stats import summarize, t975
+from iobench.points import summarize, t975
 
 
 def t_cdf(x: float, dof: int) -> float:
@@ -111,9 +111,44 @@ def test_points_and_directions_are_kept_apart() -> None:
     assert got == {(0, "read"): 200, (0, "write"): 20, (1, "read"): 100}
 
 
-def test_explicit_by_and_unknown_column() -> None:
-    df = frame([(100, 100), (200, 200)])
-    s = summarize(df, by=["iodepth"])
-    assert list(s.columns[:2]) == ["iodepth", "direction"]
+def test_by_splits_a_point_and_an_unknown_column_is_an_error() -> None:
+    df = frame([(100, 300), (200, 400)])
+    df["target"] = pd.array(["/a", "/b"] * 2, dtype="string")
+    whole = summarize(df)
+    assert len(whole) == 1 and whole["target"].tolist() == ["/a+/b"]
+    split = summarize(df, by=["target"])
+    assert list(split.columns[:4]) == ["point", "iodepth", "target", "direction"]
+    assert split["iops_mean"].tolist() == [150, 350]
+    assert split["iops_mean"].sum() == whole["iops_mean"].iloc[0]  # equal runtimes: rates add up
     with pytest.raises(ResultsError, match="no column 'numjobs'"):
         summarize(df, by=["numjobs"])
+
+
+def test_unequal_runtimes_count_all_ios_over_the_longest() -> None:
+    """fio's group rule: 1000 I/Os in 1 s and 3000 in 3 s are 4000 over 3 s, not 1000 + 1000 IOPS."""
+    df = frame([(1000, 1000)])
+    df["runtime_ms"] = pd.array([1000, 3000], dtype="Int64")
+    [r] = summarize(df).to_dict("records")
+    assert r["iops_mean"] == pytest.approx(4000 / 3)
+    assert r["lat_mean_us_mean"] == pytest.approx((1000 * 100 + 3000 * 300) / 4000)
+
+
+def test_runs_are_kept_apart() -> None:
+    a = frame([(100, 100)]).assign(run_id="a")
+    b = frame([(300, 300)]).assign(run_id="b")
+    s = summarize(pd.concat([a, b], ignore_index=True))
+    assert s["run_id"].tolist() == ["a", "b"] and s["n"].tolist() == [1, 1]
+    assert s["iops_mean"].tolist() == [200, 600]
+
+
+def test_no_successful_point_gives_an_empty_summary() -> None:
+    df = frame([(100, 100)]).assign(status="failed")
+    s = summarize(df)
+    assert s.empty and {"point", "n", "noisy"} <= set(s.columns)
+
+
+def test_a_run_where_every_point_failed_summarizes_to_nothing() -> None:
+    failed = pd.DataFrame(
+        {"point": [1, 2], "repeat": [1, 1], "status": ["failed", "timeout"], "reason": ["x", "y"]}
+    )
+    assert summarize(failed).empty

@@ -6,8 +6,8 @@
 Modules: :mod:`~iobench.fioout.detect` finds results in text,
 :mod:`~iobench.fioout.jsonout`, :mod:`~iobench.fioout.terse` and
 :mod:`~iobench.fioout.normal` read one format each into
-:class:`~iobench.fioout.model.JobStats`, and :mod:`~iobench.fioout.frame` builds
-the frame.
+:class:`~iobench.fioout.model.JobStats`, :mod:`~iobench.fioout.bins` keeps json+
+latency histograms, and :mod:`~iobench.fioout.frame` builds the frame.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 from iobench.fioout.frame import (
     FRAME_COLUMNS,
     FRAME_DTYPES,
+    FRAME_HISTOGRAMS,
     FRAME_IDENTITY,
     FRAME_METRICS,
     empty_frame,
@@ -24,6 +25,7 @@ from iobench.fioout.parse import parse_fio, parse_fio_text, read_jobs
 __all__ = [
     "FRAME_COLUMNS",
     "FRAME_DTYPES",
+    "FRAME_HISTOGRAMS",
     "FRAME_IDENTITY",
     "FRAME_METRICS",
     "empty_frame",

@@ -16,6 +16,17 @@ Derived columns:
     value is the same on every direction row of a job.
 ``inflight``
     Little's law: ``iops * lat_mean_us / 1e6``, the mean number of I/Os in flight.
+``total_ios``
+    fio's ``total_ios``: the I/Os the job completed in the direction (NA where
+    the format does not carry it: terse and normal output).
+``job_runtime_ms``
+    The ``accounting_ms`` above: the time ``usr_cpu`` and ``sys_cpu`` are
+    percentages of. fio sums it over the jobs of a group.
+
+The histogram columns (:data:`FRAME_HISTOGRAMS`: ``clat_bins``, ``lat_bins``,
+``slat_bins``) hold fio's json+ latency histograms as text (see
+:mod:`iobench.fioout.bins`); NA without json+. They are what a point's exact
+percentiles are computed from (:mod:`iobench.points`).
 
 ``usr_cpu`` and ``sys_cpu`` are NA when the accounting time is 0: fio leaves them
 at 0 without measuring anything then.
@@ -29,9 +40,10 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+from iobench.fioout.bins import HISTOGRAMS
 from iobench.fioout.model import PERCENTILES, DirStats, JobStats
 
-FRAME_IDENTITY: tuple[str, ...] = ("jobname", "job_index", "host", "direction")
+FRAME_IDENTITY: tuple[str, ...] = ("jobname", "job_index", "groupid", "host", "direction")
 
 FRAME_METRICS: tuple[str, ...] = (
     "iops",
@@ -52,12 +64,19 @@ FRAME_METRICS: tuple[str, ...] = (
     "fio_version",
     "cpu_us_per_io",
     "inflight",
+    "total_ios",
+    "job_runtime_ms",
 )
 
-_INT_COLUMNS = frozenset({"job_index", "io_bytes", "runtime_ms", "ctx", "error"})
-_STR_COLUMNS = frozenset({"source", "jobname", "host", "direction", "fio_version"})
+#: fio's json+ histograms, one text cell per job × direction (:mod:`iobench.fioout.bins`).
+FRAME_HISTOGRAMS: tuple[str, ...] = tuple(HISTOGRAMS)
 
-FRAME_COLUMNS: tuple[str, ...] = ("source", *FRAME_IDENTITY, *FRAME_METRICS)
+_INT_COLUMNS = frozenset(
+    {"job_index", "groupid", "io_bytes", "runtime_ms", "ctx", "error", "total_ios", "job_runtime_ms"}
+)
+_STR_COLUMNS = frozenset({"source", "jobname", "host", "direction", "fio_version", *FRAME_HISTOGRAMS})
+
+FRAME_COLUMNS: tuple[str, ...] = ("source", *FRAME_IDENTITY, *FRAME_METRICS, *FRAME_HISTOGRAMS)
 
 FRAME_DTYPES: dict[str, str] = {
     column: "string" if column in _STR_COLUMNS else "Int64" if column in _INT_COLUMNS else "Float64"
@@ -105,10 +124,10 @@ def _rows(job: JobStats, source: str) -> list[Row]:
     cpu_per_io = None
     if usr is not None and sys_ is not None and acct_ms and ios:
         cpu_per_io = (usr + sys_) / 100 * acct_ms * 1000 / ios
-    head = (source, job.jobname, job.job_index, job.host)
+    head = (source, job.jobname, job.job_index, job.groupid, job.host)
     tail = (usr, sys_, job.ctx, job.error, job.fio_version, cpu_per_io)
     if not active:
-        return [(*head, None, *_NO_IO, *tail, None)]
+        return [(*head, None, *_NO_IO, *tail, None, None, acct_ms, None, None, None)]
     rows = []
     for name, ddir in active.items():
         inflight = None
@@ -129,6 +148,11 @@ def _rows(job: JobStats, source: str) -> list[Row]:
                 *map(pct.get, _PERCENTILE_KEYS),
                 *tail,
                 inflight,
+                ddir.total_ios,
+                acct_ms,
+                ddir.clat_bins,
+                ddir.lat_bins,
+                ddir.slat_bins,
             )
         )
     return rows

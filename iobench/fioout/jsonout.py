@@ -11,6 +11,9 @@ Unit rules, by fio version:
 A latency whose sample count ``N`` is 0 — or, where fio omits ``N``, whose min,
 max and mean are all 0 — was not measured (``gtod_reduce``, engines without
 submission latency, directions without I/O) and becomes ``None``.
+
+json+ adds each latency's histogram (``bins``), kept per job and direction in
+the frame's ``clat_bins``/``lat_bins``/``slat_bins`` (:mod:`iobench.fioout.bins`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from iobench.fioout.bins import encode
 from iobench.fioout.model import PERCENTILES, DirStats, JobStats
 
 ALL_CLIENTS = "All clients"
@@ -94,20 +98,23 @@ def _latency(section: dict[str, Any], name: str) -> tuple[dict[str, Any] | None,
     return (lat, scale) if measured else (None, scale)
 
 
-def _mean_us(section: dict[str, Any], name: str) -> float | None:
+def _mean_us(section: dict[str, Any], name: str) -> tuple[float | None, str | None]:
+    """A latency's mean in µs and its json+ histogram (see :mod:`iobench.fioout.bins`)."""
     lat, scale = _latency(section, name)
     if lat is None:
-        return None
+        return None, None
     mean = _num(lat.get("mean"))
-    return None if mean is None else mean * scale
+    bins = lat.get("bins")
+    return (None if mean is None else mean * scale), (None if bins is None else encode(bins, scale))
 
 
-def _clat_us(section: dict[str, Any]) -> tuple[float | None, dict[float, float]]:
-    """The completion latency's mean and kept percentiles, in µs."""
+def _clat_us(section: dict[str, Any]) -> tuple[float | None, dict[float, float], str | None]:
+    """The completion latency's mean, kept percentiles (µs) and json+ histogram."""
     lat, scale = _latency(section, "clat_ns")
     if lat is None:
-        return None, {}
+        return None, {}, None
     mean = _num(lat.get("mean"))
+    bins = lat.get("bins")
     percentiles = lat.get("percentile")
     out: dict[float, float] = {}
     if isinstance(percentiles, dict):
@@ -118,7 +125,7 @@ def _clat_us(section: dict[str, Any]) -> tuple[float | None, dict[float, float]]
                 if number is not None:
                     out[pct] = number * scale
                     break
-    return (None if mean is None else mean * scale), out
+    return (None if mean is None else mean * scale), out, (None if bins is None else encode(bins, scale))
 
 
 _IDLE = DirStats(io_bytes=0, total_ios=0)
@@ -148,7 +155,9 @@ def read_direction(section: dict[str, Any]) -> DirStats:
     io_bytes = _int(get("io_bytes"))
     if io_bytes is not None and "io_kbytes" not in section:
         io_bytes *= 1024
-    clat_mean, clat_pct = _clat_us(section)
+    clat_mean, clat_pct, clat_bins = _clat_us(section)
+    lat_mean, lat_bins = _mean_us(section, "lat_ns")
+    slat_mean, slat_bins = _mean_us(section, "slat_ns")
     # Positional, in field order: matching keywords would cost more than the conversions.
     return DirStats(
         _num(get("iops")),
@@ -156,10 +165,13 @@ def read_direction(section: dict[str, Any]) -> DirStats:
         io_bytes,
         _int(get("runtime")),
         _int(get("total_ios")),
-        _mean_us(section, "lat_ns"),
+        lat_mean,
         clat_mean,
-        _mean_us(section, "slat_ns"),
+        slat_mean,
         clat_pct,
+        clat_bins,
+        lat_bins,
+        slat_bins,
     )
 
 
@@ -230,6 +242,7 @@ def read_json(obj: dict[str, Any]) -> list[JobStats]:
                 None,  # jobs: JSON has one entry per job or per reporting group
                 version,
                 directions,
+                _int(entry.get("groupid")),
             )
         )
     return records

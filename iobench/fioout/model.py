@@ -34,6 +34,12 @@ class DirStats:
     clat_mean_us: float | None = None
     slat_mean_us: float | None = None
     clat_pct_us: dict[float, float] = field(default_factory=dict)
+    #: fio's json+ histograms (``clat_ns.bins``, ``lat_ns.bins``, ``slat_ns.bins``) in the
+    #: frame's text form, ``"<ns>:<count>,..."`` (see :mod:`iobench.fioout.bins`); ``None``
+    #: where fio wrote none (plain JSON, terse, normal output, percentiles switched off).
+    clat_bins: str | None = None
+    lat_bins: str | None = None
+    slat_bins: str | None = None
 
     def did_io(self) -> bool:
         """Whether the direction moved any data or completed any I/O."""
@@ -58,3 +64,6 @@ class JobStats:
     jobs: int | None = None
     fio_version: str | None = None
     directions: dict[str, DirStats] = field(default_factory=dict)
+    #: fio's reporting group (``groupid``): jobs of one group ran together; a
+    #: job file with ``stonewall``/``new_group`` has several, one after another.
+    groupid: int | None = None

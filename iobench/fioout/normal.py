@@ -21,7 +21,7 @@ from iobench.fioout.model import DirStats, JobStats
 
 _HOST = r"(?:<(?P<host>[^>]*)>\s*)?"
 _HEADER = re.compile(
-    r"^" + _HOST + r"(?P<name>.*?): \(groupid=\d+, jobs=(?P<jobs>\d+)\): err=\s*(?P<err>-?\d+)",
+    r"^" + _HOST + r"(?P<name>.*?): \(groupid=(?P<group>\d+), jobs=(?P<jobs>\d+)\): err=\s*(?P<err>-?\d+)",
     re.MULTILINE,
 )
 _DIRECTION = re.compile(r"^(?:<[^>]*>)?\s*(?P<ddir>read|write|trim)\s*:\s*(?P<rest>.*)$")
@@ -138,6 +138,7 @@ def read_normal(text: str, *, origin: str = "<text>") -> list[JobStats]:
             host=header.group("host"),
             error=int(header.group("err")),
             jobs=int(header.group("jobs")),
+            groupid=int(header.group("group")),
             fio_version=version.group(1) if version else None,
         )
         _read_block(block, stats)

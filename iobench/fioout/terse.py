@@ -86,6 +86,7 @@ def _read_line(line: str, index: int, origin: str) -> JobStats:
         error: int | None = int(head[2])
     except ValueError:
         error = None
+    groupid = int(head[1]) if head[1].isdigit() else None
     return JobStats(
         jobname=head[0],
         job_index=index,
@@ -96,6 +97,7 @@ def _read_line(line: str, index: int, origin: str) -> JobStats:
         ctx=None if ctx is None else int(ctx),
         fio_version=fio_version,
         directions=directions,
+        groupid=groupid,
     )
 
 

@@ -3,9 +3,10 @@
 Every function takes the tidy frame of :func:`iobench.load`, an optional
 ``ax=`` to draw into, and returns a :class:`matplotlib.figure.Figure`; pyplot
 is never imported, so figures work headless and in notebooks alike. Only rows
-with status ``ok`` become data. A point's jobs are combined first
-(:func:`point_totals`), then its repeats: the mean, with 95 % confidence bars
-when there are two repeats or more. Axes that vary but have no role in a
+with status ``ok`` become data. A point's jobs and targets are combined first,
+as everywhere in iobench (:func:`iobench.point_totals`: fio's group
+definition), then its repeats: the mean, with 95 % confidence bars when there
+are two repeats or more. Axes that vary but have no role in a
 figure get panels or line styles of their own; nothing but repeats is averaged.
 
 :func:`figures_for` picks the figures that fit a run, :func:`default_figures`
@@ -21,7 +22,7 @@ functions.
 
 from __future__ import annotations
 
-from iobench.plots._data import over_repeats, parameter_columns, point_totals, throughput_metric
+from iobench.plots._data import over_repeats, throughput_metric
 from iobench.plots._lines import plot, sweep
 from iobench.plots._style import LABELS, SCALES, caption
 from iobench.plots.cpu import cpu_per_io
@@ -29,6 +30,7 @@ from iobench.plots.figures import KINDS, default_figures, draw, figures_for, sav
 from iobench.plots.heatmap import heatmap
 from iobench.plots.latency import latency_percentiles
 from iobench.plots.numa import local_vs_remote, smt
+from iobench.points import parameter_columns, point_totals
 
 __all__ = [
     "KINDS",

@@ -1,4 +1,8 @@
-"""From the tidy frame to what a figure draws: point totals, means over repeats, the axes that vary."""
+"""From the tidy frame to what a figure draws: point totals, means over repeats, the axes that vary.
+
+A point's numbers come from :mod:`iobench.points`, as everywhere else; this
+module only picks and orders what a figure shows.
+"""
 
 from __future__ import annotations
 
@@ -10,18 +14,13 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from iobench import points
 from iobench.errors import ResultsError
 from iobench.fioout.frame import FRAME_METRICS
-from iobench.results import EXTRA, IDENTITY, PLACEMENT
-from iobench.stats import t975
-
-#: Placement columns that can differ from point to point: kept by :func:`point_totals`.
-CONTEXT = ("target", "scheduler", "readahead_kb")
-#: How :func:`point_totals` combines a metric over a point's jobs; ``clat_p*_us`` are weighted too.
-SUMMED = ("iops", "bw_bytes", "io_bytes", "ctx", "inflight")
-WEIGHTED = ("lat_mean_us", "clat_mean_us", "slat_mean_us", "cpu_us_per_io")
-AVERAGED = ("usr_cpu", "sys_cpu")
-LONGEST = ("runtime_ms",)
+from iobench.points import CONTEXT as CONTEXT
+from iobench.points import data_rows as data_rows
+from iobench.points import parameter_columns as parameter_columns
+from iobench.points import point_totals as point_totals
 
 _PERCENTILE = re.compile(r"clat_p(\d+)(?:_(\d+))?_us")
 
@@ -38,23 +37,6 @@ def percentile_columns(df: pd.DataFrame) -> dict[float, str]:
         p: c for c in map(str, df.columns) if (p := percentile_of(c)) is not None and df[c].notna().any()
     }
     return dict(sorted(found.items()))
-
-
-def parameter_columns(df: pd.DataFrame) -> list[str]:
-    """The matrix axes present in ``df``.
-
-    Parameters
-    ----------
-    df
-        A tidy frame, or point totals.
-
-    Returns
-    -------
-    list of str
-        Every column that is not identity, placement, metric or ``source``, in frame order.
-    """
-    fixed = {*IDENTITY, *PLACEMENT, *FRAME_METRICS, *EXTRA, "source"}
-    return [c for c in df.columns if c not in fixed]
 
 
 def require(df: pd.DataFrame, columns: Sequence[str], figure: str, hint: str = "") -> None:
@@ -89,78 +71,8 @@ def one_panel(figure: str, others: Sequence[str]) -> None:
         )
 
 
-def data_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """The rows that are data: status ``ok`` and a direction that did I/O."""
-    if "status" in df:
-        df = df[df["status"].eq("ok").fillna(False)]
-    return df[df["direction"].notna()] if "direction" in df else df
-
-
 def _floats(values: pd.Series) -> pd.Series:
     return values.astype("Float64").astype(float)
-
-
-def _one_or_joined(values: pd.Series) -> object:
-    distinct = values.dropna().unique()
-    if len(distinct) == 1:
-        return distinct[0]
-    return "+".join(sorted(map(str, distinct))) if len(distinct) else pd.NA
-
-
-def point_totals(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per point × repeat × direction: its jobs combined.
-
-    Only rows with status ``ok`` and a direction count. ``iops``, ``bw_bytes``,
-    ``io_bytes``, ``ctx`` and ``inflight`` are summed over the jobs; latencies,
-    ``clat_p*_us`` percentiles and ``cpu_us_per_io`` are weighted by each job's
-    IOPS (a percentile so combined approximates that of the merged
-    distribution); ``usr_cpu`` and ``sys_cpu`` are the mean over jobs and
-    ``runtime_ms`` the longest. A metric that any job lacks is NA for the point:
-    a total over some of its jobs is not the point's. A frame from
-    :func:`iobench.parse_fio` has no ``point``: each fio output (``source``) is
-    one. :data:`CONTEXT` columns keep their value within the point, or the
-    distinct values joined with ``+`` when the point spans several.
-
-    Parameters
-    ----------
-    df
-        A tidy frame (SPEC §6).
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``run_id``, ``point`` (else ``source``), ``repeat``, ``direction`` (those
-        present), the parameter columns, the metrics above that ``df`` has (as
-        ``Float64``), then the context columns.
-
-    Raises
-    ------
-    ResultsError
-        ``df`` has no ``iops`` column.
-    """
-    require(df, ["iops"], "point_totals")
-    ok = data_rows(df)
-    point = "point" if "point" in ok or "source" not in ok else "source"
-    params = [c for c in parameter_columns(ok) if ok[c].notna().any()]
-    by = [c for c in ("run_id", point, "repeat", "direction") if c in ok] + params
-    if not by:
-        ok, by = ok.assign(_all=0), ["_all"]
-    weighted = [c for c in (*WEIGHTED, *percentile_columns(ok).values()) if c in ok]
-    values = pd.DataFrame({c: _floats(ok[c]) for c in (*SUMMED, *AVERAGED, *LONGEST, *weighted) if c in ok})
-    values[weighted] = values[weighted].mul(values["iops"], axis=0)
-    keys = [ok[c] for c in by]
-    groups = values.groupby(keys, dropna=False, sort=True)
-    totals = groups.sum()
-    longest = [c for c in LONGEST if c in values]
-    totals[longest] = groups[longest].max()
-    averaged = [c for c in AVERAGED if c in values]
-    totals[averaged] = totals[averaged].div(groups.size(), axis=0)
-    totals[weighted] = totals[weighted].div(totals["iops"].where(totals["iops"] > 0), axis=0)
-    totals = totals.mask(values.isna().groupby(keys, dropna=False, sort=True).any()).astype("Float64")
-    context = [c for c in CONTEXT if c in ok and c not in params]
-    if context:
-        totals = totals.join(ok[context].groupby(keys, dropna=False, sort=True).agg(_one_or_joined))
-    return totals.reset_index().drop(columns="_all", errors="ignore")
 
 
 def totals_for(df: pd.DataFrame, figure: str, columns: Sequence[str] = (), hint: str = "") -> pd.DataFrame:
@@ -223,12 +135,12 @@ def splitting_axes(totals: pd.DataFrame, chosen: Sequence[str]) -> list[str]:
     """The columns beyond ``chosen`` that tell points apart, in frame order.
 
     Candidates are the parameter columns, the context columns, ``direction``,
-    ``run_id``, ``source`` and, last, ``point`` itself (two points that nothing
+    ``run_id``, ``source``, fio's ``groupid`` and, last, ``point`` itself (two points that nothing
     else tells apart are still not repeats). One is kept only if it splits the
     points further than those already kept: ``direction`` under an ``rw`` axis
     adds nothing.
     """
-    candidates = (*parameter_columns(totals), *CONTEXT, "direction", "run_id", "source", "point")
+    candidates = (*parameter_columns(totals), *CONTEXT, "direction", "run_id", "source", "groupid", "point")
     kept: list[str] = []
     current = [c for c in chosen if c in totals]
     for column in dict.fromkeys(c for c in candidates if c in totals and c not in chosen):
@@ -239,7 +151,7 @@ def splitting_axes(totals: pd.DataFrame, chosen: Sequence[str]) -> list[str]:
 
 
 def over_repeats(totals: pd.DataFrame, by: Sequence[str], metrics: Sequence[str]) -> pd.DataFrame:
-    """Mean and 95 % confidence half-width of ``metrics`` per ``by`` group (the repeats of a point).
+    """:func:`iobench.points.over_repeats` as figures read it: ``<m>`` (the mean), ``<m>_ci95``, ``<m>_n``.
 
     Parameters
     ----------
@@ -253,21 +165,12 @@ def over_repeats(totals: pd.DataFrame, by: Sequence[str], metrics: Sequence[str]
     Returns
     -------
     pandas.DataFrame
-        The ``by`` columns, then per metric ``<m>`` (mean), ``<m>_ci95``
-        (``t(0.975, n-1) · s / √n``, NaN below two repeats) and ``<m>_n``; plain
-        float columns with NaN for missing values.
+        The ``by`` columns, then per metric its mean, 95 % confidence half-width
+        (NaN below two repeats) and count; plain float columns.
     """
-    keys = list(by) or ["_all"]
-    data = totals.assign(_all=0, **{m: _floats(totals[m]) for m in metrics})
-    stats = data.groupby(keys, dropna=False, sort=False)[list(metrics)].agg(["mean", "std", "count"])
-    out = stats.index.to_frame(index=False)
-    for metric in metrics:
-        n = stats[(metric, "count")].to_numpy(dtype=float)
-        t = np.array([t975(int(k) - 1) if k >= 2 else math.nan for k in n])
-        out[metric] = stats[(metric, "mean")].to_numpy(dtype=float)
-        out[f"{metric}_ci95"] = t * stats[(metric, "std")].to_numpy(dtype=float) / np.sqrt(np.maximum(n, 1))
-        out[f"{metric}_n"] = n
-    return out.drop(columns="_all", errors="ignore")
+    stats = points.over_repeats(totals, by, metrics)
+    keep = [*by] + [f"{m}{s}" for m in metrics for s in ("_mean", "_ci95", "_n")]
+    return stats[keep].rename(columns={f"{m}_mean": m for m in metrics})
 
 
 def is_missing(value: object) -> bool:

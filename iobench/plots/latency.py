@@ -88,8 +88,10 @@ def latency_percentiles(df: pd.DataFrame, *, direction: str | None = None, ax: A
 
     The x axis counts nines (p50, p90, p99, p99.9 evenly apart), the y axis is
     log-scaled µs. Each curve is the mean over the point's repeats of the
-    IOPS-weighted per-job percentiles (an approximation of the merged
-    distribution's percentile). Curves are labelled with the parameters that
+    point's percentiles (:func:`iobench.point_totals`): fio's percentile of the
+    merged json+ histograms of all its jobs; where the output had no histograms
+    and a point has several jobs, their I/O-weighted percentiles, an
+    approximation the caption then names. Curves are labelled with the parameters that
     vary; a single varying number (iodepth, numjobs, bs) is coloured light to
     dark along a sequential map. When two or more axes vary, the first
     categorical one (binding, placement, scheduler, direction ...) gets a panel per value.
@@ -148,5 +150,7 @@ def latency_percentiles(df: pd.DataFrame, *, direction: str | None = None, ax: A
     for axis in axes:
         axis.set_ylim(low, high)
     note = st.repeats_note(summary, list(percentiles.values()), bars=False)
+    if "pct_exact" in totals and totals["pct_exact"].eq(False).any():
+        note += "; approximate percentiles (no json+ histograms): jobs' percentiles weighted by their I/Os"
     st.finish(fig, df, "Completion latency percentiles", note)
     return fig

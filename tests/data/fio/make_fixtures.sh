@@ -39,6 +39,9 @@ run group.json      "${common[@]}" --name=grp --rw=randread --numjobs=3 --group_
                     --output-format=json
 run multi.json      "${common[@]}" --name=reader --rw=randread --name=writer --rw=randwrite \
                     --output-format=json
+# Two reporting groups, one after the other: groupid 0 and 1.
+run stonewall.json  "${common[@]}" --name=first --rw=randread --name=second --stonewall --rw=randread \
+                    --bs=64k --output-format=json
 run nopct.json      "${common[@]}" --name=nopct --rw=randread --clat_percentiles=0 \
                     --output-format=json
 run gtod.json       "${common[@]}" --name=gtod --rw=randread --gtod_reduce=1 --output-format=json
@@ -47,6 +50,12 @@ mkdir -p "$work/adir"
 run error.json      --name=bad --ioengine=psync --filename="$work/adir" --size=1M --rw=read \
                     --name=good "${common[@]}" --rw=read --output-format=json
 run jsonplus.json   "${common[@]}" --name=plus --rw=randrw --output-format=json+
+# json+ of two jobs, with lat and slat histograms too (iodepth 4: the null engine then measures slat);
+# and two jobs under group_reporting: fio's merged histogram beside the percentiles fio printed from it.
+run jsonplus_jobs.json  "${common[@]}" --name=pj --rw=randread --iodepth=4 --numjobs=2 \
+                    --lat_percentiles=1 --slat_percentiles=1 --output-format=json+
+run jsonplus_group.json "${common[@]}" --name=pg --rw=randread --iodepth=4 --numjobs=2 \
+                    --group_reporting --output-format=json+
 run terse.txt       "${common[@]}" --name=tmix --rw=randrw --numjobs=2 --output-format=terse
 run terse_v5.txt    "${common[@]}" --name=tv5 --rw=randrw --terse-version=5 --output-format=terse
 run normal.txt      "${common[@]}" --name=nmix --rw=randrw --numjobs=2 --output-format=normal
@@ -76,3 +85,20 @@ numjobs=2
 JOB
 run client.json --output-format=json --client=ip:127.0.0.1,$port1 "$work/client.fio" \
                 --client=ip:127.0.0.1,$port2 "$work/client.fio"
+
+# The same run seen per job and as fio's own sum ("All clients": sum_thread_stats over every job):
+# two jobs reading 1 MiB and two reading 3 MiB at 500 IOPS each, so they end 0.5 s and 1.5 s in.
+for size in 1M 3M; do
+    cat >"$work/rate$size.fio" <<JOB
+[global]
+ioengine=null
+bs=4k
+rw=randread
+rate_iops=500
+numjobs=2
+[rate$size]
+size=$size
+JOB
+done
+run client_plus.json --output-format=json+ --client=ip:127.0.0.1,$port1 "$work/rate1M.fio" \
+                --client=ip:127.0.0.1,$port2 "$work/rate3M.fio"
