@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from iobench.errors import FioError
+from iobench.hostfs import atomic_write
 from iobench.process import CommandNotFound, minimal_env, run_process
 
 OptionKind = Literal["int", "bool", "time", "choice", "float_list", "string"]
@@ -128,9 +129,7 @@ class FioCatalog:
         }
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}")
-            tmp.write_text(json.dumps(data))
-            os.replace(tmp, path)
+            atomic_write(path, json.dumps(data))
         except OSError:
             return
         self._dirty = False

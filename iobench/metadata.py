@@ -6,24 +6,12 @@ import os
 import platform
 import socket
 import subprocess
-from pathlib import Path
 from typing import Any
 
 from iobench import __version__
+from iobench.hostfs import SystemRoot
 from iobench.plan import Plan
 from iobench.process import CommandNotFound, run_process
-
-
-def _cpu_model() -> str | None:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return None
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("model name", "cpu", "Processor"):
-            return value.strip()
-    return None
 
 
 def _numactl_version() -> str | None:
@@ -78,7 +66,7 @@ def collect_metadata(plan: Plan) -> dict[str, Any]:
         "kernel": uname.release,
         "os": f"{uname.system} {uname.version}",
         "machine": uname.machine,
-        "cpu_model": _cpu_model(),
+        "cpu_model": SystemRoot().cpu_model(),
         "cpu_count": os.cpu_count(),
         "python": platform.python_version(),
         "iobench_version": __version__,

@@ -6,13 +6,12 @@ group while it runs and :func:`check_placement` compares what it saw with the pl
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from iobench.cpulist import format_cpulist, parse_cpulist
 from iobench.errors import TopologyError
+from iobench.hostfs import SystemRoot
 from iobench.process import descendants
 
 NUMA_MAPS_HEAD = 4096
@@ -31,25 +30,14 @@ class Observed:
 
 
 def memory_policy(pid: int, proc: str = "/proc") -> str | None:
-    """The NUMA policy of the process's first mappings (``bind:1``, ``default``…), from numa_maps.
+    """The NUMA policies of the process's first mappings (``bind:1``, ``default``…), comma-joined.
 
-    The kernel builds numa_maps one mapping at a time as it is read, so one
-    short read stays cheap however much fio has mapped; mappings without a
-    policy of their own show the process's.
+    Only the first :data:`NUMA_MAPS_HEAD` bytes of numa_maps are read, so a
+    poll stays cheap however much fio has mapped (see
+    :meth:`~iobench.hostfs.SystemRoot.memory_policies`).
     """
-    try:
-        fd = os.open(Path(proc) / str(pid) / "numa_maps", os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        head = os.read(fd, NUMA_MAPS_HEAD)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    complete = head.decode(errors="replace").split("\n")[:-1]
-    policies = {line.split()[1] for line in complete if len(line.split()) > 1}
-    return ",".join(sorted(policies)) or None
+    policies = SystemRoot(procfs=proc).memory_policies(pid, NUMA_MAPS_HEAD)
+    return ",".join(policies or ()) or None
 
 
 def observe_group(root: int, proc: str = "/proc", *, policies: bool = True) -> list[Observed]:
@@ -57,24 +45,23 @@ def observe_group(root: int, proc: str = "/proc", *, policies: bool = True) -> l
 
     The policy needs a walk of ``numa_maps``, the costly part; ``policies=False`` skips it.
     """
+    system = SystemRoot(procfs=proc)
     found = []
     for pid in descendants(root, proc):
-        try:
-            status = (Path(proc) / str(pid) / "status").read_text()
-        except OSError:
+        info = system.process_status(pid)
+        if info is None:
             continue
-        info = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
         try:
-            cpus = parse_cpulist(info.get("Cpus_allowed_list", "").strip())
+            cpus = parse_cpulist(info.get("Cpus_allowed_list", ""))
         except TopologyError:
             continue
         found.append(
             Observed(
                 pid=pid,
-                comm=info.get("Name", "").strip(),
+                comm=info.get("Name", ""),
                 leader=pid == root,
                 cpus=cpus,
-                mems=info.get("Mems_allowed_list", "").strip() or None,
+                mems=info.get("Mems_allowed_list") or None,
                 policy=memory_policy(pid, proc) if policies else None,
             )
         )

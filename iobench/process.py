@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iobench.errors import IobenchError
+from iobench.hostfs import SystemRoot
 
 KILL_GRACE_S = 5.0
 
@@ -55,7 +56,7 @@ def descendants(pid: int, proc: str = "/proc") -> list[int]:
     unset, or ``pid`` gone) every process's parent link in /proc is read instead.
     """
     children_of: Callable[[int], list[int]]
-    if os.path.exists(f"{proc}/{pid}/task/{pid}/children"):
+    if SystemRoot(procfs=proc).has_children_lists(pid):
         children_of = functools.partial(_task_children, proc=proc)
     else:
         children_of = _children_by_scan(proc).__getitem__
@@ -68,33 +69,14 @@ def descendants(pid: int, proc: str = "/proc") -> list[int]:
 
 
 def _task_children(pid: int, proc: str) -> list[int]:
-    children: list[int] = []
-    try:
-        tasks = os.listdir(f"{proc}/{pid}/task")
-    except OSError:
-        return children
-    for task in tasks:
-        try:
-            with open(f"{proc}/{pid}/task/{task}/children") as handle:
-                children.extend(int(child) for child in handle.read().split())
-        except OSError:
-            continue
-    return children
+    return SystemRoot(procfs=proc).task_children(pid)
 
 
 def _children_by_scan(proc: str) -> defaultdict[int, list[int]]:
     """Parent pid → child pids, from every process's ``stat``."""
     children: defaultdict[int, list[int]] = defaultdict(list)
-    for entry in os.listdir(proc):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"{proc}/{entry}/stat") as handle:
-                fields = handle.read().rpartition(")")[2].split()
-        except OSError:
-            continue
-        if len(fields) > 1:
-            children[int(fields[1])].append(int(entry))
+    for pid, ppid in SystemRoot(procfs=proc).parent_pids().items():
+        children[ppid].append(pid)
     return children
 
 

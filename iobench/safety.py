@@ -26,22 +26,16 @@ import errno
 import json
 import os
 import shutil
-import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from iobench.errors import SafetyError
+from iobench.hostfs import SystemRoot, atomic_write, block_node_devno, devno_text, state_dir
 from iobench.matrix import Matrix, Target
 from iobench.process import CommandNotFound, Completed, minimal_env, run_process
 from iobench.topology import TargetLocation
-
-
-def state_dir() -> Path:
-    """Where iobench keeps state between runs (``$XDG_STATE_HOME/iobench``)."""
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "iobench"
 
 
 def _registry_path() -> Path:
@@ -75,137 +69,44 @@ def remember_created(paths: Iterable[str]) -> None:
             continue
     target = _registry_path()
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(json.dumps(registry, indent=1, sort_keys=True))
-    tmp.replace(target)
+    atomic_write(target, json.dumps(registry, indent=1, sort_keys=True))
 
 
 # --- what the kernel is using -------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Mount:
-    devno: str
-    point: str
-    source: str
+def _swap_devnos(system: SystemRoot) -> set[str]:
+    return {block_node_devno(name) or name for name in system.swaps()}
 
 
-def _mounts(proc: Path) -> list[_Mount]:
-    try:
-        lines = (proc / "self" / "mountinfo").read_text().splitlines()
-    except OSError:
-        return []
-    mounts = []
-    for line in lines:
-        fields = line.split()
-        if " - " not in line or len(fields) < 5:
-            continue
-        after = line.split(" - ", 1)[1].split()
-        source = after[1] if len(after) > 1 else ""
-        mounts.append(_Mount(fields[2], fields[4].replace("\\040", " "), source))
-    return mounts
+def _stack_and_disks(system: SystemRoot, name: str) -> set[str]:
+    """``name``, every device under it (dm/md members, recursively) and the disk of each partition among them."""
+    return {n for device in system.devices_below(name) for n in (device, system.whole_disk(device))}
 
 
-def _devno_of_node(path: str) -> str | None:
-    if not path.startswith("/"):
-        return None  # "proc", "tmpfs": not a device, and must not be looked up in the cwd
-    try:
-        info = os.stat(path)
-    except OSError:
-        return None
-    if not stat.S_ISBLK(info.st_mode):
-        return None
-    return f"{os.major(info.st_rdev)}:{os.minor(info.st_rdev)}"
-
-
-def _swap_devnos(proc: Path) -> set[str]:
-    try:
-        lines = (proc / "swaps").read_text().splitlines()[1:]
-    except OSError:
-        return set()
-    found = set()
-    for line in lines:
-        if line.strip():
-            found.add(_devno_of_node(line.split()[0].replace("\\040", " ")) or line.split()[0])
-    return found
-
-
-def _devno(sys_block: Path) -> str | None:
-    try:
-        return (sys_block / "dev").read_text().strip()
-    except OSError:
-        return None
-
-
-def _class_dir(sysfs: Path, name: str) -> Path:
-    return Path(os.path.realpath(sysfs / "class" / "block" / name))
-
-
-def _block_dirs(name: str, sysfs: Path) -> list[Path]:
-    """The sysfs directory of ``name`` and of each of its partitions."""
-    base = _class_dir(sysfs, name)
-    dirs = [base]
-    try:
-        dirs += [base / child for child in sorted(os.listdir(base)) if (base / child / "partition").exists()]
-    except OSError:
-        pass
-    return dirs
-
-
-def _name_of_devno(sysfs: Path, devno: str) -> str | None:
-    try:
-        names = os.listdir(sysfs / "class" / "block")
-    except OSError:
-        return None
-    return next((n for n in sorted(names) if _devno(sysfs / "class" / "block" / n) == devno), None)
-
-
-def _whole_disks(sysfs: Path, name: str, seen: frozenset[str] = frozenset()) -> set[str]:
-    """``name`` itself, the disk of a partition, and the members under dm/md, recursively."""
-    if name in seen:
-        return set()
-    directory = _class_dir(sysfs, name)
-    found = {name}
-    if (directory / "partition").exists():
-        found.add(directory.parent.name)
-    try:
-        slaves = os.listdir(directory / "slaves")
-    except OSError:
-        slaves = []
-    for slave in slaves:
-        found |= _whole_disks(sysfs, slave, seen | {name})
-    return found
-
-
-def _root_disks(sysfs: Path, proc: Path) -> set[str]:
+def _root_disks(system: SystemRoot) -> set[str]:
     """Every device under ``/``: its device, that device's disk and, for dm/md, their members."""
-    devnos = {m.devno for m in _mounts(proc) if m.point == "/"}
+    root_mounts = [m for m in system.mounts() if m.point == "/"]
+    devnos = {m.devno for m in root_mounts}
     try:
-        dev = os.stat("/").st_dev
-        devnos.add(f"{os.major(dev)}:{os.minor(dev)}")
+        devnos.add(devno_text(os.stat("/").st_dev))
     except OSError:
         pass
     # btrfs and friends report an anonymous 0:N; the mount source names the device.
-    devnos |= {d for m in _mounts(proc) if m.point == "/" for d in [_devno_of_node(m.source)] if d}
-    names = {n for devno in devnos for n in [_name_of_devno(sysfs, devno)] if n}
-    disks: set[str] = set()
-    for name in names:
-        disks |= _whole_disks(sysfs, name)
-    return disks
+    devnos |= {d for m in root_mounts for d in [block_node_devno(m.source)] if d}
+    names = {n for devno in devnos for n in [system.block_name(devno)] if n}
+    return {disk for name in names for disk in _stack_and_disks(system, name)}
 
 
-def _in_use(directory: Path, mounted: set[str], swaps: set[str]) -> str | None:
-    label, devno = directory.name, _devno(directory)
+def _in_use(system: SystemRoot, name: str, mounted: set[str], swaps: set[str]) -> str | None:
+    devno = system.block_devno(name)
     if devno is not None and devno in mounted:
-        return f"{label} is mounted"
+        return f"{name} is mounted"
     if devno is not None and devno in swaps:
-        return f"{label} is in use as swap"
-    try:
-        holders = sorted(os.listdir(directory / "holders"))
-    except OSError:
-        holders = []
+        return f"{name} is in use as swap"
+    holders = system.holders(name)
     if holders:
-        return f"{label} is held by {', '.join(holders)} (LVM, md or device-mapper)"
+        return f"{name} is held by {', '.join(holders)} (LVM, md or device-mapper)"
     return None
 
 
@@ -243,18 +144,21 @@ def device_refusal(
     sysfs, proc
         Where sysfs and procfs are; fake trees in tests.
     """
-    sysdir, procdir = Path(sysfs), Path(proc)
+    return _device_refusal(location, SystemRoot(sysfs=sysfs, procfs=proc))
+
+
+def _device_refusal(location: TargetLocation, system: SystemRoot) -> str | None:
     node = os.path.realpath(location.path)
     name = location.device or Path(node).name
-    mounts = _mounts(procdir)
-    mounted = {m.devno for m in mounts} | {d for m in mounts for d in [_devno_of_node(m.source)] if d}
-    swaps = _swap_devnos(procdir)
-    for directory in _block_dirs(name, sysdir):
-        reason = _in_use(directory, mounted, swaps)
+    mounts = system.mounts()
+    mounted = {m.devno for m in mounts} | {d for m in mounts for d in [block_node_devno(m.source)] if d}
+    swaps = _swap_devnos(system)
+    for device in (name, *system.partitions(name)):
+        reason = _in_use(system, device, mounted, swaps)
         if reason:
             return reason
-    root = _root_disks(sysdir, procdir)
-    if (set(location.disks) | _whole_disks(sysdir, name)) & root:
+    root = _root_disks(system)
+    if (set(location.disks) | _stack_and_disks(system, name)) & root:
         return f"{name} holds the root filesystem"
     if _claimed(node):
         return f"{name} is in use by the kernel (mounted, swap, or part of a RAID, LVM or btrfs volume)"
@@ -445,38 +349,30 @@ def _describe(found: Iterable[Signature], node: str) -> str:
     return " and ".join(parts)
 
 
-def _node_of(directory: Path) -> str | None:
-    """The /dev node of a sysfs block directory, checked by device number."""
-    devno = _devno(directory)
-    for candidate in (f"/dev/{directory.name}", f"/dev/block/{devno}"):
-        if devno is not None and _devno_of_node(candidate) == devno:
+def _node_of(system: SystemRoot, name: str) -> str | None:
+    """The /dev node of a block device, checked by device number."""
+    devno = system.block_devno(name)
+    for candidate in (f"/dev/{name}", f"/dev/block/{devno}"):
+        if devno is not None and block_node_devno(candidate) == devno:
             return candidate
     return None
 
 
-def _stack(name: str, sysfs: Path, seen: frozenset[str] = frozenset()) -> list[Path]:
-    """Sysfs directories of ``name``, its partitions and every device under it (dm/md members), recursively."""
-    if name in seen:
-        return []
-    dirs = _block_dirs(name, sysfs)
-    try:
-        slaves = sorted(os.listdir(dirs[0] / "slaves"))
-    except OSError:
-        slaves = []
-    for slave in slaves:
-        dirs += _stack(slave, sysfs, seen | {name})
-    return dirs
+def _to_probe(system: SystemRoot, name: str) -> list[str]:
+    """``name``, its partitions and every device under it (dm/md members) with theirs, recursively."""
+    stack = (n for device in system.devices_below(name) for n in (device, *system.partitions(device)))
+    return list(dict.fromkeys(stack))
 
 
-def _signature_refusal(target: Target, location: TargetLocation, sysfs: Path) -> str | None:
+def _signature_refusal(target: Target, location: TargetLocation, system: SystemRoot) -> str | None:
     node = os.path.realpath(target.path)
-    directories = list(dict.fromkeys(_stack(location.device or Path(node).name, sysfs)))
+    devices = _to_probe(system, location.device or Path(node).name)
     found: list[Signature] = []
     try:
-        for i, directory in enumerate(directories):
-            path = node if i == 0 else _node_of(directory)
+        for i, device in enumerate(devices):
+            path = node if i == 0 else _node_of(system, device)
             if path is None:
-                raise ProbeError(f"{directory.name} has no node in /dev to probe")
+                raise ProbeError(f"{device} has no node in /dev to probe")
             found += probe_signatures(path)
     except ProbeError as exc:
         return (
@@ -492,28 +388,28 @@ def _signature_refusal(target: Target, location: TargetLocation, sysfs: Path) ->
 
 
 def _same_device(path: str, others: Iterable[str]) -> bool:
-    real, devno = os.path.realpath(path), _devno_of_node(path)
+    real, devno = os.path.realpath(path), block_node_devno(path)
     for other in others:
-        if os.path.realpath(other) == real or (devno is not None and _devno_of_node(other) == devno):
+        if os.path.realpath(other) == real or (devno is not None and block_node_devno(other) == devno):
             return True
     return False
 
 
 def _check_block(
-    target: Target, location: TargetLocation, allow_write: tuple[str, ...], sysfs: Path, proc: Path
+    target: Target, location: TargetLocation, allow_write: tuple[str, ...], system: SystemRoot
 ) -> str | None:
     if not target.allow_write:
         return (
             f"target {target.path} is a block device and the matrix writes to it; "
             "add `allow_write: true` to the target if its data may be destroyed"
         )
-    refusal = device_refusal(location, sysfs=sysfs, proc=proc)
+    refusal = _device_refusal(location, system)
     if refusal:
         return f"target {target.path}: {refusal}; iobench never writes to it"
     if _same_device(target.path, allow_write):
         # Named on the command line: whatever it holds may go, so nothing needs to be known about it.
         return None
-    return _signature_refusal(target, location, sysfs)
+    return _signature_refusal(target, location, system)
 
 
 def _check_file(target: Target, writes: bool) -> str | None:
@@ -572,11 +468,12 @@ def check_targets(
     SafetyError
         Naming each target and what to do about it.
     """
+    system = SystemRoot(sysfs=sysfs, procfs=proc)
     problems: list[str] = []
     for target in matrix.targets:
         location = locations[target.path]
         if location.kind == "block":
-            problem = _check_block(target, location, allow_write, Path(sysfs), Path(proc)) if writes else None
+            problem = _check_block(target, location, allow_write, system) if writes else None
         elif location.kind == "unknown":
             problem = f"target {target.path} does not exist"
         else:

@@ -1,7 +1,8 @@
 """Read-only discovery of NUMA nodes, cores and block devices from sysfs.
 
-Everything is read below ``<fsroot>/sys``, so a snapshot of another machine's
-sysfs can stand in for the live one (hwloc's ``HWLOC_FSROOT`` convention).
+Everything is read below ``<fsroot>/sys`` through :class:`iobench.hostfs.SystemRoot`,
+so a snapshot of another machine's sysfs can stand in for the live one
+(hwloc's ``HWLOC_FSROOT`` convention).
 sysfs files go missing across kernels, architectures and permissions; a file
 that cannot be read makes its field ``None`` (or empty) rather than an error.
 """
@@ -15,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from iobench.cpulist import parse_cpulist, parse_cpumask
+from iobench.cpulist import parse_cpulist
 from iobench.errors import TopologyError
+from iobench.hostfs import SystemRoot, devno_text
 
 __all__ = [
     "Core",
@@ -265,17 +267,21 @@ def discover_topology(fsroot: str | os.PathLike[str] = "/") -> Topology:
     TopologyError
         When ``<fsroot>/sys/devices/system/cpu`` does not exist.
     """
-    sysdir = Path(fsroot) / "sys"
-    cpudir = sysdir / "devices" / "system" / "cpu"
-    if not cpudir.is_dir():
+    system = SystemRoot(fsroot)
+    cpudir = system.path("sys/devices/system/cpu")
+    if not system.is_dir(cpudir):
         raise TopologyError(
             f"{cpudir} does not exist: {os.fspath(fsroot)!r} is not a root with a sysfs tree "
             "(for a snapshot, pass the folder that contains sys/)"
         )
-    online = _online_cpus(cpudir)
-    nodes = _read_nodes(sysdir / "devices" / "system" / "node", online)
-    cores = _read_cores(cpudir, online, nodes)
-    devices = _read_devices(sysdir, nodes)
+    online = _online_cpus(system, cpudir)
+    nodes = _read_nodes(system, system.path("sys/devices/system/node"), online)
+    cores = _read_cores(system, cpudir, online, nodes)
+    devices = tuple(
+        _read_device(system, name, nodes)
+        for name in system.whole_disks()
+        if not _HIDDEN_DEVICES.fullmatch(name)
+    )
     return Topology(nodes=nodes, cores=cores, devices=devices, fsroot=os.fspath(fsroot))
 
 
@@ -299,64 +305,19 @@ def locate_target(path: str, topology: Topology) -> TargetLocation:
         ``home_node`` is None when the kernel does not know the disks' node,
         when stacked members disagree, or when there is no block device.
     """
-    sysdir = Path(topology.fsroot) / "sys"
-    if os.path.realpath(topology.fsroot) == "/":
-        kind, device = _stat_target(path, sysdir)
-    else:
-        kind, device = _name_target(path, Path(topology.fsroot), sysdir)
+    system = SystemRoot(topology.fsroot)
+    kind, device = _stat_target(path, system) if system.live else _name_target(path, system)
     if device is None:
         return TargetLocation(path=path, kind=kind, device=None, disks=(), home_node=None)
-    disks = _member_disks(sysdir, device, frozenset())
-    homes = {_home_node(_block_dir(sysdir, disk), sysdir, topology.nodes) for disk in disks}
+    disks = system.disks_under(device)
+    homes = {_home_node(system, system.block_dir(disk), topology.nodes) for disk in disks}
     home = homes.pop() if len(homes) == 1 else None
     return TargetLocation(path=path, kind=kind, device=device, disks=disks, home_node=home)
 
 
-# --- reading files -----------------------------------------------------------
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(errors="replace").replace("\x00", "").strip()
-    except (OSError, ValueError):
-        return None
-
-
-def _read_int(path: Path) -> int | None:
-    text = _read(path)
-    try:
-        return int(text) if text is not None else None
-    except ValueError:
-        return None
-
-
-def _read_cpus(directory: Path, list_name: str, mask_name: str) -> tuple[int, ...] | None:
-    """Read a CPU set from its list file, or from the hex mask old kernels have."""
-    for name, parse in ((list_name, parse_cpulist), (mask_name, parse_cpumask)):
-        text = _read(directory / name)
-        if text is None:
-            continue
-        try:
-            return parse(text)
-        except TopologyError:
-            continue
-    return None
-
-
-def _listdir(path: Path) -> tuple[str, ...]:
-    try:
-        return tuple(sorted((entry.name for entry in path.iterdir()), key=_natural_key))
-    except OSError:
-        return ()
-
-
-def _natural_key(name: str) -> tuple[Any, ...]:
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
-
-
-def _numbered(directory: Path, prefix: str) -> list[tuple[int, Path]]:
+def _numbered(system: SystemRoot, directory: Path, prefix: str) -> list[tuple[int, Path]]:
     found = []
-    for name in _listdir(directory):
+    for name in system.list_dir(directory):
         match = _NUMBERED.fullmatch(name)
         if match and name.startswith(prefix):
             found.append((int(match.group(1)), directory / name))
@@ -366,11 +327,11 @@ def _numbered(directory: Path, prefix: str) -> list[tuple[int, Path]]:
 # --- CPUs, nodes, cores ------------------------------------------------------
 
 
-def _online_cpus(cpudir: Path) -> tuple[int, ...]:
+def _online_cpus(system: SystemRoot, cpudir: Path) -> tuple[int, ...]:
     """Online CPUs: ``cpu/online`` if readable, else every CPU not marked offline."""
-    present = _numbered(cpudir, "cpu")
-    offline = {cpu for cpu, path in present if _read(path / "online") == "0"}
-    text = _read(cpudir / "online")
+    present = _numbered(system, cpudir, "cpu")
+    offline = {cpu for cpu, path in present if system.read_text(path / "online") == "0"}
+    text = system.read_text(cpudir / "online")
     listed: tuple[int, ...] | None = None
     if text is not None:
         try:
@@ -381,15 +342,15 @@ def _online_cpus(cpudir: Path) -> tuple[int, ...]:
     return tuple(cpu for cpu in candidates if cpu not in offline)
 
 
-def _read_nodes(nodedir: Path, online: tuple[int, ...]) -> tuple[Node, ...]:
-    found = _numbered(nodedir, "node")
+def _read_nodes(system: SystemRoot, nodedir: Path, online: tuple[int, ...]) -> tuple[Node, ...]:
+    found = _numbered(system, nodedir, "node")
     if not found:
         return (Node(id=0, cpus=online, distances=(10,)),)
     online_set = set(online)
     nodes = []
     for node_id, path in found:
-        cpus = _read_cpus(path, "cpulist", "cpumap") or ()
-        nodes.append((node_id, tuple(c for c in cpus if c in online_set), _distances(path)))
+        cpus = system.read_cpus(path, "cpulist", "cpumap") or ()
+        nodes.append((node_id, tuple(c for c in cpus if c in online_set), _distances(system, path)))
     # The kernel writes one distance per online node in id order; a row of
     # another length cannot be matched to our nodes, so it is dropped.
     return tuple(
@@ -398,15 +359,17 @@ def _read_nodes(nodedir: Path, online: tuple[int, ...]) -> tuple[Node, ...]:
     )
 
 
-def _distances(nodepath: Path) -> tuple[int, ...]:
-    text = _read(nodepath / "distance")
+def _distances(system: SystemRoot, nodepath: Path) -> tuple[int, ...]:
+    text = system.read_text(nodepath / "distance")
     try:
         return tuple(int(word) for word in text.split()) if text else ()
     except ValueError:
         return ()
 
 
-def _read_cores(cpudir: Path, online: tuple[int, ...], nodes: tuple[Node, ...]) -> tuple[Core, ...]:
+def _read_cores(
+    system: SystemRoot, cpudir: Path, online: tuple[int, ...], nodes: tuple[Node, ...]
+) -> tuple[Core, ...]:
     """Group online CPUs into physical cores.
 
     ``thread_siblings`` is the kernel's own statement of which threads share a
@@ -419,12 +382,12 @@ def _read_cores(cpudir: Path, online: tuple[int, ...], nodes: tuple[Node, ...]) 
     ids: dict[int, tuple[int, int]] = {}
     for cpu in online:
         topo = cpudir / f"cpu{cpu}" / "topology"
-        if not topo.is_dir():
+        if not system.is_dir(topo):
             continue
-        package = _read_int(topo / "physical_package_id")
-        core_id = _read_int(topo / "core_id")
+        package = system.read_int(topo / "physical_package_id")
+        core_id = system.read_int(topo / "core_id")
         ids[cpu] = (package if package is not None else -1, core_id if core_id is not None else cpu)
-        siblings = _read_cpus(topo, "thread_siblings_list", "thread_siblings")
+        siblings = system.read_cpus(topo, "thread_siblings_list", "thread_siblings")
         key: tuple[int, ...] | tuple[str, int, int]
         if siblings and cpu in siblings:
             key = tuple(c for c in siblings if c in online_set)
@@ -442,50 +405,25 @@ def _read_cores(cpudir: Path, online: tuple[int, ...], nodes: tuple[Node, ...]) 
 # --- block devices -----------------------------------------------------------
 
 
-def _block_dir(sysdir: Path, name: str) -> Path:
-    """The sysfs directory of a block device or partition (class/block covers both)."""
-    for parent in ("class/block", "block"):
-        candidate = sysdir / parent / name
-        if candidate.exists():
-            return Path(os.path.realpath(candidate))
-    return sysdir / "class" / "block" / name
-
-
-def _is_partition(directory: Path) -> bool:
-    return (directory / "partition").exists()
-
-
-def _whole_disk_names(sysdir: Path) -> list[str]:
-    names = set(_listdir(sysdir / "block"))
-    names.update(
-        name
-        for name in _listdir(sysdir / "class" / "block")
-        if not _is_partition(sysdir / "class" / "block" / name)
-    )
-    return sorted((n for n in names if not _HIDDEN_DEVICES.fullmatch(n)), key=_natural_key)
-
-
-def _read_devices(sysdir: Path, nodes: tuple[Node, ...]) -> tuple[Device, ...]:
-    return tuple(_read_device(sysdir, name, nodes) for name in _whole_disk_names(sysdir))
-
-
-def _read_device(sysdir: Path, name: str, nodes: tuple[Node, ...]) -> Device:
-    path = _block_dir(sysdir, name)
-    scheduler, schedulers = parse_scheduler(_read(path / "queue" / "scheduler"))
-    rotational = _read(path / "queue" / "rotational")
-    sectors = _read_int(path / "size")
+def _read_device(system: SystemRoot, name: str, nodes: tuple[Node, ...]) -> Device:
+    path = system.block_dir(name)
+    if path is None:  # a dangling link in class/block: listed, nothing to read
+        return Device(name, None, None, (), None, None, None, None, (), (), ())
+    scheduler, schedulers = parse_scheduler(system.read_text(path / "queue" / "scheduler"))
+    rotational = system.read_text(path / "queue" / "rotational")
+    sectors = system.read_int(path / "size")
     return Device(
         name=name,
-        numa_node=_home_node(path, sysdir, nodes),
+        numa_node=_home_node(system, path, nodes),
         scheduler=scheduler,
         schedulers=schedulers,
-        readahead_kb=_read_int(path / "queue" / "read_ahead_kb"),
+        readahead_kb=system.read_int(path / "queue" / "read_ahead_kb"),
         rotational={"0": False, "1": True}.get(rotational or ""),
-        model=_read(path / "device" / "model") or None,
+        model=system.read_text(path / "device" / "model") or None,
         size_bytes=sectors * 512 if sectors is not None else None,
-        partitions=tuple(n for n in _listdir(path) if _is_partition(path / n)),
-        holders=_listdir(path / "holders"),
-        slaves=_listdir(path / "slaves"),
+        partitions=system.partitions(name),
+        holders=system.holders(name),
+        slaves=system.slaves(name),
     )
 
 
@@ -502,16 +440,18 @@ def parse_scheduler(text: str | None) -> tuple[str | None, tuple[str, ...]]:
     return (offered[0] if len(offered) == 1 else None), offered
 
 
-def _home_node(devpath: Path, sysdir: Path, nodes: tuple[Node, ...]) -> int | None:
+def _home_node(system: SystemRoot, devpath: Path | None, nodes: tuple[Node, ...]) -> int | None:
     """Walk up from a block device to the first ancestor that states its NUMA node."""
-    top = Path(os.path.realpath(sysdir / "devices"))
+    if devpath is None:
+        return None
+    top = system.realpath("sys/devices")
     current = devpath
     while current != top and top in current.parents:
-        node = _read_int(current / "numa_node")
+        node = system.read_int(current / "numa_node")
         if node is not None:
             if node >= 0:
                 return node
-            return _node_of_cpus(_read_cpus(current, "local_cpulist", "local_cpus"), nodes)
+            return _node_of_cpus(system.read_cpus(current, "local_cpulist", "local_cpus"), nodes)
         current = current.parent
     return None
 
@@ -545,14 +485,14 @@ def _device_dict(device: Device) -> dict[str, Any]:
 # --- targets -----------------------------------------------------------------
 
 
-def _stat_target(path: str, sysdir: Path) -> tuple[Literal["block", "file", "unknown"], str | None]:
+def _stat_target(path: str, system: SystemRoot) -> tuple[Literal["block", "file", "unknown"], str | None]:
     existing = Path(path)
     try:
         info = existing.stat()
     except OSError:
         info = None
     if info is not None and stat.S_ISBLK(info.st_mode):
-        return "block", _name_from_devno(sysdir, info.st_rdev)
+        return "block", system.block_name(devno_text(info.st_rdev))
     if info is not None and not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
         return "unknown", None
     while info is None:
@@ -567,7 +507,7 @@ def _stat_target(path: str, sysdir: Path) -> tuple[Literal["block", "file", "unk
         return "unknown", None
     if os.major(info.st_dev) == 0:
         return "file", None
-    return "file", _name_from_devno(sysdir, info.st_dev)
+    return "file", system.block_name(devno_text(info.st_dev))
 
 
 def _on_devtmpfs(directory: Path, info: os.stat_result) -> bool:
@@ -578,54 +518,14 @@ def _on_devtmpfs(directory: Path, info: os.stat_result) -> bool:
     return info.st_dev == dev.st_dev and (directory == Path("/dev") or Path("/dev") in directory.parents)
 
 
-def _name_from_devno(sysdir: Path, devno: int) -> str | None:
-    link = sysdir / "dev" / "block" / f"{os.major(devno)}:{os.minor(devno)}"
-    if not link.exists():
-        return None
-    return Path(os.path.realpath(link)).name
-
-
-def _name_target(
-    path: str, fsroot: Path, sysdir: Path
-) -> tuple[Literal["block", "file", "unknown"], str | None]:
+def _name_target(path: str, system: SystemRoot) -> tuple[Literal["block", "file", "unknown"], str | None]:
     parts = Path(path).parts
     if parts[:2] != ("/", "dev"):
         return "file", None
-    name = _snapshot_dev_name(path, fsroot)
+    # A snapshot's dev/ may hold symlinks such as disk/by-id/x -> ../../sda1.
+    name = system.realpath(path.lstrip("/")).name
     if len(parts) == 4 and parts[2] == "mapper":
-        name = _dm_by_name(sysdir, parts[3]) or name
-    if (sysdir / "class" / "block" / name).exists() or (sysdir / "block" / name).exists():
+        name = system.dm_device(parts[3]) or name
+    if system.block_dir(name) is not None:
         return "block", name
     return "unknown", None
-
-
-def _snapshot_dev_name(path: str, fsroot: Path) -> str:
-    """A snapshot's ``dev/`` may hold symlinks such as ``disk/by-id/x -> ../../sda1``."""
-    inside = fsroot / path.lstrip("/")
-    try:
-        return inside.readlink().name
-    except OSError:
-        return Path(path).name
-
-
-def _dm_by_name(sysdir: Path, mapper_name: str) -> str | None:
-    for name in _listdir(sysdir / "block"):
-        if name.startswith("dm-") and _read(sysdir / "block" / name / "dm" / "name") == mapper_name:
-            return name
-    return None
-
-
-def _member_disks(sysdir: Path, name: str, seen: frozenset[str]) -> tuple[str, ...]:
-    """Whole disks under a device: through ``slaves/`` (dm, md) and partition parents."""
-    if name in seen:
-        return ()
-    path = _block_dir(sysdir, name)
-    slaves = _listdir(path / "slaves")
-    if slaves:
-        disks: dict[str, None] = {}
-        for slave in slaves:
-            disks.update(dict.fromkeys(_member_disks(sysdir, slave, seen | {name})))
-        return tuple(disks)
-    if _is_partition(path):
-        return (path.parent.name,)
-    return (name,)

@@ -7,7 +7,8 @@ way out of its ``with`` block: normal end, exception, Ctrl-C, and SIGTERM once
 the caller turns it into an exception.
 
 Everything here takes the sysfs root as a parameter so tests can use a tree in
-``tmp_path``; sysfs and procfs are written with ``open()``, never a shell.
+``tmp_path``; sysfs and procfs are read and written through
+:class:`iobench.hostfs.SystemRoot` (one ``write(2)`` per value, never a shell).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import errno
 import json
 import os
 import signal
-import stat
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -26,7 +26,7 @@ from types import TracebackType
 from typing import Any
 
 from iobench.errors import TuningError
-from iobench.safety import state_dir
+from iobench.hostfs import SystemFileError, SystemRoot, atomic_write, fsync_directory, state_dir
 from iobench.topology import parse_scheduler
 
 QUEUE_SETTINGS = ("scheduler", "readahead_kb")
@@ -40,33 +40,28 @@ Settings = dict[str, Value]
 # --- reading -----------------------------------------------------------------
 
 
-def _disk_dir(disk: str, sysfs: str | os.PathLike[str]) -> Path:
+def _disk_dir(disk: str, system: SystemRoot) -> Path:
     if not disk or "/" in disk or disk.startswith("."):
         raise TuningError(f"{disk!r} is not a disk name (expected e.g. sda, nvme0n1, loop0)")
-    # Some kernels (and snapshots of them) list a disk under class/block only.
-    for parent in ("block", "class/block"):
-        candidate = Path(sysfs) / parent / disk
-        if candidate.exists():
-            return candidate
-    return Path(sysfs) / "block" / disk
+    return system.block_dir(disk) or system.path("sys/block") / disk
 
 
-def _setting_path(disk: str, name: str, sysfs: str | os.PathLike[str]) -> Path:
+def _setting_path(disk: str, name: str, system: SystemRoot) -> Path:
     if name not in _FILES:
         raise TuningError(f"unknown device setting {name!r}; iobench sets {', '.join(QUEUE_SETTINGS)}")
-    return _disk_dir(disk, sysfs) / _FILES[name]
+    return _disk_dir(disk, system) / _FILES[name]
 
 
-def _read_text(path: Path, disk: str) -> str:
+def _read_text(system: SystemRoot, path: Path, disk: str) -> str:
     try:
-        return path.read_text().strip()
-    except FileNotFoundError:
-        raise TuningError(
-            f"{disk} has no {path.parent.name}/{path.name} under {path.parents[2]}: "
-            "not a whole disk (a partition, or gone?)"
-        ) from None
-    except OSError as exc:
-        raise TuningError(f"cannot read {path}: {exc.strerror}") from None
+        return system.read_required(path)
+    except SystemFileError as exc:
+        if exc.missing:
+            raise TuningError(
+                f"{disk} has no {path.parent.name}/{path.name} under {path.parents[2]}: "
+                "not a whole disk (a partition, or gone?)"
+            ) from None
+        raise TuningError(str(exc)) from None
 
 
 def offered_schedulers(disk: str, sysfs: str | os.PathLike[str] = "/sys") -> tuple[str, ...]:
@@ -77,7 +72,8 @@ def offered_schedulers(disk: str, sysfs: str | os.PathLike[str] = "/sys") -> tup
     TuningError
         When ``<sysfs>/block/<disk>/queue/scheduler`` cannot be read.
     """
-    return parse_scheduler(_read_text(_setting_path(disk, "scheduler", sysfs), disk))[1]
+    system = SystemRoot(sysfs=sysfs)
+    return parse_scheduler(_read_text(system, _setting_path(disk, "scheduler", system), disk))[1]
 
 
 def read_setting(disk: str, name: str, *, sysfs: str | os.PathLike[str] = "/sys") -> Value:
@@ -88,8 +84,9 @@ def read_setting(disk: str, name: str, *, sysfs: str | os.PathLike[str] = "/sys"
     TuningError
         When the file is missing or unreadable, or its content is not understood.
     """
-    path = _setting_path(disk, name, sysfs)
-    text = _read_text(path, disk)
+    system = SystemRoot(sysfs=sysfs)
+    path = _setting_path(disk, name, system)
+    text = _read_text(system, path, disk)
     if name == "scheduler":
         return parse_scheduler(text)[0] or ""
     try:
@@ -124,18 +121,6 @@ def read_settings(disk: str, *, sysfs: str | os.PathLike[str] = "/sys") -> Setti
 # --- validation at plan time -------------------------------------------------
 
 
-def _writable(path: Path) -> bool:
-    # root passes access(2) on any mode, but sysfs attributes without a store
-    # method are 0444 and refuse writes even from root.
-    try:
-        mode = path.stat().st_mode
-    except OSError:
-        return False
-    return bool(mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)) and os.access(
-        path, os.W_OK, effective_ids=os.access in os.supports_effective_ids
-    )
-
-
 def _value_problem(disk: str, name: str, value: object, sysfs: str | os.PathLike[str]) -> str | None:
     if name == "readahead_kb":
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -150,23 +135,24 @@ def _value_problem(disk: str, name: str, value: object, sysfs: str | os.PathLike
 
 
 def _disk_problems(disk: str, wanted: Mapping[str, object], sysfs: str | os.PathLike[str]) -> list[str]:
+    system = SystemRoot(sysfs=sysfs)
     try:
-        queue = _disk_dir(disk, sysfs) / "queue"
+        queue = _disk_dir(disk, system) / "queue"
     except TuningError as exc:
         return [str(exc)]
-    if not queue.is_dir():
+    if not system.is_dir(queue):
         return [f"{disk} has no {queue}: device settings need a whole block disk"]
     problems = []
     for name, value in wanted.items():
         try:
-            path = _setting_path(disk, name, sysfs)
+            path = _setting_path(disk, name, system)
             problem = _value_problem(disk, name, value, sysfs)
         except TuningError as exc:
             problems.append(str(exc))
             continue
         if problem:
             problems.append(problem)
-        elif not _writable(path):
+        elif not system.writable(path):
             problems.append(f"{disk}: {path} is not writable; retry as root")
     return problems
 
@@ -199,15 +185,11 @@ def validate(
 # --- writing -----------------------------------------------------------------
 
 
-def _write_file(path: Path, text: str, what: str) -> None:
-    """Write ``text`` with one write(2) so that sysfs sees it whole; errors name ``what``."""
+def _write_file(system: SystemRoot, path: Path, text: str, what: str) -> None:
+    """Write a sysfs or procfs attribute; errors name ``what``, the errno and, for EACCES/EPERM, root."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
-        try:
-            os.write(fd, text.encode())
-        finally:
-            os.close(fd)
-    except OSError as exc:
+        system.write_attribute(path, text)
+    except SystemFileError as exc:
         code = errno.errorcode.get(exc.errno or 0, str(exc.errno))
         hint = "; retry as root" if exc.errno in (errno.EACCES, errno.EPERM) else ""
         raise TuningError(f"cannot {what}: {exc.strerror} ({code}){hint}") from None
@@ -224,8 +206,9 @@ def write_setting(disk: str, name: str, value: Value, *, sysfs: str | os.PathLik
     TuningError
         Naming the disk, setting, value and errno when the kernel refuses.
     """
-    path = _setting_path(disk, name, sysfs)
-    _write_file(path, str(value), f"set {name} of {disk} to {value!r} ({path})")
+    system = SystemRoot(sysfs=sysfs)
+    path = _setting_path(disk, name, system)
+    _write_file(system, path, str(value), f"set {name} of {disk} to {value!r} ({path})")
     return read_setting(disk, name, sysfs=sysfs)
 
 
@@ -238,8 +221,9 @@ def drop_caches(*, proc: str | os.PathLike[str] = "/proc") -> None:
         When ``<proc>/sys/vm/drop_caches`` cannot be written (not root).
     """
     os.sync()
-    path = Path(proc) / "sys" / "vm" / "drop_caches"
-    _write_file(path, "3", f"drop caches ({path})")
+    system = SystemRoot(procfs=proc)
+    path = system.path("proc/sys/vm/drop_caches")
+    _write_file(system, path, "3", f"drop caches ({path})")
 
 
 # --- the journal ---------------------------------------------------------------
@@ -252,16 +236,8 @@ def journal_dir() -> Path:
 
 def _proc_start_ticks(pid: int) -> int | None:
     """Start time of ``pid`` in clock ticks since boot; tells a live owner from a reused pid."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # comm (field 2) may hold spaces and parentheses; fields after the last ")" are fixed.
-    fields = text[text.rfind(")") + 2 :].split()
-    try:
-        return int(fields[19])
-    except (IndexError, ValueError):
-        return None
+    stat = SystemRoot().process_stat(pid)
+    return stat.start_ticks if stat is not None else None
 
 
 @dataclass(frozen=True)
@@ -353,31 +329,12 @@ def _journal_path(disk: str) -> Path:
     return journal_dir() / f"{disk}.json"
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_journal(journal: Journal) -> None:
     """Write atomically and durably: a crash leaves either no journal or a whole one."""
-    journal.path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = journal.path.with_name(f".{journal.path.name}.{os.getpid()}.tmp")
-    data = json.dumps(journal.to_json(), indent=1, sort_keys=True).encode()
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, journal.path)
-        _fsync_dir(journal.path.parent)
+        journal.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(journal.path, json.dumps(journal.to_json(), indent=1, sort_keys=True), mode=0o600)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         raise TuningError(
             f"cannot write journal {journal.path}: {exc.strerror}; nothing was changed"
         ) from None
@@ -387,14 +344,11 @@ def _remove_journal(journal: Journal) -> None:
     with contextlib.suppress(FileNotFoundError):
         journal.path.unlink()
     with contextlib.suppress(OSError):
-        _fsync_dir(journal.path.parent)
+        fsync_directory(journal.path.parent)
 
 
 def _dev_of(disk: str, sysfs: str | os.PathLike[str]) -> str | None:
-    try:
-        return (_disk_dir(disk, sysfs) / "dev").read_text().strip()
-    except (OSError, TuningError):
-        return None
+    return SystemRoot(sysfs=sysfs).block_devno(disk)
 
 
 def pending_journals() -> list[Journal]:
