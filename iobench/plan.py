@@ -17,10 +17,11 @@ from iobench import __version__
 from iobench.cpulist import format_cpulist
 from iobench.errors import TopologyError, TuningError
 from iobench.expand import Combo
+from iobench.hostfs import SystemRoot
 from iobench.jobfile import render_jobfile
 from iobench.matrix import Matrix, Target, point_writes
 from iobench.placement import Placement, Skip, resolve_placement
-from iobench.safety import check_targets
+from iobench.safety import check_targets, root_disks
 from iobench.topology import TargetLocation, Topology, discover_topology, locate_target
 from iobench.tuning import QUEUE_SETTINGS as SETTINGS
 from iobench.tuning import validate
@@ -304,7 +305,14 @@ def _check_settings(planner: _Planner, points: list[list[PlannedRun]], root: str
         for name, choices in names.items():
             for value in sorted(choices, key=str):
                 problems.update(validate({disk: {name: value}}, sysfs=os.path.join(root, "sys")))
-    if drop and os.path.realpath(root) == "/" and not os.access("/proc/sys/vm/drop_caches", os.W_OK):
+    live = os.path.realpath(root) == "/"
+    system_disks = root_disks(SystemRoot()) if live and distinct else set()
+    for disk in sorted(system_disks & set(distinct)):
+        problems.add(
+            f"disk {disk} holds / (the system disk): iobench does not change its "
+            f"{' or '.join(sorted(distinct[disk]))}; put the target on another disk or a loop device"
+        )
+    if drop and live and not SystemRoot().writable("proc/sys/vm/drop_caches"):
         problems.add("drop_caches: true needs root (it writes /proc/sys/vm/drop_caches)")
     if problems:
         raise TuningError(

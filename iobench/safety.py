@@ -84,7 +84,7 @@ def _stack_and_disks(system: SystemRoot, name: str) -> set[str]:
     return {n for device in system.devices_below(name) for n in (device, system.whole_disk(device))}
 
 
-def _root_disks(system: SystemRoot) -> set[str]:
+def root_disks(system: SystemRoot) -> set[str]:
     """Every device under ``/``: its device, that device's disk and, for dm/md, their members."""
     root_mounts = [m for m in system.mounts() if m.point == "/"]
     devnos = {m.devno for m in root_mounts}
@@ -157,7 +157,7 @@ def _device_refusal(location: TargetLocation, system: SystemRoot) -> str | None:
         reason = _in_use(system, device, mounted, swaps)
         if reason:
             return reason
-    root = _root_disks(system)
+    root = root_disks(system)
     if (set(location.disks) | _stack_and_disks(system, name)) & root:
         return f"{name} holds the root filesystem"
     if _claimed(node):

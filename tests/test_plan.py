@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from iobench.errors import SafetyError, TopologyError
+from iobench.errors import SafetyError, TopologyError, TuningError
 from iobench.matrix import load_matrix
 from iobench.plan import plan
 from iobench.safety import remember_created
@@ -201,3 +201,27 @@ def test_a_home_node_the_machine_lacks_is_refused(write_matrix: Callable[..., Pa
     with pytest.raises(TopologyError, match="home_node 999 is not a NUMA node of this machine"):
         plan(load_matrix(path))
     assert not (tmp_path / "t.dat").exists()
+
+
+@pytest.mark.root
+def test_settings_of_the_system_disk_are_never_changed(write_matrix: Callable[..., Path]) -> None:
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as folder:
+        if os.stat(folder).st_dev != os.stat("/").st_dev:
+            pytest.skip("/var/tmp is not on the root filesystem here")
+        path = write_matrix(
+            f"""
+            version: 1
+            name: t
+            targets: [{{path: {folder}/t.dat, size: 1M}}]
+            fio: {{ioengine: null, rw: read}}
+            matrix: {{readahead_kb: [128, 256]}}
+            """
+        )
+        with pytest.raises(
+            TuningError, match=r"holds / \(the system disk\): iobench does not change its readahead_kb"
+        ):
+            plan(load_matrix(path))
+        assert os.listdir(folder) == []
