@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import shlex
 import sys
+import threading
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from iobench.errors import IobenchError
+from iobench.errors import FULL, EnvironmentFault, IobenchError, RunStorageError
 
 app = typer.Typer(
     name="iobench",
@@ -40,8 +43,26 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tex
 
 
 def _fail(exc: IobenchError) -> typer.Exit:
-    err.print(f"[bold red]iobench:[/] {exc}", markup=True, soft_wrap=True)
+    notes = "".join(f"\n  {note}" for note in getattr(exc, "__notes__", ()))
+    err.print(f"[bold red]iobench:[/] {escape(str(exc) + notes)}", markup=True, soft_wrap=True)
     return typer.Exit(code=exc.exit_code)
+
+
+def _os_fault(exc: OSError) -> typer.Exit:
+    """The last line of defence: a disk fault in a place no library call foresaw still gets one message."""
+    if exc.errno not in FULL | {errno.EROFS, errno.EIO, errno.EACCES, errno.EPERM}:
+        raise exc
+    return _fail(RunStorageError.from_os_error(exc))
+
+
+def _warm_up_figures() -> None:
+    # matplotlib takes a third of a second to import: do it while fio runs, not after.
+    def load() -> None:
+        import matplotlib.backends.backend_agg  # noqa: F401
+
+        import iobench.plots  # noqa: F401
+
+    threading.Thread(target=load, name="iobench-warm-up", daemon=True).start()
 
 
 def _print_json(data: Any) -> None:
@@ -63,12 +84,16 @@ def run(
     """Validate the matrix, run every point, save results and figures.
 
     Exit status: 0 all points ok, 1 some failed or timed out, 2 invalid input
-    or refused for safety (nothing ran), 130 interrupted (finished points kept).
+    or refused for safety (nothing ran), 3 the environment stopped the run
+    (disk full, run directory removed or read-only, target vanished; finished
+    points kept, the message says how to finish), 130 interrupted (finished
+    points kept).
     """
     from iobench.console import PlainProgress, RichProgress
     from iobench.matrix import load_matrix
     from iobench.runner import NullProgress, Progress
     from iobench.runner import run as run_matrix
+    from iobench.store import run_figures
 
     progress: Progress
     if quiet:
@@ -79,11 +104,25 @@ def run(
         progress = PlainProgress(sys.stdout)
     try:
         m = load_matrix(matrix, targets=target or [], allow_write=allow_write or [])
+        _warm_up_figures()
         result = run_matrix(
-            m, out=out, resume=resume, allow_write=allow_write or [], fail_fast=fail_fast, progress=progress
+            m,
+            out=out,
+            resume=resume,
+            allow_write=allow_write or [],
+            fail_fast=fail_fast,
+            progress=progress,
+            figures=False,
         )
+        figures = run_figures(result.run_dir, result.frame, result.counts)
+    except EnvironmentFault as exc:
+        if (target or allow_write) and "--resume" in exc.finish:
+            exc.finish += " (with the same --target and --allow-write options)"
+        raise _fail(exc) from None
     except IobenchError as exc:
         raise _fail(exc) from None
+    except OSError as exc:
+        raise _os_fault(exc) from None
     except KeyboardInterrupt:
         err.print("iobench: interrupted before the sweep started; nothing was run")
         raise typer.Exit(code=130) from None
@@ -96,7 +135,6 @@ def run(
         counts = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
         print(f"results: {result.run_dir}  ({counts})")
         print(f"frame:   {result.run_dir / 'results.parquet'}")
-        figures = sorted((result.run_dir / "figures").glob("*.png"))
         if figures:
             print("figures: " + "  ".join(str(f) for f in figures))
     raise typer.Exit(code=result.exit_code)
@@ -194,16 +232,20 @@ def parse(
     if output is not None and output.suffix not in (".parquet", ".csv"):
         err.print(f"iobench: {output}: use a .parquet or .csv file name for -o")
         raise typer.Exit(code=2)
+    from iobench.store import replacing
+
     try:
         frame = parse_fio(list(files))
+        if output is None:
+            print(frame.to_string(max_rows=60))
+            return
+        with replacing(output) as tmp:
+            if output.suffix == ".parquet":
+                frame.to_parquet(tmp, index=False)
+            else:
+                frame.to_csv(tmp, index=False)
     except IobenchError as exc:
         raise _fail(exc) from None
-    if output is None:
-        print(frame.to_string(max_rows=60))
-    elif output.suffix == ".parquet":
-        frame.to_parquet(output, index=False)
-    else:
-        frame.to_csv(output, index=False)
 
 
 ResultsArg = Annotated[
@@ -236,12 +278,13 @@ def plot(
     col: Annotated[str | None, typer.Option("--col", help="A panel per value (line only).")] = None,
 ) -> None:
     """Draw one figure of a run (or a parsed frame) into a PNG, SVG or PDF file."""
-    from iobench.plots import draw, save_figure
+    from iobench.plots import draw
     from iobench.results import load
+    from iobench.store import save_figure_file
 
     try:
         frame = load(results)
-        save_figure(draw(kind, frame, x=x, y=y, hue=hue, col=col), output)
+        save_figure_file(draw(kind, frame, x=x, y=y, hue=hue, col=col), output)
     except IobenchError as exc:
         raise _fail(exc) from None
     print(output)
@@ -265,6 +308,8 @@ def report(
         written = write_report(results, out, formats=formats or ["png"])
     except IobenchError as exc:
         raise _fail(exc) from None
+    except OSError as exc:
+        raise _os_fault(exc) from None
     print(f"report:  {written.html}")
     if written.figures:
         print("figures: " + "  ".join(str(f) for f in written.figures))

@@ -6,6 +6,9 @@ code; anything else reaching the user is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import errno
+import os
+
 
 class IobenchError(Exception):
     """Base of all iobench errors. ``exit_code`` is what the CLI exits with."""
@@ -43,3 +46,98 @@ class FioError(IobenchError):
 
 class ResultsError(IobenchError):
     """A results directory or fio output cannot be read."""
+
+
+class EnvironmentFault(IobenchError):
+    """The machine failed under a run: its disk filled, its directory went away, its target vanished.
+
+    Nothing was wrong with the input, so the exit status is 3, not 2. The
+    message is one short paragraph built from the attributes.
+
+    Attributes
+    ----------
+    what : str
+        What happened, e.g. ``disk full (no space left on device)``.
+    path : str
+        The file, directory or target it happened to.
+    kept : str
+        What survived (filled in by the runner once it knows).
+    finish : str
+        How to finish the work (likewise).
+    errno : int or None
+        The operating system's error number, when there was one.
+    run_dir : str or None
+        The run directory concerned.
+    counts : dict
+        Saved points by status, when a run directory was involved.
+    """
+
+    exit_code = 3
+
+    def __init__(
+        self,
+        what: str,
+        path: str | os.PathLike[str],
+        *,
+        kept: str = "",
+        finish: str = "",
+        errno: int | None = None,
+        run_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.what = what
+        self.path = os.fspath(path)
+        self.kept = kept
+        self.finish = finish
+        self.errno = errno
+        self.run_dir = None if run_dir is None else os.fspath(run_dir)
+        self.counts: dict[str, int] = {}
+        super().__init__(what, self.path)
+
+    def __str__(self) -> str:
+        lines = [f"{self.what}: {self.path}"]
+        if self.kept:
+            lines.append(f"  kept: {self.kept}")
+        if self.finish:
+            lines.append(f"  to finish: {self.finish}")
+        return "\n".join(lines)
+
+
+# What an errno means for a directory iobench writes into, in words a user acts on.
+_STORAGE_WORDS = {
+    errno.ENOSPC: "disk full (no space left on device)",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.ENOENT: "no longer there (removed during the run?)",
+    errno.ENOTDIR: "no longer there (removed during the run?)",
+    errno.ESTALE: "no longer there (stale file handle)",
+    errno.EIO: "I/O error",
+    errno.EFBIG: "file too large for the file system",
+    errno.EMFILE: "too many open files",
+    errno.ENFILE: "too many open files",
+}
+
+#: Errors that say the disk is full, whatever the file system: free space, then resume.
+FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def storage_words(code: int | None) -> str:
+    """``disk full (no space left on device)`` for ENOSPC, and so on; the C library's words otherwise."""
+    if code is None:
+        return "cannot write"
+    return _STORAGE_WORDS.get(code) or os.strerror(code)
+
+
+class RunStorageError(EnvironmentFault):
+    """A file or directory iobench writes (run directory, frame, figures, report) could not be written."""
+
+    @classmethod
+    def from_os_error(cls, exc: OSError, path: str | os.PathLike[str] | None = None) -> RunStorageError:
+        """The fault for ``exc``, naming ``path`` (the file being written), else ``exc.filename``."""
+        where = path if path is not None else exc.filename
+        return cls(storage_words(exc.errno), os.fspath(where) if where is not None else "?", errno=exc.errno)
+
+
+class TargetVanished(EnvironmentFault):
+    """A target disappeared during the run: its file was deleted or replaced, or its device detached."""

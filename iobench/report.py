@@ -14,6 +14,7 @@ import html
 import io
 import math
 import os
+import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +22,10 @@ from typing import Any
 
 import pandas as pd
 
-from iobench.errors import ResultsError
+from iobench.errors import ResultsError, RunStorageError
 from iobench.results import load
 from iobench.stats import summarize
-from iobench.store import RunDir
+from iobench.store import RunDir, remedy, replacing, save_figure_file, storage
 
 PAGE_DPI = 110
 SUMMARY_METRICS = (
@@ -78,8 +79,11 @@ def write_report(
     ------
     ResultsError
         When ``run_dir`` is not a run directory or a format is unknown.
+    RunStorageError
+        When a file cannot be written (disk full, read-only...); no file is
+        left half written under its final name.
     """
-    from iobench.plots import figures_for, save_figure
+    from iobench.plots import figures_for
     from iobench.plots.figures import FORMATS
 
     unknown = [f for f in formats if f not in FORMATS]
@@ -88,18 +92,33 @@ def write_report(
     run = RunDir.open(run_dir)
     frame = load(run.path)
     target = Path(out) if out is not None else run.path / "report"
-    target.mkdir(parents=True, exist_ok=True)
     figures = figures_for(frame)
     written: list[Path] = []
     inline: list[tuple[str, str]] = []
-    for name, fig in figures.items():
-        written += [save_figure(fig, target / f"{name}.{fmt}") for fmt in formats]
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", dpi=PAGE_DPI)
-        inline.append((name, base64.b64encode(buffer.getvalue()).decode("ascii")))
-    page = target / "report.html"
-    page.write_text(render_page(run, frame, inline), encoding="utf-8")
+    try:
+        with storage(target):
+            target.mkdir(parents=True, exist_ok=True)
+        for name, fig in figures.items():
+            written += [save_figure_file(fig, target / f"{name}.{fmt}") for fmt in formats]
+            buffer = io.BytesIO()
+            fig.savefig(buffer, format="png", dpi=PAGE_DPI)
+            inline.append((name, base64.b64encode(buffer.getvalue()).decode("ascii")))
+        page = target / "report.html"
+        text = render_page(run, frame, inline)
+        with replacing(page) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+    except RunStorageError as fault:
+        fault.what = f"report not written: {fault.what}"
+        fault.run_dir = str(run.path)
+        fault.kept = f"the run is unchanged ({run.path}); figures written before the fault: {len(written)}"
+        fault.finish = f"{remedy(fault)}, then `{_report_command(run.path, out)}` again"
+        raise
     return Report(page, written)
+
+
+def _report_command(run_dir: Path, out: str | os.PathLike[str] | None) -> str:
+    argv = ["iobench", "report", str(run_dir)] + ([] if out is None else ["-o", os.fspath(out)])
+    return shlex.join(argv)
 
 
 def render_page(run: RunDir, frame: pd.DataFrame, figures: Iterable[tuple[str, str]]) -> str:

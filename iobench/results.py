@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from iobench.errors import ResultsError
+from iobench.errors import ResultsError, RunStorageError
 from iobench.fioout import parse_fio_text
 from iobench.fioout.frame import FRAME_METRICS
 from iobench.store import SCHEMA_VERSION, RunDir
@@ -156,8 +157,8 @@ def load(path: str | os.PathLike[str], *, rebuild: bool = False) -> pd.DataFrame
     """The tidy frame of a run directory (or of a ``.parquet``/``.csv`` frame file).
 
     Reads ``results.parquet``; when it is missing (a run killed before the
-    end) or ``rebuild`` is set, the frame is rebuilt from the saved points and
-    written back.
+    end, or stopped by a full disk) or ``rebuild`` is set, the frame is rebuilt
+    from the saved points and written back when the disk allows.
 
     Parameters
     ----------
@@ -184,7 +185,9 @@ def load(path: str | os.PathLike[str], *, rebuild: bool = False) -> pd.DataFrame
         if version > SCHEMA_VERSION:
             raise ResultsError(f"{run.frame_path}: schema version {version} is newer than this iobench reads")
     frame = build_frame(run)
-    run.write_frame(frame)
+    # Saving is only a cache: a full or read-only disk must not keep anyone from their results.
+    with contextlib.suppress(RunStorageError):
+        run.write_frame(frame)
     return frame
 
 

@@ -10,7 +10,10 @@ import contextlib
 import hashlib
 import json
 import os
+import re
+import shlex
 import signal
+import stat
 import threading
 import time
 from collections import Counter
@@ -23,21 +26,43 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from iobench.errors import IobenchError, ResultsError, TuningError
+from iobench.errors import (
+    EnvironmentFault,
+    IobenchError,
+    ResultsError,
+    RunStorageError,
+    TargetVanished,
+    TuningError,
+)
 from iobench.fioout import parse_fio_text
+from iobench.hostfs import SystemRoot, devno_text
 from iobench.locks import device_lock
 from iobench.matrix import Matrix
 from iobench.metadata import collect_metadata
 from iobench.observe import GroupWatcher, check_placement
 from iobench.plan import FioProcess, Plan, PlannedRun, plan
-from iobench.process import Completed, minimal_env, run_process
+from iobench.process import CommandNotFound, Completed, descendants, minimal_env, run_process
 from iobench.results import build_frame
 from iobench.safety import remember_created
-from iobench.store import RunDir, now
+from iobench.store import RunDir, describe_counts, now, probe, remedy, run_figures, write_text
 from iobench.tuning import DeviceTuner, check_no_pending, drop_caches, read_settings
 
 Executor = Callable[..., Completed]
 """Runs one argv like :func:`iobench.process.run_process` (tests pass a fake)."""
+
+TOKEN_VAR = "IOBENCH_POINT"
+"""Set in every fio's environment: fio's workers inherit it, so they can be found after fio is gone."""
+REAP_WAIT_S = 5.0
+_WORKER_SIGNAL = re.compile(r"fio: pid=(\d+), got signal=(\d+)")
+
+
+class _Killed(Exception):
+    """fio or one of its workers died of a signal while the point ran; the point stops at once.
+
+    fio waits forever for a worker killed while starting, and the workers of a
+    killed fio keep fio's output pipes open until their runtime ends (or
+    forever), so neither case is left to end by itself.
+    """
 
 
 class RunInterrupted(IobenchError):
@@ -97,7 +122,7 @@ class Progress(Protocol):
         """``run`` ended and was saved."""
 
     def finished(self, result: RunResult) -> None:
-        """The frame and figures are written."""
+        """The frame is written (the figures come after)."""
 
 
 class NullProgress:
@@ -174,6 +199,127 @@ def _fio_message(done: Completed) -> str:
     return "; ".join(useful[-3:]) or f"fio exited with status {done.returncode}"
 
 
+def _killed(signum: int) -> str:
+    """``killed by signal 9 (out of memory?)``: SIGKILL out of nowhere is the OOM killer's signature."""
+    if signum == signal.SIGKILL:
+        return "killed by signal 9 (out of memory?)"
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        return f"killed by signal {signum}"
+    return f"killed by signal {signum} ({name})"
+
+
+def _job_error(code: object) -> str:
+    """fio's job ``error`` is an errno: ``28 (No space left on device)``."""
+    try:
+        number = int(str(code))
+    except ValueError:
+        return str(code)
+    return f"{number} ({os.strerror(number)})" if 0 < number < 4096 else str(number)
+
+
+def _signal_of_zombie(pid: int, system: SystemRoot) -> int:
+    """The signal that killed ``pid`` when it is a zombie not yet reaped, else 0 (from its wait status)."""
+    info = system.process_stat(pid)
+    if info is None or info.state != "Z":
+        return 0
+    return (info.exit_code or 0) & 0x7F
+
+
+def _check_alive(root: int, system: SystemRoot) -> None:
+    """Raise :class:`_Killed` when fio (``root``) or one of its workers was killed by a signal."""
+    signum = _signal_of_zombie(root, system)
+    if signum:
+        raise _Killed(f"fio {_killed(signum)}")
+    for pid in descendants(root, os.fspath(system.procfs))[1:]:
+        signum = _signal_of_zombie(pid, system)
+        if signum:
+            raise _Killed(f"fio worker (pid {pid}) {_killed(signum)}")
+
+
+def _reap(token: str, system: SystemRoot) -> list[int]:
+    """SIGKILL every process still carrying ``token`` in its environment, and wait until they are gone.
+
+    A fio killed outright (the OOM killer) leaves its workers running on their
+    own, reparented away from fio; their inherited environment still names the
+    point, which no other process's does.
+    """
+    needle = f"{TOKEN_VAR}={token}".encode()
+    found = []
+    for pid in system.pids():
+        if pid != os.getpid() and needle in (system.process_environ(pid) or ()):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                found.append(pid)
+    deadline = time.monotonic() + REAP_WAIT_S
+    for pid in found:
+        while _alive(pid, system) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    return found
+
+
+def _alive(pid: int, system: SystemRoot) -> bool:
+    """Running or sleeping, not gone nor a zombie waiting for its new parent to reap it."""
+    info = system.process_stat(pid)
+    return info is not None and info.state not in ("Z", "X")
+
+
+def _truthy(value: object) -> bool:
+    return value is not None and str(value).lower() not in ("0", "false", "no", "off", "")
+
+
+@dataclass
+class _Targets:
+    """Checks, around every point, that each target is still the one the run started with."""
+
+    plan: Plan
+    system: SystemRoot = field(default_factory=SystemRoot)
+    seen: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def check(self, run: PlannedRun) -> None:
+        """Raise :class:`TargetVanished` when one of ``run``'s targets is gone or was replaced."""
+        # fio's unlink options delete the file after each job on purpose.
+        unlinks = any(
+            _truthy(self.plan.matrix.setting(run.values, o)) for o in ("unlink", "unlink_each_loop")
+        )
+        for path in sorted({t for p in run.processes for t in p.targets}):
+            problem = self._problem(path, self.plan.locations[path].kind, unlinks)
+            if problem is not None:
+                raise TargetVanished(f"target {problem}", path)
+
+    def _problem(self, path: str, kind: str, unlinks: bool) -> str | None:
+        if kind not in ("file", "block") or (kind == "file" and unlinks):
+            return None
+        try:
+            info = os.stat(path)
+        except FileNotFoundError:
+            if kind == "file" and path not in self.seen:
+                return None  # fio lays a new file out on the first point
+            return "vanished (deleted, or its device removed, during the run)"
+        except OSError as exc:
+            return f"unreachable ({exc.strerror})"
+        if kind == "block":
+            if not stat.S_ISBLK(info.st_mode):
+                return "is no longer a block device"
+            identity = (info.st_rdev, 0)
+            if _sectors(info.st_rdev, self.system) == 0:
+                return "has no medium (device detached or removed during the run)"
+        else:
+            identity = (info.st_dev, info.st_ino)
+        if self.seen.setdefault(path, identity) != identity:
+            return "was replaced during the run (deleted and made again?)"
+        return None
+
+
+def _sectors(rdev: int, system: SystemRoot) -> int | None:
+    """The device's size in sectors: 0 when the kernel no longer has it, None when sysfs cannot tell."""
+    entry = f"sys/dev/block/{devno_text(rdev)}"
+    if not system.exists(entry):
+        return 0 if system.is_dir("sys/dev/block") else None
+    return system.read_int(f"{entry}/size")
+
+
 @dataclass
 class _PointRunner:
     run_dir: RunDir
@@ -182,28 +328,36 @@ class _PointRunner:
     tuner: DeviceTuner | None = None
     parsed: dict[str, pd.DataFrame] = field(default_factory=dict)
     live: set[int] = field(default_factory=set)
+    system: SystemRoot = field(default_factory=SystemRoot)
 
-    def _one(self, process: FioProcess, cwd: Path, timeout: float) -> tuple[Completed, GroupWatcher]:
+    def _one(
+        self, process: FioProcess, cwd: Path, timeout: float, token: str
+    ) -> tuple[Completed, GroupWatcher]:
         watcher = GroupWatcher()
+
+        def poll(pid: int) -> None:
+            watcher(pid)
+            _check_alive(pid, self.system)
+
         done = self.executor(
             process.argv,
             cwd=cwd,
             timeout=timeout,
-            env=minimal_env(),
-            poll=watcher,
+            env=minimal_env({TOKEN_VAR: token}),
+            poll=poll,
             poll_interval=0.25,
             on_start=self.live.add,
         )
         return done, watcher
 
-    def _launch(self, run: PlannedRun, cwd: Path) -> list[tuple[Completed, GroupWatcher]]:
+    def _launch(self, run: PlannedRun, cwd: Path, token: str) -> list[tuple[Completed, GroupWatcher]]:
         if len(run.processes) == 1:
-            return [self._one(run.processes[0], cwd, run.timeout_s)]
+            return [self._one(run.processes[0], cwd, run.timeout_s, token)]
         # One fio per target, all at once (launch: per-target): threads only wait on them.
         self.live.clear()
         pool = ThreadPoolExecutor(max_workers=len(run.processes))
         try:
-            futures = [pool.submit(self._one, p, cwd, run.timeout_s) for p in run.processes]
+            futures = [pool.submit(self._one, p, cwd, run.timeout_s, token) for p in run.processes]
             return [f.result() for f in futures]
         except BaseException:
             for pgid in self.live:
@@ -218,8 +372,18 @@ class _PointRunner:
     ) -> tuple[str, str | None, list[pd.DataFrame]]:
         frames: list[pd.DataFrame] = []
         for process, (done, watcher) in zip(run.processes, results, strict=True):
+            # fio reaps a killed worker and exits 0 with that job's numbers cut short, or,
+            # when the worker died while starting, waits for it until the timeout.
+            worker = _WORKER_SIGNAL.search(done.stderr)
+            if worker:
+                reason = f"fio worker (pid {worker[1]}) {_killed(int(worker[2]))}"
+                if done.timed_out:
+                    reason += f"; fio then hung and was stopped after {run.timeout_s:g} s"
+                return "failed", reason, frames
             if done.timed_out:
                 return "timeout", f"fio did not finish within {run.timeout_s:g} s and was stopped", frames
+            if done.returncode < 0:
+                return "failed", f"fio {_killed(-done.returncode)}", frames
             if done.returncode != 0:
                 return "failed", f"fio exited with status {done.returncode}: {_fio_message(done)}", frames
             try:
@@ -227,11 +391,17 @@ class _PointRunner:
                     (cwd / process.output).read_text(errors="replace"), origin=process.output
                 )
             except (OSError, ResultsError) as exc:
+                # fio exits 0 with an empty output when the disk filled: that is no fio failure.
+                probe(cwd, cwd / process.output)
                 return "failed", f"fio left no readable results: {exc}", frames
             errors = frame[frame["error"].fillna(0) != 0]
             if not errors.empty:
                 first = errors.iloc[0]
-                return "failed", f"fio job {first['jobname']} ended with error {first['error']}", frames
+                return (
+                    "failed",
+                    f"fio job {first['jobname']} ended with error {_job_error(first['error'])}",
+                    frames,
+                )
             mismatch = check_placement(
                 watcher, cpus=process.cpus, job_cpus=process.job_cpus, mem_node=process.mem_node
             )
@@ -253,33 +423,51 @@ class _PointRunner:
         }
         runtime = run.runtime_s
         meta["runtime_requested_ms"] = None if runtime is None else round(runtime * 1000)
-        if run.status == "skipped":
-            meta.update(status="skipped", reason=run.reason, processes=[], finished=now())
-            self.run_dir.commit(self.run_dir.staging(run.key), run.key, meta)
-            return PointOutcome(run.key, "skipped", run.reason, 0.0)
         cwd = self.run_dir.staging(run.key)
         try:
-            return self._execute(run, cwd, meta)
-        except TuningError as exc:
-            meta.update(status="failed", reason=str(exc), processes=[], finished=now())
-            self.run_dir.commit(cwd, run.key, meta)
-            return PointOutcome(run.key, "failed", str(exc), 0.0)
-        except KeyboardInterrupt:
-            meta.update(status="interrupted", reason="interrupted while fio ran", finished=now())
-            meta["processes"] = [self._process_meta(p, None) for p in run.processes]
-            self.run_dir.commit(cwd, run.key, meta)
+            if run.status == "skipped":
+                meta.update(status="skipped", reason=run.reason, processes=[], finished=now())
+                self.run_dir.commit(cwd, run.key, meta)
+                return PointOutcome(run.key, "skipped", run.reason, 0.0)
+            try:
+                return self._execute(run, cwd, meta)
+            except TuningError as exc:
+                meta.update(status="failed", reason=str(exc), processes=[], finished=now())
+                self.run_dir.commit(cwd, run.key, meta)
+                return PointOutcome(run.key, "failed", str(exc), 0.0)
+            except KeyboardInterrupt:
+                meta.update(status="interrupted", reason="interrupted while fio ran", finished=now())
+                meta["processes"] = [self._process_meta(p, None) for p in run.processes]
+                self.run_dir.commit(cwd, run.key, meta)
+                raise
+        except RunStorageError as fault:
+            self.run_dir.discard(cwd)
+            fault.what += f" while saving point {run.key}"
             raise
 
     def _execute(self, run: PlannedRun, cwd: Path, meta: dict[str, Any]) -> PointOutcome:
         for process in run.processes:
-            (cwd / process.jobfile_name).write_text(process.jobfile)
-        (cwd / "argv.json").write_text(json.dumps([list(p.argv) for p in run.processes], indent=2) + "\n")
+            write_text(cwd / process.jobfile_name, process.jobfile)
+        write_text(cwd / "argv.json", json.dumps([list(p.argv) for p in run.processes], indent=2) + "\n")
         self._apply_settings(run)
         meta["settings"] = _device_settings(self.plan, run)
         started = time.monotonic()
-        results = self._launch(run, cwd)
+        token = f"{os.getpid()}-{run.key}-{time.monotonic_ns()}"
+        try:
+            results = self._launch(run, cwd, token)
+        except CommandNotFound:
+            probe(cwd, cwd)  # fio cannot start in a directory that was removed
+            raise
+        except _Killed as dead:
+            meta.update(status="failed", reason=str(dead), finished=now())
+            meta["duration_s"] = round(time.monotonic() - started, 3)
+            meta["processes"] = [self._process_meta(p, None) for p in run.processes]
+            self.run_dir.commit(cwd, run.key, meta)
+            return PointOutcome(run.key, "failed", str(dead), time.monotonic() - started)
+        finally:
+            _reap(token, self.system)
         status, reason, frames = self._judge(run, cwd, results)
-        (cwd / "stderr.txt").write_text("".join(done.stderr for done, _ in results))
+        write_text(cwd / "stderr.txt", "".join(done.stderr for done, _ in results))
         meta.update(
             status=status, reason=reason, finished=now(), duration_s=round(time.monotonic() - started, 3)
         )
@@ -319,12 +507,6 @@ class _PointRunner:
                 observed=watcher.to_json(),
             )
         return data
-
-
-def _warm_up_plots() -> None:
-    import matplotlib.backends.backend_agg  # noqa: F401
-
-    import iobench.plots  # noqa: F401
 
 
 def _open_resume(resume: str | Path, matrix: Matrix) -> tuple[RunDir, dict[str, Any]]:
@@ -369,7 +551,8 @@ def run(
     executor
         Runs each argv (default :func:`iobench.process.run_process`).
     figures
-        Draw the default figures into ``figures/`` at the end.
+        Draw the default figures into ``figures/`` at the end
+        (:func:`iobench.store.run_figures`; the CLI draws them itself).
 
     Returns
     -------
@@ -382,6 +565,11 @@ def run(
         On Ctrl-C or SIGTERM, after saving finished points and the frame.
     SafetyError, TopologyError
         Before anything runs, when the plan is refused.
+    RunStorageError, TargetVanished
+        (:class:`~iobench.errors.EnvironmentFault`, exit status 3) when the run
+        directory could not be written (disk full, read-only, removed) or a
+        target vanished: device settings restored, no fio left running, every
+        finished point kept; the message says what was kept and how to finish.
     """
     show: Progress = progress or NullProgress()
     manifest: dict[str, Any] = {}
@@ -393,26 +581,119 @@ def run(
     disks = sorted({disk for location in the_plan.locations.values() for disk in location.disks})
     with _sigterm_as_interrupt(), contextlib.ExitStack() as stack:
         stack.enter_context(device_lock(disks))
-        run_dir = resumed or RunDir.create(out, matrix.name, matrix.text)
+        run_dir = resumed or _create(out, matrix)
         todo = [r for r in the_plan.runs if r.key not in run_dir.finished_keys()]
         _start_manifest(manifest, matrix, the_plan, resumed=resumed is not None)
-        run_dir.write_manifest(manifest)
-        if figures:
-            # matplotlib takes a third of a second to import: do it while fio runs, not after.
-            threading.Thread(target=_warm_up_plots, name="iobench-warm-up", daemon=True).start()
+        try:
+            run_dir.write_manifest(manifest)
+            run_dir.drop_frame()  # stale once new points land; rebuilt at the end or by load()
+        except RunStorageError as early:
+            raise _not_started(early, run_dir, matrix, resumed=resumed is not None) from None
         tuner = stack.enter_context(DeviceTuner(run_dir=str(run_dir.path)))
         point_runner = _PointRunner(run_dir, the_plan, executor or run_process, tuner=tuner)
         show.started(the_plan, todo, run_dir.path)
-        interrupted = _sweep(point_runner, todo, show, matrix, fail_fast=fail_fast)
+        fault: EnvironmentFault | None = None
+        try:
+            interrupted = _sweep(point_runner, todo, show, matrix, fail_fast=fail_fast)
+        except EnvironmentFault as caught:
+            fault, interrupted = caught, False
         manifest["settings_restored"] = tuner.originals()
-        tuner.restore()
-        result = _finish(
-            run_dir, the_plan, manifest, point_runner.parsed, interrupted=interrupted, figures=figures
-        )
+        try:
+            tuner.restore()
+        except TuningError as problem:
+            if fault is None:
+                raise
+            fault.add_note(f"{problem}\nrun `iobench restore` to retry")
+        if fault is not None:
+            raise _stopped(fault, run_dir, the_plan, manifest, point_runner.parsed) from None
+        result = _finish(run_dir, the_plan, manifest, point_runner.parsed, interrupted=interrupted)
     show.finished(result)
     if interrupted:
         raise RunInterrupted(result)
+    if figures:
+        run_figures(result.run_dir, result.frame, result.counts)
     return result
+
+
+def _create(out: str | Path, matrix: Matrix) -> RunDir:
+    try:
+        return RunDir.create(out, matrix.name, matrix.text)
+    except RunStorageError as fault:
+        fault.what = f"cannot make the run directory: {fault.what}"
+        fault.kept = "nothing ran; no run directory was left"
+        fault.finish = f"{remedy(fault)}, then `{shlex.join(['iobench', 'run', matrix.source])}` again"
+        raise
+
+
+def _not_started(
+    fault: RunStorageError, run_dir: RunDir, matrix: Matrix, *, resumed: bool
+) -> RunStorageError:
+    """The run directory could not take its manifest: nothing ran."""
+    fault.run_dir = str(run_dir.path)
+    fault.what = f"cannot write the manifest: {fault.what}"
+    if resumed:
+        fault.kept = f"nothing new ran; the points saved before are still in {run_dir.path}"
+        fault.finish = f"{remedy(fault)}, then `{_resume_command(matrix, run_dir)}`"
+    else:
+        run_dir.remove()
+        fault.kept = "nothing ran; no run directory was left"
+        fault.finish = f"{remedy(fault)}, then `{shlex.join(['iobench', 'run', matrix.source])}` again"
+    return fault
+
+
+def _resume_command(matrix: Matrix, run_dir: RunDir) -> str:
+    return shlex.join(["iobench", "run", matrix.source, "--resume", str(run_dir.path)])
+
+
+def _report_command(run_dir: RunDir) -> str:
+    return shlex.join(["iobench", "report", str(run_dir.path)])
+
+
+def _saved_counts(run_dir: RunDir) -> dict[str, int]:
+    with contextlib.suppress(OSError, IobenchError):
+        return dict(Counter(meta.get("status", "?") for _, meta in run_dir.point_metas()))
+    return {}
+
+
+def _stopped(
+    fault: EnvironmentFault,
+    run_dir: RunDir,
+    the_plan: Plan,
+    manifest: dict[str, Any],
+    parsed: dict[str, pd.DataFrame],
+) -> EnvironmentFault:
+    """Save what the file system still takes and say what was kept and how to finish."""
+    fault.run_dir = str(run_dir.path)
+    source = the_plan.matrix.source
+    if not run_dir.path.is_dir():
+        fault.what, fault.path = "the run directory was removed during the run", str(run_dir.path)
+        fault.kept = "nothing: the directory and every point saved in it are gone"
+        fault.finish = f"start again with `{shlex.join(['iobench', 'run', source])}`"
+        return fault
+    frame_saved = False
+    with contextlib.suppress(OSError, IobenchError):
+        run_dir.write_frame(build_frame(run_dir, parsed))
+        frame_saved = True
+    fault.counts = counts = _saved_counts(run_dir)
+    with contextlib.suppress(OSError, IobenchError):
+        manifest.update(
+            status="stopped", stopped_by=f"{fault.what}: {fault.path}", finished=now(), counts=counts
+        )
+        run_dir.write_manifest(manifest)
+    done = run_dir.finished_keys() if counts else set()
+    left = sum(1 for r in the_plan.runs if r.key not in done)
+    kept = (
+        f"{describe_counts(counts)} in {run_dir.path}"
+        if counts
+        else f"no point had finished; {run_dir.path} holds the matrix and manifest"
+    )
+    fault.kept = kept + ("" if frame_saved or not counts else "; the frame (results.parquet) was not written")
+    fault.finish = (
+        f"{remedy(fault)}, then `{_resume_command(the_plan.matrix, run_dir)}` "
+        f"runs the {left} point{'' if left == 1 else 's'} left"
+        + (f"; `{_report_command(run_dir)}` draws the figures" if counts else "")
+    )
+    return fault
 
 
 def _start_manifest(manifest: dict[str, Any], matrix: Matrix, the_plan: Plan, *, resumed: bool) -> None:
@@ -444,16 +725,24 @@ def _sweep(
         for t in matrix.targets
         if point_runner.plan.locations[t.path].kind == "file" and not Path(t.path).exists()
     ]
+    targets = _Targets(point_runner.plan)
     try:
         for index, planned in enumerate(todo):
+            if planned.status == "run":
+                targets.check(planned)
             show.point_started(planned, index)
             if matrix.drop_caches and planned.status == "run":
                 drop_caches()
             outcome = point_runner(planned)
             if new_files:
-                remember_created(new_files)
+                try:
+                    remember_created(new_files)
+                except OSError as exc:
+                    raise RunStorageError.from_os_error(exc) from None
                 new_files = []
             show.point_finished(planned, outcome)
+            if planned.status == "run":
+                targets.check(planned)
             if fail_fast and outcome.status in ("failed", "timeout"):
                 break
     except KeyboardInterrupt:
@@ -468,15 +757,26 @@ def _finish(
     parsed: dict[str, pd.DataFrame],
     *,
     interrupted: bool,
-    figures: bool,
 ) -> RunResult:
-    counts = Counter(meta.get("status", "?") for _, meta in run_dir.point_metas())
+    counts = dict(Counter(meta.get("status", "?") for _, meta in run_dir.point_metas()))
     frame = build_frame(run_dir, parsed)
-    run_dir.write_frame(frame)
-    if figures and not interrupted and "iops" in frame and frame["iops"].notna().any():
-        from iobench.plots import default_figures
-
-        default_figures(frame, run_dir.figures)
-    manifest.update(status="interrupted" if interrupted else "finished", finished=now(), counts=dict(counts))
-    run_dir.write_manifest(manifest)
-    return RunResult(run_dir.path, dict(counts), frame, the_plan)
+    manifest.update(status="interrupted" if interrupted else "finished", finished=now(), counts=counts)
+    frame_saved = False
+    try:
+        run_dir.write_frame(frame)
+        frame_saved = True
+        run_dir.write_manifest(manifest)
+    except RunStorageError as fault:
+        fault.run_dir, fault.counts = str(run_dir.path), counts
+        fault.kept = (
+            ("" if interrupted else "every point: ")
+            + f"{describe_counts(counts)} in {run_dir.path}"
+            + ("" if frame_saved else "; the frame (results.parquet) was not written")
+        )
+        fault.finish = (
+            f"{remedy(fault)}, then `{_report_command(run_dir)}` "
+            + ("draws the figures" if frame_saved else "rebuilds the frame and draws the figures")
+            + f" (`{_resume_command(the_plan.matrix, run_dir)}` marks the run finished)"
+        )
+        raise
+    return RunResult(run_dir.path, counts, frame, the_plan)

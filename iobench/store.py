@@ -1,4 +1,9 @@
-"""The run directory of SPEC §6: points saved atomically, the manifest, the tidy frame.
+"""The run directory of SPEC §6: points saved atomically, the manifest, the tidy frame, the figures.
+
+Every file iobench writes for a run reaches its final name in one rename, after
+its bytes are on disk: a full disk, a read-only remount or a removed directory
+leaves the final name absent, never half written, and becomes a
+:class:`~iobench.errors.RunStorageError` naming the path.
 
 Schema history (``schema_version`` in ``manifest.json``, every ``meta.json`` and
 the parquet file's metadata):
@@ -8,8 +13,11 @@ the parquet file's metadata):
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import shlex
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,17 +27,111 @@ from typing import Any
 
 import pandas as pd
 
-from iobench.errors import ResultsError
+from iobench.errors import FULL, EnvironmentFault, ResultsError, RunStorageError, TargetVanished
+from iobench.hostfs import atomic_replacing
 
 SCHEMA_VERSION = 1
 FINISHED = ("ok", "skipped")
+PROBE_BYTES = 64 * 1024
+
+
+@contextlib.contextmanager
+def storage(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Turn an :class:`OSError` raised while writing ``path`` into :class:`RunStorageError`."""
+    try:
+        yield
+    except OSError as exc:
+        raise RunStorageError.from_os_error(exc, path) from None
+
+
+@contextlib.contextmanager
+def replacing(final: str | os.PathLike[str]) -> Iterator[Path]:
+    """A temporary path beside ``final`` (same suffix) that becomes ``final`` when the block ends.
+
+    :func:`iobench.hostfs.atomic_replacing`, whose failures name ``final``: the
+    bytes are fsync'd before the rename (errors a file system reports late,
+    such as quota on network file systems, stop it); on any failure the
+    temporary file is removed and ``final`` is left as it was.
+
+    Raises
+    ------
+    RunStorageError
+        When writing, syncing or renaming fails (disk full, read-only, removed...).
+    """
+    target = Path(final)
+    try:
+        with atomic_replacing(target) as tmp:
+            yield tmp
+    except OSError as exc:
+        raise RunStorageError.from_os_error(exc, target) from None
 
 
 def write_json(path: Path, data: Any) -> None:
     """Write ``data`` as JSON through a temporary name, so a reader never sees half a file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
-    os.replace(tmp, path)
+    text = json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"
+    with replacing(path) as tmp:
+        tmp.write_text(text)
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write a file of a point that is still being staged (its directory is renamed as a whole)."""
+    with storage(path):
+        path.write_text(text)
+
+
+def probe(directory: Path, writing: str | os.PathLike[str]) -> None:
+    """Check that ``directory`` still takes a few blocks of data.
+
+    fio exits 0 when the disk fills while it writes its output, leaving the
+    output empty or cut short; this tells that case from a fio problem.
+
+    Raises
+    ------
+    RunStorageError
+        Naming ``writing`` (the file that could not be written), when the
+        directory is full, read-only or gone.
+    """
+    path = directory / ".iobench-probe"
+    try:
+        with path.open("wb") as handle:
+            handle.write(b"\0" * PROBE_BYTES)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as exc:
+        raise RunStorageError.from_os_error(exc, writing) from None
+    finally:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def mount_point(path: str | os.PathLike[str]) -> Path:
+    """The mount point of the file system holding ``path`` (or its nearest existing parent)."""
+    current = Path(os.path.abspath(path))
+    while not current.exists() and current != current.parent:
+        current = current.parent
+    while not os.path.ismount(current) and current != current.parent:
+        current = current.parent
+    return current
+
+
+def remedy(fault: EnvironmentFault) -> str:
+    """What the user does about ``fault`` before finishing: ``free space on /mnt/data``, ..."""
+    if isinstance(fault, TargetVanished):
+        return f"bring {fault.path} back"
+    if fault.errno in FULL:
+        return f"free space on {mount_point(fault.path)}"
+    if fault.errno == errno.EROFS:
+        return f"make {mount_point(fault.path)} writable again"
+    if fault.errno in (errno.EACCES, errno.EPERM):
+        return f"give this user write access to {fault.path}"
+    return "fix that"
+
+
+def describe_counts(counts: dict[str, int]) -> str:
+    """``3 points (2 ok, 1 failed)``."""
+    total = sum(counts.values())
+    detail = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    return f"{total} point{'' if total == 1 else 's'}" + (f" ({detail})" if detail else "")
 
 
 def now() -> str:
@@ -65,11 +167,18 @@ class RunDir:
 
     @classmethod
     def create(cls, out: str | os.PathLike[str], name: str, matrix_text: str) -> RunDir:
-        """Make ``out/<name>-<YYYYmmdd-HHMMSS>/`` (suffixed if taken) with ``matrix.yaml``."""
+        """Make ``out/<name>-<YYYYmmdd-HHMMSS>/`` (suffixed if taken) with ``matrix.yaml``.
+
+        Raises
+        ------
+        RunStorageError
+            When the directory cannot be made or filled; nothing is left behind.
+        """
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         base = Path(out) / f"{name}-{stamp}"
         path, n = base, 1
-        Path(out).mkdir(parents=True, exist_ok=True)
+        with storage(out):
+            Path(out).mkdir(parents=True, exist_ok=True)
         while True:
             try:
                 path.mkdir()
@@ -77,9 +186,17 @@ class RunDir:
             except FileExistsError:
                 n += 1
                 path = base.with_name(f"{base.name}-{n}")
+            except OSError as exc:
+                raise RunStorageError.from_os_error(exc, path) from None
         run = cls(path)
-        run.points.mkdir()
-        (path / "matrix.yaml").write_text(matrix_text)
+        try:
+            with storage(run.points):
+                run.points.mkdir()
+            with replacing(path / "matrix.yaml") as tmp:
+                tmp.write_text(matrix_text)
+        except RunStorageError:
+            run.remove()
+            raise
         return run
 
     @classmethod
@@ -113,25 +230,35 @@ class RunDir:
         return data
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        """Save the manifest atomically."""
+        """Save the manifest atomically (:class:`RunStorageError` when it cannot be written)."""
         write_json(self.manifest_path, {"schema_version": SCHEMA_VERSION, **manifest})
 
     def staging(self, key: str) -> Path:
         """A fresh, empty directory for a point that is about to run."""
         path = self.points / f".{key}.partial"
-        if path.exists():
-            shutil.rmtree(path)
-        path.mkdir()
+        with storage(path):
+            if path.exists():
+                shutil.rmtree(path)
+            path.mkdir()
         return path
 
     def commit(self, staging: Path, key: str, meta: dict[str, Any]) -> Path:
         """Write ``meta.json`` and move the point into place in one rename."""
         write_json(staging / "meta.json", {"schema_version": SCHEMA_VERSION, **meta})
         final = self.points / key
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(staging, final)
+        with storage(final):
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(staging, final)
         return final
+
+    def discard(self, staging: Path) -> None:
+        """Remove a point's staging directory, as far as the file system still allows."""
+        shutil.rmtree(staging, ignore_errors=True)
+
+    def remove(self) -> None:
+        """Remove the whole run directory, as far as the file system allows (a run that never started)."""
+        shutil.rmtree(self.path, ignore_errors=True)
 
     def point_metas(self) -> Iterator[tuple[Path, dict[str, Any]]]:
         """Every saved point with its ``meta.json``, in key order."""
@@ -151,7 +278,13 @@ class RunDir:
         return {meta["key"] for _, meta in self.point_metas() if meta.get("status") in FINISHED}
 
     def write_frame(self, frame: pd.DataFrame) -> None:
-        """Save ``results.parquet`` atomically, tagged with the schema version."""
+        """Save ``results.parquet`` atomically, tagged with the schema version.
+
+        Raises
+        ------
+        RunStorageError
+            When it cannot be written; no ``results.parquet`` is left half written.
+        """
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -159,6 +292,76 @@ class RunDir:
         metadata = dict(table.schema.metadata or {})
         metadata[b"iobench_schema_version"] = str(SCHEMA_VERSION).encode()
         table = table.replace_schema_metadata(metadata)
-        tmp = self.frame_path.with_name(".results.parquet.tmp")
-        pq.write_table(table, tmp)
-        os.replace(tmp, self.frame_path)
+        with replacing(self.frame_path) as tmp:
+            pq.write_table(table, tmp)
+
+    def drop_frame(self) -> None:
+        """Remove ``results.parquet`` (it would be stale once new points are added)."""
+        with storage(self.frame_path):
+            self.frame_path.unlink(missing_ok=True)
+
+
+def save_figure_file(fig: Any, path: str | os.PathLike[str]) -> Path:
+    """Save a matplotlib figure through a temporary name: a full disk leaves no half-drawn file at ``path``.
+
+    Raises
+    ------
+    ResultsError
+        When the suffix is not a figure format (``.png``, ``.svg``, ``.pdf``).
+    RunStorageError
+        When the file cannot be written.
+    """
+    from iobench.plots import save_figure
+    from iobench.plots.figures import FORMATS
+
+    if Path(path).suffix.lstrip(".").lower() not in FORMATS:
+        raise ResultsError(f"{path}: cannot tell the figure format; name the file .png, .svg or .pdf")
+    with replacing(path) as tmp:
+        save_figure(fig, tmp)
+    return Path(path)
+
+
+def write_figures(
+    frame: pd.DataFrame, out_dir: str | os.PathLike[str], formats: tuple[str, ...] = ("png",)
+) -> list[Path]:
+    """Every figure that fits ``frame`` (:func:`iobench.plots.figures_for`) into ``out_dir``, once per format.
+
+    Raises
+    ------
+    RunStorageError
+        When a file cannot be written; the files written before are whole.
+    """
+    from iobench.plots import figures_for
+
+    figures = figures_for(frame)
+    if not figures:
+        return []
+    out = Path(out_dir)
+    with storage(out):
+        out.mkdir(parents=True, exist_ok=True)
+    return [save_figure_file(fig, out / f"{name}.{fmt}") for name, fig in figures.items() for fmt in formats]
+
+
+def run_figures(
+    run_dir: str | os.PathLike[str], frame: pd.DataFrame | None, counts: dict[str, int]
+) -> list[Path]:
+    """The default figures of a run that just ended (its ``frame``; None draws nothing), into ``<run_dir>/figures/``.
+
+    Raises
+    ------
+    RunStorageError
+        When they cannot be written (exit status 3): the points and the frame
+        are saved already, and the message says ``iobench report`` draws them later.
+    """
+    path = Path(run_dir)
+    if frame is None:
+        return []
+    try:
+        return write_figures(frame, RunDir(path).figures)
+    except RunStorageError as fault:
+        report = shlex.join(["iobench", "report", str(path)])
+        fault.what = f"figures not drawn: {fault.what}"
+        fault.run_dir, fault.counts = str(path), dict(counts)
+        fault.kept = f"every point: {describe_counts(counts)} and the frame (results.parquet) in {path}"
+        fault.finish = f"{remedy(fault)}, then `{report}` draws them (into {path / 'report'})"
+        raise
