@@ -102,6 +102,17 @@ def _stop_group(proc: subprocess.Popen[bytes], first: int = signal.SIGTERM) -> N
         proc.wait(timeout=KILL_GRACE_S)
 
 
+def _drain(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
+    """What a stopped child printed; an orphan that still holds its pipes is not waited for."""
+    try:
+        return proc.communicate(timeout=KILL_GRACE_S)
+    except subprocess.TimeoutExpired:
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        return b"", b"(output lost: a process that outlived the timeout kept its pipes open)"
+
+
 def run_process(
     argv: Sequence[str],
     *,
@@ -167,7 +178,7 @@ def run_process(
                 if deadline is not None and time.monotonic() >= deadline:
                     timed_out = True
                     _stop_group(proc)
-                    stdout, stderr = proc.communicate()
+                    stdout, stderr = _drain(proc)
                     break
                 if poll is not None:
                     poll(proc.pid)

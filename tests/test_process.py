@@ -119,3 +119,10 @@ def test_descendants_follow_the_kernels_children_lists_like_a_full_scan() -> Non
 
 def test_descendants_of_a_finished_process_is_just_itself() -> None:
     assert descendants(2**22 + 1) == [2**22 + 1]
+
+
+def test_a_timeout_returns_even_when_an_orphan_keeps_the_pipes_open() -> None:
+    # The subshell exits at once, so its setsid'd sleep is reparented away from our tree.
+    done = run_process(["sh", "-c", "(setsid sleep 15 &); sleep 30"], timeout=1)
+    assert done.timed_out
+    assert done.duration_s < 14
