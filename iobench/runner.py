@@ -265,10 +265,6 @@ def _alive(pid: int, system: SystemRoot) -> bool:
     return info is not None and info.state not in ("Z", "X")
 
 
-def _truthy(value: object) -> bool:
-    return value is not None and str(value).lower() not in ("0", "false", "no", "off", "")
-
-
 @dataclass
 class _Targets:
     """Checks, around every point, that each target is still the one the run started with."""
@@ -281,7 +277,7 @@ class _Targets:
         """Raise :class:`TargetVanished` when one of ``run``'s targets is gone or was replaced."""
         # fio's unlink options delete the file after each job on purpose.
         unlinks = any(
-            _truthy(self.plan.matrix.setting(run.values, o)) for o in ("unlink", "unlink_each_loop")
+            bool(self.plan.matrix.setting(run.values, o)) for o in ("unlink", "unlink_each_loop")
         )
         for path in sorted({t for p in run.processes for t in p.targets}):
             problem = self._problem(path, self.plan.locations[path].kind, unlinks)
