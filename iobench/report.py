@@ -5,12 +5,17 @@ the style is inline, there is no script. It holds the figures, a summary table
 (mean ± 95 % CI per point), the points that did not run or failed and why, the
 machine (host, kernel, CPU, software versions, NUMA nodes), each target's
 devices with their original settings, and the matrix as given.
+
+The summary is data first: :func:`iobench.summarize` of the run, written as
+``summary.csv`` beside the page, whose table shows those same numbers. The page
+comes from the jinja2 template ``iobench/templates/report.html.j2`` with
+autoescaping on: names, descriptions, reasons and paths are user text.
 """
 
 from __future__ import annotations
 
 import base64
-import html
+import functools
 import io
 import math
 import os
@@ -20,11 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import pandas as pd
 
 from iobench.errors import ResultsError, RunStorageError
+from iobench.points import summarize
 from iobench.results import load
-from iobench.stats import summarize
 from iobench.store import RunDir, remedy, replacing, save_figure_file, storage
 
 PAGE_DPI = 110
@@ -35,27 +41,15 @@ SUMMARY_METRICS = (
     ("clat_p99_us", "p99 clat µs", 1.0),
     ("cpu_us_per_io", "CPU µs/I/O", 1.0),
 )
-STYLE = """
-body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; padding: 0 1em; }
-h1 { font-size: 1.6em; margin-bottom: .2em; } h2 { margin-top: 2em; border-bottom: 1px solid #ddd; }
-.sub { color: #666; margin-top: 0; }
-table { border-collapse: collapse; font-size: 13px; margin: .5em 0; }
-th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
-th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-tr.flag td { background: #fff6e0; }
-figure { margin: 1.5em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
-figcaption { color: #555; font-size: 13px; }
-pre { background: #f7f7f7; padding: 1em; overflow-x: auto; font-size: 12px; }
-.counts span { margin-right: 1.2em; } .bad { color: #b00; }
-"""
 
 
 @dataclass(frozen=True)
 class Report:
-    """What :func:`write_report` wrote: the HTML page and the figure files."""
+    """What :func:`write_report` wrote: the HTML page, the figure files and the summary table."""
 
     html: Path
     figures: list[Path]
+    summary: Path | None = None
 
 
 def write_report(
@@ -64,7 +58,7 @@ def write_report(
     *,
     formats: Sequence[str] = ("png",),
 ) -> Report:
-    """Draw every figure that fits the run and write ``report.html`` beside them.
+    """Draw every figure that fits the run; write ``summary.csv`` and ``report.html`` beside them.
 
     Parameters
     ----------
@@ -103,8 +97,12 @@ def write_report(
             buffer = io.BytesIO()
             fig.savefig(buffer, format="png", dpi=PAGE_DPI)
             inline.append((name, base64.b64encode(buffer.getvalue()).decode("ascii")))
+        summary = summarize(frame)
+        table = target / "summary.csv"
+        with replacing(table) as tmp:
+            summary.to_csv(tmp, index=False)
         page = target / "report.html"
-        text = render_page(run, frame, inline)
+        text = render_page(run, frame, inline, summary)
         with replacing(page) as tmp:
             tmp.write_text(text, encoding="utf-8")
     except RunStorageError as fault:
@@ -113,7 +111,7 @@ def write_report(
         fault.kept = f"the run is unchanged ({run.path}); figures written before the fault: {len(written)}"
         fault.finish = f"{remedy(fault)}, then `{_report_command(run.path, out)}` again"
         raise
-    return Report(page, written)
+    return Report(page, written, table)
 
 
 def _report_command(run_dir: Path, out: str | os.PathLike[str] | None) -> str:
@@ -121,35 +119,51 @@ def _report_command(run_dir: Path, out: str | os.PathLike[str] | None) -> str:
     return shlex.join(argv)
 
 
-def render_page(run: RunDir, frame: pd.DataFrame, figures: Iterable[tuple[str, str]]) -> str:
-    """The HTML text: title, counts, figures (base64 PNG), summary, problems, machine, targets, matrix."""
+def render_page(
+    run: RunDir,
+    frame: pd.DataFrame,
+    figures: Iterable[tuple[str, str]],
+    summary: pd.DataFrame | None = None,
+) -> str:
+    """The HTML text: title, counts, figures (base64 PNG), summary, problems, machine, targets, matrix.
+
+    Parameters
+    ----------
+    run
+        The run directory.
+    frame
+        Its tidy frame.
+    figures
+        ``(name, base64 PNG)`` pairs, in page order.
+    summary
+        :func:`iobench.summarize` of ``frame`` (computed when omitted): the table shows its numbers.
+    """
     manifest = run.manifest()
     matrix_path = run.path / "matrix.yaml"
     matrix_text = matrix_path.read_text(errors="replace") if matrix_path.is_file() else ""
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{_e(run.path.name)} — iobench report</title>",
-        f"<style>{STYLE}</style></head><body>",
-        f"<h1>{_e(run.path.name)}</h1>",
-        f'<p class="sub">{_e(_description(manifest, matrix_text))}</p>',
-        _counts(manifest, frame),
-        "<h2>Figures</h2>",
-    ]
-    drawn = [
-        f'<figure id="fig-{_e(name)}"><img alt="{_e(name)}" src="data:image/png;base64,{data}">'
-        f"<figcaption>{_e(name)}</figcaption></figure>"
-        for name, data in figures
-    ]
-    parts += drawn or ["<p>No figure: no point finished ok.</p>"]
-    parts += ["<h2>Summary</h2>", _summary_table(frame), _problems_table(frame)]
-    parts += ["<h2>Machine</h2>", _machine_table(manifest), _targets_table(manifest)]
-    parts += ["<h2>Matrix</h2>", f"<pre>{_e(matrix_text)}</pre>", "</body></html>"]
-    return "\n".join(parts) + "\n"
+    return _template().render(
+        title=run.path.name,
+        description=_description(manifest, matrix_text),
+        counts=_counts(manifest, frame),
+        when=" → ".join(str(manifest[k]) for k in ("started", "finished") if manifest.get(k)),
+        figures=list(figures),
+        summary=_summary_table(summarize(frame) if summary is None else summary),
+        problems=_problems(frame),
+        machine=_machine_rows(manifest),
+        targets=_target_rows(manifest),
+        matrix=matrix_text,
+    )
 
 
-def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+@functools.cache
+def _template() -> jinja2.Template:
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("iobench", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    return environment.get_template("report.html.j2")
 
 
 def _description(manifest: dict[str, Any], matrix_text: str) -> str:
@@ -159,17 +173,12 @@ def _description(manifest: dict[str, Any], matrix_text: str) -> str:
     return str(manifest.get("name") or "")
 
 
-def _counts(manifest: dict[str, Any], frame: pd.DataFrame) -> str:
+def _counts(manifest: dict[str, Any], frame: pd.DataFrame) -> list[tuple[str, int]]:
     counts = manifest.get("counts") or {}
     if not counts and "status" in frame:
         per_point = frame.drop_duplicates(["point", "repeat"])["status"]
         counts = {str(k): int(v) for k, v in per_point.value_counts().items()}
-    spans = [
-        f'<span class="{"bad" if status in ("failed", "timeout") else ""}">{_e(status)}: {n}</span>'
-        for status, n in sorted(counts.items())
-    ]
-    when = " → ".join(str(manifest[k]) for k in ("started", "finished") if manifest.get(k))
-    return f'<p class="counts">{"".join(spans)}<span>{_e(when)}</span></p>'
+    return sorted((str(status), int(n)) for status, n in counts.items())
 
 
 def _mean_ci(row: pd.Series, metric: str, scale: float) -> str:
@@ -184,33 +193,33 @@ def _mean_ci(row: pd.Series, metric: str, scale: float) -> str:
     return text
 
 
-def _summary_table(frame: pd.DataFrame) -> str:
-    ok = frame[frame["status"] == "ok"] if "status" in frame else frame
-    if ok.empty:
-        return "<p>No point finished ok.</p>"
-    summary = summarize(ok)
+def _summary_table(summary: pd.DataFrame) -> dict[str, Any]:
+    """The summary's rows as the page shows them: identifying columns, then mean ± CI per metric."""
+    if summary.empty:
+        return {"rows": []}
+    stats = [c for c in summary.columns if c.endswith(("_mean", "_std", "_ci95", "_cv"))]
+    fixed = {"n", "pct_exact", "noisy", "short_runtime", *stats}
     keys = [
         c
-        for c in summary.columns[: list(summary.columns).index("n")]
-        if c in ("point", "direction", "target") or summary[c].nunique(dropna=False) > 1
+        for c in summary.columns
+        if c not in fixed and (c in ("point", "direction", "target") or summary[c].nunique(dropna=False) > 1)
     ]
     metrics = [(m, title, scale) for m, title, scale in SUMMARY_METRICS if f"{m}_mean" in summary]
-    head = [*keys, "n", *(title for _, title, _ in metrics), "CV (IOPS)", "flags"]
     rows = []
     for _, row in summary.iterrows():
-        flags = [name for name in ("noisy", "short_runtime") if bool(row.get(name) is True)]
-        cells = [f"<td>{_e(_plain(row[k]))}</td>" for k in keys]
-        cells.append(f'<td class="num">{int(row["n"])}</td>')
-        cells += [f'<td class="num">{_e(_mean_ci(row, m, scale))}</td>' for m, _, scale in metrics]
+        flags = [name for name in ("noisy", "short_runtime") if row.get(name) is True]
+        if row.get("pct_exact") is False:
+            flags.append("approx. percentiles")
         cv = row.get("iops_cv")
-        cells.append(f'<td class="num">{"–" if cv is None or pd.isna(cv) else f"{float(cv):.1%}"}</td>')
-        cells.append(f"<td>{_e(', '.join(flags))}</td>")
-        rows.append(f'<tr class="{"flag" if flags else ""}">{"".join(cells)}</tr>')
-    header = "".join(f"<th>{_e(h)}</th>" for h in head)
-    note = (
-        "<p>Mean over repeats ± the 95 % confidence half-width (t distribution); jobs summed per point.</p>"
-    )
-    return f"{note}<table><tr>{header}</tr>{''.join(rows)}</table>"
+        numbers = [str(int(row["n"]))] + [_mean_ci(row, m, scale) for m, _, scale in metrics]
+        numbers.append("–" if cv is None or pd.isna(cv) else f"{float(cv):.1%}")
+        rows.append({"labels": [_plain(row[k]) for k in keys], "numbers": numbers, "flags": flags})
+    return {
+        "header": [*keys, "n", *(title for _, title, _ in metrics), "CV (IOPS)", "flags"],
+        "rows": rows,
+        "approximate": bool(summary["pct_exact"].eq(False).any()),
+        "csv": "summary.csv",
+    }
 
 
 def _plain(value: object) -> str:
@@ -219,23 +228,14 @@ def _plain(value: object) -> str:
     return str(value)
 
 
-def _problems_table(frame: pd.DataFrame) -> str:
+def _problems(frame: pd.DataFrame) -> list[tuple[str, str, str, str]]:
     if "status" not in frame:
-        return ""
+        return []
     bad = frame[frame["status"] != "ok"].drop_duplicates(["point", "repeat"])
-    if bad.empty:
-        return ""
-    rows = "".join(
-        f"<tr><td>{_e(r.point)}</td><td>{_e(r.repeat)}</td><td>{_e(r.status)}</td><td>{_e(_plain(r.reason))}</td></tr>"
-        for r in bad.itertuples()
-    )
-    return (
-        "<h3>Points that did not finish ok</h3>"
-        f"<table><tr><th>point</th><th>repeat</th><th>status</th><th>reason</th></tr>{rows}</table>"
-    )
+    return [(_plain(r.point), _plain(r.repeat), _plain(r.status), _plain(r.reason)) for r in bad.itertuples()]
 
 
-def _machine_table(manifest: dict[str, Any]) -> str:
+def _machine_rows(manifest: dict[str, Any]) -> list[tuple[str, str]]:
     machine = manifest.get("machine") or {}
     fields = (
         ("host", "host"),
@@ -247,19 +247,19 @@ def _machine_table(manifest: dict[str, Any]) -> str:
         ("iobench_version", "iobench"),
         ("python", "Python"),
     )
-    rows = [f"<tr><th>{label}</th><td>{_e(machine.get(key, '–'))}</td></tr>" for key, label in fields]
+    rows = [(label, str(machine.get(key, "–"))) for key, label in fields]
     topology = machine.get("topology") or {}
     for node in topology.get("nodes", []):
         rows.append(
-            f"<tr><th>NUMA node {_e(node.get('id'))}</th><td>CPUs {_e(_cpus(node.get('cpus', [])))}"
-            f" · distances {_e(node.get('distances'))}</td></tr>"
+            (
+                f"NUMA node {node.get('id')}",
+                f"CPUs {_cpus(node.get('cpus', []))} · distances {node.get('distances')}",
+            )
         )
     threads = sorted({len(c.get("cpus", [])) for c in topology.get("cores", [])})
     if threads:
-        rows.append(
-            f"<tr><th>cores</th><td>{len(topology['cores'])}, {'/'.join(map(str, threads))} threads each</td></tr>"
-        )
-    return f"<table>{''.join(rows)}</table>"
+        rows.append(("cores", f"{len(topology['cores'])}, {'/'.join(map(str, threads))} threads each"))
+    return rows
 
 
 def _cpus(cpus: Sequence[int]) -> str:
@@ -268,10 +268,8 @@ def _cpus(cpus: Sequence[int]) -> str:
     return format_cpulist(tuple(cpus)) or "–"
 
 
-def _targets_table(manifest: dict[str, Any]) -> str:
+def _target_rows(manifest: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     targets = (manifest.get("machine") or {}).get("targets") or []
-    if not targets:
-        return ""
     rows = []
     for target in targets:
         disks = target.get("disks") or []
@@ -281,14 +279,14 @@ def _targets_table(manifest: dict[str, Any]) -> str:
             for d in disks
         )
         rows.append(
-            f"<tr><td>{_e(target.get('path'))}</td><td>{_e(target.get('kind'))}</td>"
-            f"<td>{_e(_node(target.get('home_node')))}</td><td>{_e(described or '–')}</td></tr>"
+            (
+                str(target.get("path")),
+                str(target.get("kind")),
+                _node(target.get("home_node")),
+                described or "–",
+            )
         )
-    return (
-        "<h3>Targets (device settings as found before the run)</h3>"
-        "<table><tr><th>path</th><th>kind</th><th>home node</th><th>disks</th></tr>"
-        f"{''.join(rows)}</table>"
-    )
+    return rows
 
 
 def _node(value: object) -> str:

@@ -8,6 +8,7 @@ import re
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from conftest import NULL_MATRIX
 from typer.testing import CliRunner
@@ -15,9 +16,11 @@ from typer.testing import CliRunner
 from iobench.cli import app
 from iobench.errors import ResultsError
 from iobench.matrix import load_matrix
+from iobench.points import summarize
 from iobench.report import write_report
 from iobench.results import load
 from iobench.runner import run
+from iobench.store import RunDir
 
 runner = CliRunner()
 
@@ -27,7 +30,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two iodepths × two numjobs, two repeats each: a heatmap, CI bars and a summary with n = 2."""
     base = tmp_path_factory.mktemp("report")
     text = NULL_MATRIX.format(target=base / "target.dat").replace("iodepth: [1, 2]", "iodepth: [1, 4]")
-    text += "  numjobs: [1, 2]\nrepeat: 2\n"
+    text += "repeat: 2\n"  # NULL_MATRIX has iodepth and numjobs axes
     (base / "m.yaml").write_text(text)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_STATE_HOME", str(base / "state"))
@@ -65,6 +68,55 @@ def test_report_lists_points_that_did_not_run(run_dir: Path, tmp_path: Path) -> 
     page = write_report(copy).html.read_text()
     problems = page.split("Points that did not finish ok")[1]
     assert "<td>1</td><td>1</td><td>failed</td><td>fio exited with status 1: boom</td>" in problems
+
+
+@pytest.mark.fio
+def test_summary_csv_is_summarize_of_the_run_and_the_table_shows_its_numbers(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    report = write_report(run_dir, tmp_path / "out")
+    summary = summarize(load(run_dir))
+    assert report.summary == tmp_path / "out" / "summary.csv"
+    assert report.summary.read_text() == summary.to_csv(index=False)
+    assert {"point", "iodepth", "numjobs", "direction", "n", "iops_mean", "iops_ci95", "pct_exact"} <= set(
+        pd.read_csv(report.summary).columns
+    )
+    table = report.html.read_text().split("<h2>Summary</h2>")[1].split("<h2>")[0]
+    rows = re.findall(r'<tr class="[^"]*">(.*?)</tr>', table, re.DOTALL)
+    assert len(rows) == len(summary) == 4
+    for html_row, (_, row) in zip(rows, summary.sort_values("point").iterrows(), strict=True):
+        cells = re.findall(r'<td class="num">([^<]*)</td>', html_row)
+        n, iops = cells[:2]
+        assert int(n) == row["n"] == 2
+        assert iops == f"{row['iops_mean']:,.0f} ± {row['iops_ci95']:,.0f}"
+    # Percentiles that are not fio's own are flagged on the page, never silently shown.
+    assert ("approx. percentiles" in table) == bool(summary["pct_exact"].eq(False).any())
+
+
+@pytest.mark.fio
+def test_user_text_on_the_page_is_escaped(run_dir: Path, tmp_path: Path) -> None:
+    copy = Path(shutil.copytree(run_dir, tmp_path / "run"))
+    matrix = copy / "matrix.yaml"
+    matrix.write_text(
+        matrix.read_text().replace(
+            "name: nulltest\n", "name: nulltest\ndescription: <script>alert(1)</script>\n"
+        )
+    )
+    meta_path = copy / "points" / "0001-r1" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta.update(status="failed", reason="fio: <script>boom()</script> & more")
+    meta_path.write_text(json.dumps(meta))
+    (copy / "results.parquet").unlink()
+    frame = load(copy)
+    frame["target"] = "/data/<b>target</b>.dat"
+    frame["jobname"] = "<script>job</script>"
+    RunDir(copy).write_frame(frame)
+    page = write_report(copy, tmp_path / "out").html.read_text()
+    assert "<script" not in page and "<b>" not in page
+    assert '<p class="sub">&lt;script&gt;alert(1)&lt;/script&gt;</p>' in page
+    assert "<td>fio: &lt;script&gt;boom()&lt;/script&gt; &amp; more</td>" in page
+    assert "<td>/data/&lt;b&gt;target&lt;/b&gt;.dat</td>" in page
+    assert "description: &lt;script&gt;alert(1)&lt;/script&gt;" in page.split("<h2>Matrix</h2>")[1]
 
 
 def test_report_of_a_folder_that_is_no_run_is_a_clear_error(tmp_path: Path) -> None:
