@@ -227,7 +227,7 @@ def parse(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write .parquet or .csv.")] = None,
 ) -> None:
     """Read any fio output into the tidy frame."""
-    from iobench.fioout import parse_fio
+    from iobench.fioout import FRAME_HISTOGRAMS, parse_fio
 
     if output is not None and output.suffix not in (".parquet", ".csv"):
         err.print(f"iobench: {output}: use a .parquet or .csv file name for -o")
@@ -237,7 +237,7 @@ def parse(
     try:
         frame = parse_fio(list(files))
         if output is None:
-            print(frame.to_string(max_rows=60))
+            print(frame.drop(columns=list(FRAME_HISTOGRAMS)).to_string(max_rows=60))
             return
         with replacing(output) as tmp:
             if output.suffix == ".parquet":
@@ -311,6 +311,7 @@ def report(
     except OSError as exc:
         raise _os_fault(exc) from None
     print(f"report:  {written.html}")
+    print(f"summary: {written.summary}")
     if written.figures:
         print("figures: " + "  ".join(str(f) for f in written.figures))
 

@@ -200,7 +200,7 @@ class _Planner:
         argv: list[str] = []
         if placed.numactl_args:
             argv += [_tool("numactl", self.fsroot), *placed.numactl_args, "--"]
-        argv += [self.matrix.fio_binary, "--output-format=json", f"--output={output}"]
+        argv += [self.matrix.fio_binary, "--output-format=json+", f"--output={output}"]
         on_block = all(self.locations[t.path].kind == "block" for t in targets)
         if on_block and not writes:
             argv.append("--readonly")

@@ -41,6 +41,7 @@ from iobench.matrix import Matrix
 from iobench.metadata import collect_metadata
 from iobench.observe import GroupWatcher, check_placement
 from iobench.plan import FioProcess, Plan, PlannedRun, plan
+from iobench.points import headline
 from iobench.process import CommandNotFound, Completed, descendants, minimal_env, run_process
 from iobench.results import build_frame
 from iobench.safety import remember_created
@@ -179,18 +180,6 @@ def _device_settings(plan: Plan, run: PlannedRun) -> dict[str, dict[str, Any]]:
         with contextlib.suppress(TuningError):
             settings[name] = dict(read_settings(name, sysfs=sysfs))
     return settings
-
-
-def _headline(frames: list[pd.DataFrame]) -> tuple[float | None, float | None]:
-    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    if rows.empty or "iops" not in rows or rows["iops"].isna().all():
-        return None, None
-    iops = float(rows["iops"].sum())
-    weights = rows["iops"].astype("Float64")
-    lat = rows["lat_mean_us"].astype("Float64")
-    valid = lat.notna() & weights.notna() & (weights > 0)
-    mean = float((lat[valid] * weights[valid]).sum() / weights[valid].sum()) if valid.any() else None
-    return iops, mean
 
 
 def _fio_message(done: Completed) -> str:
@@ -467,7 +456,7 @@ class _PointRunner:
         )
         meta["processes"] = [self._process_meta(p, r) for p, r in zip(run.processes, results, strict=True)]
         self.run_dir.commit(cwd, run.key, meta)
-        iops, lat = _headline(frames)
+        iops, lat = headline(frames)
         return PointOutcome(run.key, status, reason, time.monotonic() - started, iops, lat)
 
     def _apply_settings(self, run: PlannedRun) -> None:

@@ -40,7 +40,7 @@ def test_plan_json(null_matrix: Callable[..., Path]) -> None:
 def test_plan_text_shows_argv_and_job_file(null_matrix: Callable[..., Path]) -> None:
     result = runner.invoke(app, ["plan", str(null_matrix())])
     assert result.exit_code == 0
-    assert "--output-format=json --output=fio.json job.fio" in result.stdout
+    assert "--output-format=json+ --output=fio.json job.fio" in result.stdout
     assert "[global]" in result.stdout and "0004-r1  run  iodepth=2 numjobs=2" in result.stdout
 
 

@@ -43,7 +43,7 @@ def test_plan_json_has_the_spec_fields(null_matrix: Callable[..., Path], tmp_pat
     assert {"point", "repeat", "params", "status", "reason", "settings", "processes"} <= set(first)
     process = first["processes"][0]
     assert {"argv", "jobfile", "targets", "cpu_node", "target_node", "cpus", "job_cpus"} <= set(process)
-    assert process["argv"][1:] == ["--output-format=json", "--output=fio.json", "job.fio"]
+    assert process["argv"][1:] == ["--output-format=json+", "--output=fio.json", "job.fio"]
     assert process["argv"][0].endswith("fio")
     assert process["targets"] == [str(tmp_path / "target.dat")]
     assert process["job_cpus"] is None
