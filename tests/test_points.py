@@ -220,7 +220,9 @@ def test_fio_2_histogram_layouts_become_ns() -> None:
 
 def _json_plus(argv: list[str], **kwargs: Any) -> Any:
     """The runner's fio, asked for json+ (what iobench.plan will ask for itself)."""
-    return run_process(["--output-format=json+" if a == "--output-format=json" else a for a in argv], **kwargs)
+    return run_process(
+        ["--output-format=json+" if a == "--output-format=json" else a for a in argv], **kwargs
+    )
 
 
 def _group_from_raw(point_dir: Path) -> dict[str, float]:
