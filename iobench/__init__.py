@@ -29,8 +29,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "load_matrix": "iobench.matrix",
     "Matrix": "iobench.matrix",
-    "plan": "iobench.plan",
-    "Plan": "iobench.plan",
+    "plan": "iobench.planner",
+    "Plan": "iobench.planner",
     "run": "iobench.runner",
     "RunResult": "iobench.runner",
     "RunInterrupted": "iobench.runner",
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from iobench import plots, report
     from iobench.fioout import parse_fio, parse_fio_text
     from iobench.matrix import Matrix, load_matrix
-    from iobench.plan import Plan, plan
+    from iobench.planner import Plan, plan
     from iobench.points import point_totals, summarize
     from iobench.results import load
     from iobench.runner import RunInterrupted, RunResult, run

@@ -183,7 +183,7 @@ def plan(
 ) -> None:
     """Show every point: parameters, placement, the exact argv and job file. Runs nothing."""
     from iobench.matrix import load_matrix
-    from iobench.plan import plan as plan_matrix
+    from iobench.planner import plan as plan_matrix
 
     try:
         m = load_matrix(matrix, targets=target or [], allow_write=allow_write or [])

@@ -12,7 +12,7 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from iobench.plan import Plan, PlannedRun
+from iobench.planner import Plan, PlannedRun
 from iobench.runner import PointOutcome, RunResult
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from iobench import __version__
 from iobench.hostfs import SystemRoot
-from iobench.plan import Plan
+from iobench.planner import Plan
 from iobench.process import CommandNotFound, run_process
 
 

@@ -40,7 +40,7 @@ from iobench.locks import device_lock
 from iobench.matrix import Matrix
 from iobench.metadata import collect_metadata
 from iobench.observe import GroupWatcher, check_placement
-from iobench.plan import FioProcess, Plan, PlannedRun, plan
+from iobench.planner import FioProcess, Plan, PlannedRun, plan
 from iobench.points import headline
 from iobench.process import CommandNotFound, Completed, descendants, minimal_env, run_process
 from iobench.results import build_frame

@@ -12,7 +12,7 @@ from sysfs_snapshots import FakeSysfs, SnapshotCache
 
 from iobench.errors import TuningError
 from iobench.matrix import Matrix, load_matrix
-from iobench.plan import Plan, PlannedRun, plan
+from iobench.planner import Plan, PlannedRun, plan
 
 pytestmark = pytest.mark.fio
 ROOT = Path(__file__).parents[1]

@@ -19,7 +19,7 @@ from iobench.cli import app
 from iobench.errors import SafetyError, TuningError
 from iobench.locks import device_lock
 from iobench.matrix import load_matrix
-from iobench.plan import plan
+from iobench.planner import plan
 from iobench.runner import run
 from iobench.tuning import read_settings
 

@@ -11,7 +11,7 @@ import pytest
 
 from iobench.errors import SafetyError, TopologyError, TuningError
 from iobench.matrix import load_matrix
-from iobench.plan import plan
+from iobench.planner import plan
 from iobench.safety import remember_created
 
 pytestmark = pytest.mark.fio

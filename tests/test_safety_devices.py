@@ -21,7 +21,7 @@ from loopdev import Loop, LoopFactory, sha256_of
 
 from iobench.errors import SafetyError
 from iobench.matrix import parse_matrix
-from iobench.plan import Plan, plan
+from iobench.planner import Plan, plan
 from iobench.safety import check_targets, device_refusal
 from iobench.topology import TargetLocation
 
