@@ -772,18 +772,11 @@ def atomic_write(path: PathArg, data: bytes | str, *, mode: int = 0o666) -> None
     OSError
         When writing, syncing or renaming fails; the caller words it.
     """
-    target = Path(path)
     payload = memoryview(data.encode() if isinstance(data, str) else data)
-    fd, tmp = _temporary_beside(target, mode)
-    try:
+    with atomic_replacing(path, mode=mode) as tmp:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CLOEXEC)
         try:
             while payload:
                 payload = payload[os.write(fd, payload) :]
-            os.fsync(fd)
         finally:
             os.close(fd)
-        _put_in_place(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise

@@ -69,7 +69,6 @@ class PlannedRun:
     point: int
     repeat: int
     params: Combo
-    values: Combo
     status: Literal["run", "skipped"]
     reason: str | None
     processes: tuple[FioProcess, ...]
@@ -250,7 +249,7 @@ class _Planner:
                 settings.setdefault(disk, {}).update(wanted)
         return settings
 
-    def point(self, index: int, combo: Combo, values: Combo) -> list[PlannedRun]:
+    def point(self, index: int, combo: Combo) -> list[PlannedRun]:
         writes = point_writes(self.matrix, combo)
         settings = self.settings(combo)
         expected = _expected_seconds(self.matrix, combo)
@@ -270,7 +269,6 @@ class _Planner:
                 point=index,
                 repeat=repeat,
                 params=combo,
-                values=values,
                 status="skipped" if reason else "run",
                 reason=reason,
                 processes=() if reason else tuple(processes),
@@ -370,10 +368,7 @@ def plan(
     else:
         seed = None
     planner = _Planner(matrix, topology, locations, root)
-    points = [
-        planner.point(i, combo, values)
-        for i, (combo, values) in enumerate(zip(matrix.combos, matrix.values, strict=True), start=1)
-    ]
+    points = [planner.point(i, combo) for i, combo in enumerate(matrix.combos, start=1)]
     _check_settings(planner, points, root, matrix.drop_caches)
     if points and all(p[0].status == "skipped" for p in points):
         reasons = sorted({p[0].reason or "" for p in points})

@@ -12,20 +12,8 @@ import pandas as pd
 from iobench.errors import ResultsError, RunStorageError
 from iobench.fioout import parse_fio_text
 from iobench.fioout.frame import FRAME_METRICS
+from iobench.points import EXTRA, IDENTITY, PLACEMENT
 from iobench.store import SCHEMA_VERSION, RunDir
-
-IDENTITY = ("run_id", "point", "repeat", "host", "jobname", "job_index", "direction", "status")
-PLACEMENT = (
-    "target",
-    "target_node",
-    "cpu_node",
-    "cpus",
-    "cpus_observed",
-    "scheduler",
-    "readahead_kb",
-)
-EXTRA = ("reason", "runtime_requested_ms")
-
 
 Parsed = dict[str, pd.DataFrame]
 """fio outputs already parsed during the run, keyed ``<point key>/<output file>``."""

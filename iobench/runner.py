@@ -265,7 +265,7 @@ class _Targets:
     def check(self, run: PlannedRun) -> None:
         """Raise :class:`TargetVanished` when one of ``run``'s targets is gone or was replaced."""
         # fio's unlink options delete the file after each job on purpose.
-        unlinks = any(bool(self.plan.matrix.setting(run.values, o)) for o in ("unlink", "unlink_each_loop"))
+        unlinks = any(bool(self.plan.matrix.setting(run.params, o)) for o in ("unlink", "unlink_each_loop"))
         for path in sorted({t for p in run.processes for t in p.targets}):
             problem = self._problem(path, self.plan.locations[path].kind, unlinks)
             if problem is not None:
@@ -400,7 +400,7 @@ class _PointRunner:
             "point": run.point,
             "repeat": run.repeat,
             "params": run.params,
-            "values": run.values,
+            "values": run.params,
             "writes": run.writes,
             "started": now(),
         }
