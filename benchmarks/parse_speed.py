@@ -212,7 +212,7 @@ def _fio_argv(fio: str, rw: str, bs: str, iodepth: int, numjobs: int, output: Pa
 
 def generate(root: Path, parallel: int) -> list[Path]:
     """Run the 300 fio jobs into copy 0 of bench-fio's layout; return their paths."""
-    from iobench.process import run_process
+    from iobench.system.process import run_process
 
     fio = shutil.which("fio")
     if fio is None:
@@ -253,7 +253,7 @@ def replicate(root: Path, originals: list[Path]) -> dict[str, Any]:
 
 def fio_plot_python(venv: Path) -> tuple[Path | None, str]:
     """Return the fio-plot venv's python (creating the venv if needed) and fio-plot's version."""
-    from iobench.process import run_process
+    from iobench.system.process import run_process
 
     python = venv / "bin" / "python"
     probe = [str(python), "-c", "from importlib.metadata import version; print(version('fio-plot'))"]
@@ -283,7 +283,7 @@ def fio_plot_python(venv: Path) -> tuple[Path | None, str]:
 
 
 def measure(python: Path, loader: str, manifest: Path, repeat: int, scratch: Path) -> dict[str, Any]:
-    from iobench.process import minimal_env, run_process
+    from iobench.system.process import minimal_env, run_process
 
     env = minimal_env({"MPLBACKEND": "Agg", "MPLCONFIGDIR": str(scratch / "mpl")})
     argv = [str(python), str(Path(__file__).resolve()), "--worker", loader, "--manifest", str(manifest)]
@@ -378,7 +378,7 @@ def main() -> None:
         if not args.markdown:
             import pandas as pd
 
-            from iobench.process import run_process
+            from iobench.system.process import run_process
 
             fio_version = run_process(["fio", "--version"], timeout=30).stdout.strip()
             print(

@@ -23,36 +23,35 @@ from iobench.errors import (
     TopologyError,
     TuningError,
 )
-
-__version__ = "0.1.0"
+from iobench.version import __version__
 
 _LAZY = {
-    "load_matrix": "iobench.matrix",
-    "Matrix": "iobench.matrix",
-    "plan": "iobench.planner",
-    "Plan": "iobench.planner",
-    "run": "iobench.runner",
-    "RunResult": "iobench.runner",
-    "RunInterrupted": "iobench.runner",
-    "load": "iobench.results",
-    "parse_fio": "iobench.fioout",
-    "parse_fio_text": "iobench.fioout",
-    "summarize": "iobench.points",
-    "point_totals": "iobench.points",
-    "discover_topology": "iobench.topology",
+    "load_matrix": "iobench.matrix.model",
+    "Matrix": "iobench.matrix.model",
+    "plan": "iobench.planner.plans",
+    "Plan": "iobench.planner.plans",
+    "run": "iobench.runner.sweep",
+    "RunResult": "iobench.runner.sweep",
+    "RunInterrupted": "iobench.runner.sweep",
+    "load": "iobench.results.rundir",
+    "parse_fio": "iobench.results.fioout",
+    "parse_fio_text": "iobench.results.fioout",
+    "summarize": "iobench.results.points",
+    "point_totals": "iobench.results.points",
+    "discover_topology": "iobench.system.topology",
     "plots": "iobench.plots",
     "report": "iobench.report",
 }
 
 if TYPE_CHECKING:
     from iobench import plots, report
-    from iobench.fioout import parse_fio, parse_fio_text
-    from iobench.matrix import Matrix, load_matrix
-    from iobench.planner import Plan, plan
-    from iobench.points import point_totals, summarize
-    from iobench.results import load
-    from iobench.runner import RunInterrupted, RunResult, run
-    from iobench.topology import discover_topology
+    from iobench.matrix.model import Matrix, load_matrix
+    from iobench.planner.plans import Plan, plan
+    from iobench.results.fioout import parse_fio, parse_fio_text
+    from iobench.results.points import point_totals, summarize
+    from iobench.results.rundir import load
+    from iobench.runner.sweep import RunInterrupted, RunResult, run
+    from iobench.system.topology import discover_topology
 
 
 def __getattr__(name: str) -> Any:

@@ -1,5 +1,5 @@
 """``python -m iobench``."""
 
-from iobench.cli import main
+from iobench.cli.commands import main
 
 main()

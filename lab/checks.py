@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 import iobench
-from iobench.cpulist import parse_cpulist
+from iobench.system.cpulist import parse_cpulist
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import iobench
-from iobench.topology import Topology
-from iobench.tuning import read_settings, write_setting
+from iobench.system.topology import Topology
+from iobench.system.tuning import read_settings, write_setting
 
 MATRICES = Path(__file__).resolve().parent / "matrices"
 SWEEPS = ("numa", "smt", "settings", "unknown-home", "home-node")
@@ -54,7 +54,7 @@ def run_sweep(name: str, runs: Path) -> dict[str, Any]:
     started = time.monotonic()
     try:
         matrix = iobench.load_matrix(MATRICES / f"{name}.yaml")
-        result = iobench.run(matrix, out=runs, figures=False)
+        result = iobench.run(matrix, out=runs)
     except iobench.IobenchError as exc:
         return {"error": str(exc), "error_type": type(exc).__name__}
     return {
@@ -78,7 +78,7 @@ def guard_attempt(disk: str, allow_write: tuple[str, ...]) -> dict[str, Any]:
     outcome: dict[str, Any] = {"allow_write": list(allow_write)}
     try:
         matrix = iobench.load_matrix(MATRICES / "guard.yaml", allow_write=allow_write)
-        result = iobench.run(matrix, out=Path("/tmp/guard-runs"), figures=False)
+        result = iobench.run(matrix, out=Path("/tmp/guard-runs"))
         outcome["ran"] = result.counts
     except iobench.IobenchError as exc:
         outcome.update(refused=type(exc).__name__, message=str(exc), exit_code=exc.exit_code)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iobench.errors import IobenchError
-from iobench.report import write_report
+from iobench.report.page import write_report
 from lab import machine
 from lab.checks import Check, run_checks
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from iobench.process import Completed
+from iobench.system.process import Completed
 
 pytest_plugins = ("loopdev",)
 

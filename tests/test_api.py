@@ -19,7 +19,7 @@ assert inspect.ismodule(iobench.plots) and callable(iobench.plots.local_vs_remot
 
 
 @pytest.mark.parametrize(
-    "first", ["", "iobench.run", "import iobench.runner", "iobench.load", "iobench.report"]
+    "first", ["", "iobench.run", "import iobench.runner.sweep", "iobench.load", "iobench.report.page"]
 )
 def test_public_functions_stay_functions(first: str) -> None:
     done = subprocess.run(

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from iobench.cli import app
+from iobench.cli.commands import app
 
 pytestmark = pytest.mark.fio
 runner = CliRunner()

@@ -11,8 +11,8 @@ from loopdev import LoopFactory
 from sysfs_snapshots import FakeSysfs, SnapshotCache
 
 from iobench.errors import TuningError
-from iobench.matrix import Matrix, load_matrix
-from iobench.planner import Plan, PlannedRun, plan
+from iobench.matrix.model import Matrix, load_matrix
+from iobench.planner.plans import Plan, PlannedRun, plan
 
 pytestmark = pytest.mark.fio
 ROOT = Path(__file__).parents[1]

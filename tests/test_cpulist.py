@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from iobench.cpulist import format_cpulist, parse_cpulist, parse_cpumask
 from iobench.errors import TopologyError
+from iobench.system.cpulist import format_cpulist, parse_cpulist, parse_cpumask
 
 cpu_sets = st.sets(st.integers(min_value=0, max_value=4095), max_size=64)
 

@@ -15,13 +15,13 @@ import pytest
 from loopdev import Loop, LoopFactory
 from typer.testing import CliRunner
 
-from iobench.cli import app
+from iobench.cli.commands import app
 from iobench.errors import SafetyError, TuningError
-from iobench.locks import device_lock
-from iobench.matrix import load_matrix
-from iobench.planner import plan
-from iobench.runner import run
-from iobench.tuning import read_settings
+from iobench.matrix.model import load_matrix
+from iobench.planner.plans import plan
+from iobench.runner.sweep import run
+from iobench.system.locks import device_lock
+from iobench.system.tuning import read_settings
 
 pytestmark = [pytest.mark.loopdev, pytest.mark.root, pytest.mark.fio]
 runner = CliRunner()

@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from iobench.expand import expand, matrix_size
+from iobench.matrix.expand import expand, matrix_size
 
 axes_strategy = st.dictionaries(
     st.sampled_from(["bs", "iodepth", "numjobs", "rw"]),

@@ -28,12 +28,12 @@ from loopdev import LoopFactory
 from typer.testing import CliRunner
 
 import iobench
-from iobench.cli import app
+from iobench.cli.commands import app
 from iobench.errors import EnvironmentFault, RunStorageError, TargetVanished
-from iobench.matrix import load_matrix
-from iobench.process import Completed, descendants, run_process
-from iobench.runner import NullProgress, PointOutcome, run
-from iobench.tuning import read_settings
+from iobench.matrix.model import load_matrix
+from iobench.runner.sweep import NullProgress, PointOutcome, run
+from iobench.system.process import Completed, descendants, run_process
+from iobench.system.tuning import read_settings
 
 pytestmark = pytest.mark.fio
 cli = CliRunner()
@@ -197,7 +197,7 @@ def test_a_small_disk_fills_up_on_its_own(
     )
     disk = tmpfs(tmp_path / "small", "512k")
     with pytest.raises(RunStorageError) as caught:
-        run(matrix, out=disk, executor=Fio(), figures=False)
+        run(matrix, out=disk, executor=Fio())
     fault = caught.value
     assert fault.exit_code == 3 and fault.errno == errno.ENOSPC
     assert fault.run_dir is not None and fault.path.startswith(fault.run_dir)
@@ -210,7 +210,7 @@ def test_a_small_disk_fills_up_on_its_own(
 
     _sh("mount", "-o", "remount,size=16m", str(disk))
     again = Fio()
-    result = run(matrix, resume=run_dir, executor=again, figures=False)
+    result = run(matrix, resume=run_dir, executor=again)
     assert again.calls == 64 - len(saved) and result.counts == {"ok": 64}
     assert len(iobench.load(run_dir).drop_duplicates(["point", "repeat"])) == 64
 
@@ -273,7 +273,7 @@ def test_figures_that_do_not_fit_keep_points_and_frame(
     def small_figures_dir(cwd: Path) -> None:
         tmpfs(run_dir_of(cwd) / "figures", "4k")
 
-    monkeypatch.setattr("iobench.runner.run_process", Fio({1: small_figures_dir}))
+    monkeypatch.setattr("iobench.runner.sweep.run_process", Fio({1: small_figures_dir}))
     result = cli.invoke(app, ["run", str(null_matrix()), "--out", str(tmp_path / "r")])
     assert result.exit_code == 3, result.output
     one_message(result.stdout, result.stderr)
@@ -328,7 +328,7 @@ def test_run_directory_removed_mid_run(
         shutil.rmtree(run_dir_of(cwd))
 
     matrix = null_matrix()
-    monkeypatch.setattr("iobench.runner.run_process", Fio({2: remove}))
+    monkeypatch.setattr("iobench.runner.sweep.run_process", Fio({2: remove}))
     result = cli.invoke(app, ["run", str(matrix), "--out", str(tmp_path / "r")])
     assert result.exit_code == 3, result.output
     one_message(result.stdout, result.stderr)
@@ -397,7 +397,7 @@ def test_fio_killed_by_the_oom_killer_fails_the_point_and_the_run_goes_on(
 ) -> None:
     killer = KillFio(victim)
     matrix = load_matrix(write_matrix(NULL_SLOW.format(target=tmp_path / "t.dat")))
-    result = run(matrix, out=tmp_path / "r", executor=killer, figures=False)
+    result = run(matrix, out=tmp_path / "r", executor=killer)
     assert killer.workers, "fio's workers never showed up"
     assert result.counts == {"failed": 1, "ok": 1} and result.exit_code == 1
     meta = saved_points(result.run_dir)["0001-r1"]
@@ -441,7 +441,7 @@ def test_file_target_deleted_mid_run(write_matrix: Callable[..., Path], tmp_path
         return done
 
     with pytest.raises(TargetVanished) as caught:
-        run(matrix, out=tmp_path / "r", executor=delete_after_second, figures=False)
+        run(matrix, out=tmp_path / "r", executor=delete_after_second)
     fault = caught.value
     run_dir = Path(str(fault.run_dir))
     assert isinstance(fault, EnvironmentFault) and fault.exit_code == 3
@@ -454,7 +454,7 @@ def test_file_target_deleted_mid_run(write_matrix: Callable[..., Path], tmp_path
     assert len(pd.read_parquet(run_dir / "results.parquet").drop_duplicates("point")) == 2
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "stopped"
 
-    result = run(matrix, resume=run_dir, figures=False)
+    result = run(matrix, resume=run_dir)
     assert result.counts == {"ok": 3} and target.is_file()
 
 
@@ -489,7 +489,7 @@ def test_loop_device_detached_mid_run_restores_settings(
 
     try:
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr("iobench.runner.run_process", detach_after_first)
+            patch.setattr("iobench.runner.sweep.run_process", detach_after_first)
             result = cli.invoke(app, ["run", str(matrix.source), "--out", str(tmp_path / "r")])
         assert result.exit_code == 3, result.output
         one_message(result.stdout, result.stderr)

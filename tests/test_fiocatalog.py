@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from iobench.fiocatalog import FioCatalog, fio_catalog
-from iobench.values import option_value
+from iobench.matrix.fiocatalog import FioCatalog, fio_catalog
+from iobench.matrix.values import option_value
 
 pytestmark = pytest.mark.fio
 

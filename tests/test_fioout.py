@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from iobench.errors import ResultsError
-from iobench.fioout import (
+from iobench.results.fioout import (
     FRAME_COLUMNS,
     FRAME_DTYPES,
     FRAME_METRICS,

@@ -20,10 +20,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from iobench.errors import ResultsError
-from iobench.fioout import FRAME_COLUMNS, detect, parse_fio
-from iobench.fioout.frame import to_frame
-from iobench.fioout.model import DirStats, JobStats
-from iobench.fioout.parse import _origin, _regular_file_bytes
+from iobench.results.fioout import FRAME_COLUMNS, detect, parse_fio
+from iobench.results.fioout.frame import to_frame
+from iobench.results.fioout.model import DirStats, JobStats
+from iobench.results.fioout.parse import _origin, _regular_file_bytes
 
 GEN = Path(__file__).parent / "data" / "fio" / "fio-3.33"
 READ = (GEN / "read.json").read_text()

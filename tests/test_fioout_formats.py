@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 
 from iobench.errors import ResultsError
-from iobench.fioout import parse_fio, parse_fio_text
-from iobench.fioout.frame import to_frame
-from iobench.fioout.normal import read_normal
-from iobench.fioout.terse import read_terse
+from iobench.results.fioout import parse_fio, parse_fio_text
+from iobench.results.fioout.frame import to_frame
+from iobench.results.fioout.normal import read_normal
+from iobench.results.fioout.terse import read_terse
 
 GEN = Path(__file__).parent / "data" / "fio" / "fio-3.33"
 

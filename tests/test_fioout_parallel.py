@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from iobench.errors import ResultsError
-from iobench.fioout import parse_fio
+from iobench.results.fioout import parse_fio
 
 FIXTURES = sorted((Path(__file__).parent / "data" / "fio" / "fio-3.33").glob("*.json"))
 

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from iobench.errors import ResultsError
-from iobench.fioout import FRAME_DTYPES, parse_fio
+from iobench.results.fioout import FRAME_DTYPES, parse_fio
 
 PUBLIC = Path(__file__).resolve().parent / "data" / "fio-outputs" / "public"
 

@@ -10,17 +10,8 @@ from pathlib import Path
 import pytest
 from sysfs_snapshots import FakeSysfs, SnapshotCache
 
-from iobench.hostfs import (
-    Mount,
-    SystemFileError,
-    SystemRoot,
-    atomic_replacing,
-    atomic_write,
-    block_node_devno,
-    devno_text,
-    fsync_directory,
-    state_dir,
-)
+from iobench.store.files import atomic_replacing, atomic_write, fsync_directory, state_dir
+from iobench.system.hostfs import Mount, SystemFileError, SystemRoot, block_node_devno, devno_text
 
 
 @pytest.fixture(scope="session")

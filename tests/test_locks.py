@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from iobench.errors import SafetyError
-from iobench.locks import device_lock, lock_dir
+from iobench.system.locks import device_lock, lock_dir
 
 
 def test_a_second_holder_is_refused_at_once_naming_pid_and_disk() -> None:
@@ -43,7 +43,7 @@ def test_odd_disk_names_are_refused() -> None:
 
 HOLDER = """
 import time
-from iobench.locks import device_lock
+from iobench.system.locks import device_lock
 with device_lock(["loop7"]):
     print("locked", flush=True)
     time.sleep(60)

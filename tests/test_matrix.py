@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from iobench.cli import app
+from iobench.cli.commands import app
 from iobench.errors import MatrixError
-from iobench.matrix import load_matrix, parse_matrix, point_writes
+from iobench.matrix.model import load_matrix, parse_matrix, point_writes
 
 pytestmark = pytest.mark.fio
 ASSETS = Path(__file__).parent / "data" / "matrices"

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from iobench.matrix import load_matrix
-from iobench.observe import GroupWatcher, Observed, check_placement, observe_group
-from iobench.process import run_process
-from iobench.runner import run
+from iobench.matrix.model import load_matrix
+from iobench.runner.sweep import run
+from iobench.system.observe import GroupWatcher, Observed, check_placement, observe_group
+from iobench.system.process import run_process
 
 needs_numactl = pytest.mark.skipif(shutil.which("numactl") is None, reason="needs numactl")
 

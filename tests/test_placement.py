@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from sysfs_snapshots import FakeSysfs, SnapshotCache
 
-from iobench.placement import Placement, Skip, resolve_placement
-from iobench.topology import Topology, discover_topology
+from iobench.planner.placement import Placement, Skip, resolve_placement
+from iobench.system.topology import Topology, discover_topology
 
 
 @pytest.fixture(scope="session")

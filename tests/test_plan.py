@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from iobench.errors import SafetyError, TopologyError, TuningError
-from iobench.matrix import load_matrix
-from iobench.planner import plan
-from iobench.safety import remember_created
+from iobench.matrix.model import load_matrix
+from iobench.planner.plans import plan
+from iobench.system.safety import remember_created
 
 pytestmark = pytest.mark.fio
 

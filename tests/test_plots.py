@@ -40,7 +40,7 @@ from iobench.plots import (
     sweep,
     throughput_metric,
 )
-from iobench.points import t975
+from iobench.results.points import t975
 
 Params = dict[str, Any]
 #: Per-repeat factors: the mean of three repeats is the model value, the sample std 10 % of it.

@@ -22,14 +22,14 @@ from matplotlib.container import ErrorbarContainer
 
 import iobench
 from iobench.errors import ResultsError
-from iobench.fioout import parse_fio, parse_fio_text
-from iobench.fioout.bins import decode, encode
-from iobench.fioout.detect import find_json
-from iobench.matrix import load_matrix
-from iobench.points import headline, merged_percentiles, point_totals, summarize
-from iobench.process import run_process
-from iobench.report import write_report
-from iobench.runner import run
+from iobench.matrix.model import load_matrix
+from iobench.report.page import write_report
+from iobench.results.fioout import parse_fio, parse_fio_text
+from iobench.results.fioout.bins import decode, encode
+from iobench.results.fioout.detect import find_json
+from iobench.results.points import headline, merged_percentiles, point_totals, summarize
+from iobench.runner.sweep import run
+from iobench.system.process import run_process
 
 GEN = Path(__file__).parent / "data" / "fio" / "fio-3.33"
 JSONPLUS = ("jsonplus.json", "jsonplus_jobs.json", "jsonplus_group.json", "client_plus.json")
@@ -270,7 +270,7 @@ def unequal_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (base / "m.yaml").write_text(MATRIX.format(dir=base))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_STATE_HOME", str(base / "state"))
-        result = run(load_matrix(base / "m.yaml"), out=base / "r", executor=_json_plus, figures=False)
+        result = run(load_matrix(base / "m.yaml"), out=base / "r", executor=_json_plus)
     assert result.counts == {"ok": 4}
     return result.run_dir
 

@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from iobench.process import CommandNotFound, _children_by_scan, _task_children, descendants, run_process
+from iobench.system.process import (
+    CommandNotFound,
+    _children_by_scan,
+    _task_children,
+    descendants,
+    run_process,
+)
 
 # A parent that starts a grandchild which would outlive it, like numactl → fio → workers.
 TREE = """

@@ -13,14 +13,14 @@ import pytest
 from conftest import NULL_MATRIX
 from typer.testing import CliRunner
 
-from iobench.cli import app
+from iobench.cli.commands import app
 from iobench.errors import ResultsError
-from iobench.matrix import load_matrix
-from iobench.points import summarize
-from iobench.report import write_report
-from iobench.results import load
-from iobench.runner import run
-from iobench.store import RunDir
+from iobench.matrix.model import load_matrix
+from iobench.report.page import write_report
+from iobench.results.points import summarize
+from iobench.results.rundir import load
+from iobench.runner.sweep import run
+from iobench.store.rundir import RunDir
 
 runner = CliRunner()
 
@@ -34,7 +34,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (base / "m.yaml").write_text(text)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_STATE_HOME", str(base / "state"))
-        result = run(load_matrix(base / "m.yaml"), out=base / "r", figures=False)
+        result = run(load_matrix(base / "m.yaml"), out=base / "r")
     assert result.counts == {"ok": 8}
     return result.run_dir
 

@@ -11,15 +11,15 @@ import pytest
 
 import iobench
 from iobench.errors import ResultsError
-from iobench.matrix import load_matrix
-from iobench.runner import run
+from iobench.matrix.model import load_matrix
+from iobench.runner.sweep import run
 
 pytestmark = pytest.mark.fio
 
 
 @pytest.fixture
 def run_dir(null_matrix: Callable[..., Path], tmp_path: Path) -> Path:
-    return run(load_matrix(null_matrix()), out=tmp_path / "r", figures=False).run_dir
+    return run(load_matrix(null_matrix()), out=tmp_path / "r").run_dir
 
 
 def test_load_reads_the_saved_frame(run_dir: Path) -> None:
@@ -50,7 +50,7 @@ def test_not_a_run_directory(tmp_path: Path) -> None:
 
 
 def test_summarize_a_real_run(null_matrix: Callable[..., Path], tmp_path: Path) -> None:
-    result = run(load_matrix(null_matrix("repeat: 3\n")), out=tmp_path / "r", figures=False)
+    result = run(load_matrix(null_matrix("repeat: 3\n")), out=tmp_path / "r")
     summary = iobench.summarize(iobench.load(result.run_dir))
     assert len(summary) == 4 and summary["n"].eq(3).all()
     assert (summary["iops_mean"] > 0).all() and summary["iops_ci95"].notna().all()

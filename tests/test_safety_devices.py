@@ -4,7 +4,7 @@ Every refusal is checked to name the device and the reason, and to leave every
 byte of the device as it was (sha256 of the whole device before and after).
 Cases this machine cannot build for real (partitions: the kernel does not scan
 loop partition tables here; dm/md holders: no device-mapper driver) use a fake
-sysfs/procfs tree with :func:`iobench.safety.device_refusal`, or a fake sysfs
+sysfs/procfs tree with :func:`iobench.system.safety.device_refusal`, or a fake sysfs
 whose partitions and members are real loop devices for the signature probe.
 Every kind of signature is in ``test_safety_signatures.py``.
 """
@@ -20,10 +20,10 @@ import pytest
 from loopdev import Loop, LoopFactory, sha256_of
 
 from iobench.errors import SafetyError
-from iobench.matrix import parse_matrix
-from iobench.planner import Plan, plan
-from iobench.safety import check_targets, device_refusal
-from iobench.topology import TargetLocation
+from iobench.matrix.model import parse_matrix
+from iobench.planner.plans import Plan, plan
+from iobench.system.safety import check_targets, device_refusal
+from iobench.system.topology import TargetLocation
 
 MATRIX = """
 version: 1
@@ -287,7 +287,7 @@ def _devno_of(loop: Loop) -> str:
 def _guard(loop: Loop, sysfs: Path, allow_write: tuple[str, ...] = ()) -> None:
     matrix = parse_matrix(MATRIX.format(path=loop.path, allow="true"), "t.yaml")
     location = TargetLocation(loop.path, "block", loop.name, (loop.name,), None)
-    check_targets(matrix, {loop.path: location}, writes=True, allow_write=allow_write, sysfs=sysfs)
+    check_targets(matrix.targets, {loop.path: location}, writes=True, allow_write=allow_write, sysfs=sysfs)
 
 
 @pytest.mark.loopdev

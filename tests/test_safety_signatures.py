@@ -3,7 +3,7 @@
 Each kind is built by the tool that makes it for real (mkfs.*, cryptsetup,
 pvcreate, make-bcache, sfdisk, …) on a loop device, then the guard runs on a
 writing matrix whose target says ``allow_write: true``: through
-:func:`iobench.safety.check_targets` for every kind and through ``iobench run``
+:func:`iobench.system.safety.check_targets` for every kind and through ``iobench run``
 for some. Each refusal must name the kind and its byte offset, and every byte
 of the device must be as it was. A tool that is not installed fails its case
 when ``CI=true`` and skips it elsewhere.
@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 from loopdev import Loop, LoopFactory, sha256_of
 
-from iobench import safety
 from iobench.errors import SafetyError
-from iobench.matrix import parse_matrix
-from iobench.safety import ProbeError, Signature, check_targets, probe_signatures
-from iobench.topology import discover_topology, locate_target
+from iobench.matrix.model import parse_matrix
+from iobench.system import safety
+from iobench.system.safety import ProbeError, Signature, check_targets, probe_signatures
+from iobench.system.topology import discover_topology, locate_target
 
 pytestmark = [pytest.mark.loopdev, pytest.mark.fio]
 
@@ -205,7 +205,7 @@ def guard(path: str, allow_write: tuple[str, ...] = ()) -> None:
     """The write guard on a writing matrix whose target says ``allow_write: true``."""
     matrix = parse_matrix(MATRIX.format(path=path), "guard.yaml")
     location = locate_target(path, discover_topology("/"))
-    check_targets(matrix, {path: location}, writes=True, allow_write=allow_write)
+    check_targets(matrix.targets, {path: location}, writes=True, allow_write=allow_write)
 
 
 def iobench(*args: str) -> subprocess.CompletedProcess[str]:

@@ -1,4 +1,4 @@
-"""summarize(): a point's jobs combined per repeat (iobench.points), then mean/std/CI/CV over repeats."""
+"""summarize(): a point's jobs combined per repeat (iobench.results.points), then mean/std/CI/CV over repeats."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from iobench.errors import ResultsError
-from iobench.points import summarize, t975
+from iobench.results.points import summarize, t975
 
 
 def t_cdf(x: float, dof: int) -> float:

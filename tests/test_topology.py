@@ -11,7 +11,7 @@ from loopdev import LoopFactory
 from sysfs_snapshots import SNAPSHOTS, FakeSysfs, SnapshotCache, hwloc_reading
 
 from iobench.errors import TopologyError
-from iobench.topology import Topology, discover_topology, locate_target
+from iobench.system.topology import Topology, discover_topology, locate_target
 
 
 @pytest.fixture(scope="session")

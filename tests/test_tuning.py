@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from loopdev import Loop, LoopFactory
 
-from iobench import tuning
 from iobench.errors import TuningError
-from iobench.tuning import (
+from iobench.system import tuning
+from iobench.system.tuning import (
     DeviceTuner,
     check_no_pending,
     drop_caches,
@@ -293,7 +293,7 @@ def test_restores_on_exception_and_ctrl_c(loops: LoopFactory, error: type[BaseEx
 
 CHILD = """
 import signal, sys, time
-from iobench.tuning import DeviceTuner
+from iobench.system.tuning import DeviceTuner
 
 def stop(signum, frame):
     raise KeyboardInterrupt

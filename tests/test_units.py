@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from iobench.units import format_size, parse_seconds, parse_size
+from iobench.matrix.units import format_size, parse_seconds, parse_size
 
 
 @pytest.mark.parametrize(

@@ -14,10 +14,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from iobench.errors import MatrixError
-from iobench.fiocatalog import FioOption, fio_catalog
-from iobench.matrix import parse_matrix
-from iobench.units import format_size
-from iobench.values import Duration, axis_value, fio_text, option_value, parse_binding
+from iobench.matrix.fiocatalog import FioOption, fio_catalog
+from iobench.matrix.model import parse_matrix
+from iobench.matrix.units import format_size
+from iobench.matrix.values import Duration, axis_value, fio_text, option_value, parse_binding
 
 BS = FioOption("bs", "int", minimum=1)
 RUNTIME = FioOption("runtime", "time")

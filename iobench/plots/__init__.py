@@ -30,7 +30,7 @@ from iobench.plots.figures import KINDS, default_figures, draw, figures_for, sav
 from iobench.plots.heatmap import heatmap
 from iobench.plots.latency import latency_percentiles
 from iobench.plots.numa import local_vs_remote, smt
-from iobench.points import parameter_columns, point_totals
+from iobench.results.points import parameter_columns, point_totals
 
 __all__ = [
     "KINDS",

@@ -1,6 +1,6 @@
 """From the tidy frame to what a figure draws: point totals, means over repeats, the axes that vary.
 
-A point's numbers come from :mod:`iobench.points`, as everywhere else; this
+A point's numbers come from :mod:`iobench.results.points`, as everywhere else; this
 module only picks and orders what a figure shows.
 """
 
@@ -14,13 +14,13 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from iobench import points
 from iobench.errors import ResultsError
-from iobench.fioout.frame import FRAME_METRICS
-from iobench.points import CONTEXT as CONTEXT
-from iobench.points import data_rows as data_rows
-from iobench.points import parameter_columns as parameter_columns
-from iobench.points import point_totals as point_totals
+from iobench.results import points
+from iobench.results.fioout.frame import FRAME_METRICS
+from iobench.results.points import CONTEXT as CONTEXT
+from iobench.results.points import data_rows as data_rows
+from iobench.results.points import parameter_columns as parameter_columns
+from iobench.results.points import point_totals as point_totals
 
 _PERCENTILE = re.compile(r"clat_p(\d+)(?:_(\d+))?_us")
 
@@ -151,7 +151,7 @@ def splitting_axes(totals: pd.DataFrame, chosen: Sequence[str]) -> list[str]:
 
 
 def over_repeats(totals: pd.DataFrame, by: Sequence[str], metrics: Sequence[str]) -> pd.DataFrame:
-    """:func:`iobench.points.over_repeats` as figures read it: ``<m>`` (the mean), ``<m>_ci95``, ``<m>_n``.
+    """:func:`iobench.results.points.over_repeats` as figures read it: ``<m>`` (the mean), ``<m>_ci95``, ``<m>_n``.
 
     Parameters
     ----------

@@ -14,8 +14,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
+from iobench.matrix.units import format_size
 from iobench.plots._data import as_number, is_missing, percentile_of
-from iobench.units import format_size
 
 #: Width and height of one panel, in inches; figures are saved at :data:`DPI`.
 PANEL_WIDTH = 6.5

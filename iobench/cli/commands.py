@@ -1,0 +1,335 @@
+"""The ``iobench`` command: a thin Typer layer over the library (SPEC §1)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import shlex
+import sys
+import threading
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from iobench.errors import FULL, EnvironmentFault, IobenchError, RunStorageError
+
+app = typer.Typer(
+    name="iobench",
+    help="fio sweeps from a YAML matrix: NUMA/SMT placement, tidy frames, figures.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+err = Console(stderr=True, highlight=False)
+
+MatrixArg = Annotated[Path, typer.Argument(help="The matrix YAML file.", show_default=False)]
+TargetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--target", help="Replace the matrix's targets (repeatable); keeps the first target's size."
+    ),
+]
+AllowWriteOpt = Annotated[
+    list[str] | None,
+    typer.Option("--allow-write", help="Allow writing this device or file despite a signature (repeatable)."),
+]
+FsrootOpt = Annotated[
+    Path, typer.Option("--fsroot", help="Read DIR/sys instead of /sys (plan for another machine's snapshot).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+
+
+def _fail(exc: IobenchError) -> typer.Exit:
+    notes = "".join(f"\n  {note}" for note in getattr(exc, "__notes__", ()))
+    err.print(f"[bold red]iobench:[/] {escape(str(exc) + notes)}", markup=True, soft_wrap=True)
+    return typer.Exit(code=exc.exit_code)
+
+
+def _os_fault(exc: OSError) -> typer.Exit:
+    """The last line of defence: a disk fault in a place no library call foresaw still gets one message."""
+    if exc.errno not in FULL | {errno.EROFS, errno.EIO, errno.EACCES, errno.EPERM}:
+        raise exc
+    return _fail(RunStorageError.from_os_error(exc))
+
+
+def _warm_up_figures() -> None:
+    # matplotlib takes a third of a second to import: do it while fio runs, not after.
+    def load() -> None:
+        import matplotlib.backends.backend_agg  # noqa: F401
+
+        import iobench.plots  # noqa: F401
+
+    threading.Thread(target=load, name="iobench-warm-up", daemon=True).start()
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+@app.command()
+def run(
+    matrix: MatrixArg,
+    target: TargetOpt = None,
+    out: Annotated[Path, typer.Option("--out", help="Where run directories are made.")] = Path("results"),
+    resume: Annotated[
+        Path | None, typer.Option("--resume", help="Continue this run directory: run only what is missing.")
+    ] = None,
+    allow_write: AllowWriteOpt = None,
+    fail_fast: Annotated[bool, typer.Option("--fail-fast", help="Stop at the first failed point.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the run directory.")] = False,
+) -> None:
+    """Validate the matrix, run every point, save results and figures.
+
+    Exit status: 0 all points ok, 1 some failed or timed out, 2 invalid input
+    or refused for safety (nothing ran), 3 the environment stopped the run
+    (disk full, run directory removed or read-only, target vanished; finished
+    points kept, the message says how to finish), 130 interrupted (finished
+    points kept).
+    """
+    from iobench.cli.console import PlainProgress, RichProgress
+    from iobench.matrix.model import load_matrix
+    from iobench.plots.files import run_figures
+    from iobench.runner.sweep import NullProgress, Progress
+    from iobench.runner.sweep import run as run_matrix
+
+    progress: Progress
+    if quiet:
+        progress = NullProgress()
+    elif sys.stdout.isatty():
+        progress = RichProgress(Console())
+    else:
+        progress = PlainProgress(sys.stdout)
+    try:
+        m = load_matrix(matrix, targets=target or [], allow_write=allow_write or [])
+        _warm_up_figures()
+        result = run_matrix(
+            m,
+            out=out,
+            resume=resume,
+            allow_write=allow_write or [],
+            fail_fast=fail_fast,
+            progress=progress,
+        )
+        figures = run_figures(result.run_dir, result.frame, result.counts)
+    except EnvironmentFault as exc:
+        if (target or allow_write) and "--resume" in exc.finish:
+            exc.finish += " (with the same --target and --allow-write options)"
+        raise _fail(exc) from None
+    except IobenchError as exc:
+        raise _fail(exc) from None
+    except OSError as exc:
+        raise _os_fault(exc) from None
+    except KeyboardInterrupt:
+        err.print("iobench: interrupted before the sweep started; nothing was run")
+        raise typer.Exit(code=130) from None
+    finally:
+        if isinstance(progress, RichProgress):
+            progress.live.stop()
+    if quiet:
+        print(result.run_dir)
+    else:
+        counts = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
+        print(f"results: {result.run_dir}  ({counts})")
+        print(f"frame:   {result.run_dir / 'results.parquet'}")
+        if figures:
+            print("figures: " + "  ".join(str(f) for f in figures))
+    raise typer.Exit(code=result.exit_code)
+
+
+def _show_plan(the_plan: Any) -> None:
+    m = the_plan.matrix
+    print(
+        f"{m.name}: {len(m.combos)} points × {m.repeat} repeats, order {m.order}"
+        + (f" (seed {the_plan.seed})" if the_plan.seed is not None else "")
+    )
+    print(f"fio: {m.fio_binary} ({m.fio_version}); topology from {the_plan.fsroot}")
+    for t in m.targets:
+        loc = the_plan.locations[t.path]
+        home = loc.home_node if loc.home_node is not None else t.home_node
+        print(
+            f"target {t.path}: {loc.kind}, disks {', '.join(loc.disks) or '-'}, home node "
+            f"{home if home is not None else 'unknown'}"
+        )
+    seen: set[int] = set()
+    for r in the_plan.runs:
+        params = " ".join(f"{k}={v}" for k, v in r.params.items()) or "(no axes)"
+        print(f"\n{r.key}  {r.status}  {params}")
+        if r.status == "skipped":
+            print(f"  reason: {r.reason}")
+            continue
+        for p in r.processes:
+            print(f"  $ {shlex.join(p.argv)}")
+            print(
+                f"    cpu node {p.cpu_node if p.cpu_node is not None else '-'}, target node "
+                f"{p.target_node if p.target_node is not None else '-'}, cpus {p.to_json()['cpus']}"
+                + (f", job cpus {p.to_json()['job_cpus']}" if p.job_cpus else "")
+            )
+            if r.point not in seen:
+                print("    " + p.jobfile.rstrip("\n").replace("\n", "\n    "))
+        seen.add(r.point)
+
+
+@app.command()
+def plan(
+    matrix: MatrixArg,
+    target: TargetOpt = None,
+    fsroot: FsrootOpt = Path("/"),
+    allow_write: AllowWriteOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show every point: parameters, placement, the exact argv and job file. Runs nothing."""
+    from iobench.matrix.model import load_matrix
+    from iobench.planner.plans import plan as plan_matrix
+
+    try:
+        m = load_matrix(matrix, targets=target or [], allow_write=allow_write or [])
+        the_plan = plan_matrix(m, fsroot=fsroot, allow_write=allow_write or [])
+    except IobenchError as exc:
+        raise _fail(exc) from None
+    if as_json:
+        _print_json(the_plan.to_json())
+    else:
+        _show_plan(the_plan)
+
+
+@app.command()
+def topology(fsroot: FsrootOpt = Path("/"), as_json: JsonOpt = False) -> None:
+    """NUMA nodes, CPUs, SMT siblings and block devices with their home node."""
+    from iobench.system.cpulist import format_cpulist
+    from iobench.system.topology import discover_topology
+
+    try:
+        topo = discover_topology(fsroot)
+    except IobenchError as exc:
+        raise _fail(exc) from None
+    if as_json:
+        _print_json(topo.to_dict())
+        return
+    for node in topo.nodes:
+        print(f"node {node.id}: cpus {format_cpulist(node.cpus) or '-'}  distances {list(node.distances)}")
+    threads = {len(c.cpus) for c in topo.cores}
+    print(f"{len(topo.cores)} cores, {'/'.join(map(str, sorted(threads))) or '?'} threads per core")
+    for d in topo.devices:
+        home = d.numa_node if d.numa_node is not None else "?"
+        print(
+            f"{d.name:<12} node {home}  scheduler {d.scheduler or '-'}  readahead {d.readahead_kb} KiB  "
+            f"{d.model or ''}".rstrip()
+        )
+
+
+@app.command()
+def parse(
+    files: Annotated[list[Path], typer.Argument(help="fio output files (JSON, terse, normal, mixed).")],
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write .parquet or .csv.")] = None,
+) -> None:
+    """Read any fio output into the tidy frame."""
+    from iobench.results.fioout import FRAME_HISTOGRAMS, parse_fio
+
+    if output is not None and output.suffix not in (".parquet", ".csv"):
+        err.print(f"iobench: {output}: use a .parquet or .csv file name for -o")
+        raise typer.Exit(code=2)
+    from iobench.store.rundir import replacing
+
+    try:
+        frame = parse_fio(list(files))
+        if output is None:
+            print(frame.drop(columns=list(FRAME_HISTOGRAMS)).to_string(max_rows=60))
+            return
+        with replacing(output) as tmp:
+            if output.suffix == ".parquet":
+                frame.to_parquet(tmp, index=False)
+            else:
+                frame.to_csv(tmp, index=False)
+    except IobenchError as exc:
+        raise _fail(exc) from None
+
+
+ResultsArg = Annotated[
+    Path,
+    typer.Argument(
+        help="A run directory, or a .parquet/.csv frame from `iobench parse`.", show_default=False
+    ),
+]
+
+
+@app.command()
+def plot(
+    results: ResultsArg,
+    kind: Annotated[
+        str,
+        typer.Argument(
+            help="local-vs-remote, smt, heatmap, latency, cpu-per-io, sweep or line.", show_default=False
+        ),
+    ],
+    output: Annotated[Path, typer.Option("-o", "--output", help="The figure file: .png, .svg or .pdf.")],
+    x: Annotated[
+        str | None, typer.Option("--x", help="Horizontal parameter (cpu-per-io: the setting compared).")
+    ] = None,
+    y: Annotated[
+        str | None, typer.Option("--y", help="Metric column, e.g. iops, bw_bytes, clat_p99_us.")
+    ] = None,
+    hue: Annotated[
+        str | None, typer.Option("--hue", help="A line or bar colour per value (heatmap: rows).")
+    ] = None,
+    col: Annotated[str | None, typer.Option("--col", help="A panel per value (line only).")] = None,
+) -> None:
+    """Draw one figure of a run (or a parsed frame) into a PNG, SVG or PDF file."""
+    from iobench.plots import draw
+    from iobench.plots.files import save_figure_file
+    from iobench.results.rundir import load
+
+    try:
+        frame = load(results)
+        save_figure_file(draw(kind, frame, x=x, y=y, hue=hue, col=col), output)
+    except IobenchError as exc:
+        raise _fail(exc) from None
+    print(output)
+
+
+@app.command()
+def report(
+    results: Annotated[Path, typer.Argument(help="A run directory.", show_default=False)],
+    out: Annotated[
+        Path | None, typer.Option("-o", "--out", help="Where to write (default RESULTS/report).")
+    ] = None,
+    formats: Annotated[
+        list[str] | None,
+        typer.Option("--format", help="Figure files to write: png (default), svg, pdf; repeatable."),
+    ] = None,
+) -> None:
+    """Every figure that fits the run, plus a self-contained HTML page (summary with CIs, machine, matrix)."""
+    from iobench.report.page import write_report
+
+    try:
+        written = write_report(results, out, formats=formats or ["png"])
+    except IobenchError as exc:
+        raise _fail(exc) from None
+    except OSError as exc:
+        raise _os_fault(exc) from None
+    print(f"report:  {written.html}")
+    print(f"summary: {written.summary}")
+    if written.figures:
+        print("figures: " + "  ".join(str(f) for f in written.figures))
+
+
+@app.command()
+def restore() -> None:
+    """Put back every device setting a crashed or killed run left changed, from the journal."""
+    from iobench.system.tuning import restore_from_journals
+
+    try:
+        lines = restore_from_journals()
+    except IobenchError as exc:
+        raise _fail(exc) from None
+    for line in lines:
+        print(line)
+    if not lines:
+        print("nothing to restore: no device settings journal is pending")
+
+
+def main() -> None:
+    """Entry point for ``python -m iobench``."""
+    app()

@@ -1,0 +1,153 @@
+"""What the CLI shows while a run goes: a rich live display, or one plain line per point."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+from iobench.planner.plans import Plan, PlannedRun
+from iobench.runner.sweep import PointOutcome, RunResult
+
+
+def describe_params(params: dict[str, Any]) -> str:
+    """``bs=4k iodepth=8`` for a point's parameters."""
+    return " ".join(f"{k}={v}" for k, v in params.items()) or "(no axes)"
+
+
+def headline(outcome: PointOutcome) -> str:
+    """``12,345 IOPS · 81.0 µs`` or the status and reason."""
+    if outcome.status != "ok":
+        return f"{outcome.status}: {outcome.reason or ''}".strip()
+    parts = []
+    if outcome.iops is not None:
+        parts.append(f"{outcome.iops:,.0f} IOPS")
+    if outcome.lat_mean_us is not None:
+        parts.append(f"{outcome.lat_mean_us:,.1f} µs")
+    return " · ".join(parts) or "ok"
+
+
+def _clock(seconds: float) -> str:
+    seconds = max(int(round(seconds)), 0)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+class _Eta:
+    """Remaining time from the remaining fio runtime, corrected by how long points really took."""
+
+    def __init__(self, todo: Sequence[PlannedRun]) -> None:
+        self.remaining = [r.expected_s if r.status == "run" else 0.0 for r in todo]
+        self.spent = 0.0
+        self.expected_done = 0.0
+        self.done = 0
+
+    def finish(self, index: int, duration: float) -> None:
+        self.spent += duration
+        self.expected_done += self.remaining[index] or 0.0
+        self.done += 1
+
+    def seconds(self) -> float | None:
+        left = self.remaining[self.done :]
+        if not left:
+            return 0.0
+        if all(r is not None for r in left) and self.expected_done > 0:
+            ratio = self.spent / self.expected_done
+            return sum(r or 0.0 for r in left) * ratio
+        if all(r is not None for r in left) and self.done == 0:
+            return sum(r or 0.0 for r in left)
+        if self.done:
+            return self.spent / self.done * len(left)
+        return None
+
+
+class PlainProgress:
+    """One line per point, for logs and pipes."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.total = 0
+        self.index = 0
+
+    def started(self, plan: Plan, todo: Sequence[PlannedRun], run_dir: Path) -> None:
+        """Say where results go."""
+        self.total = len(todo)
+        print(f"iobench: {len(todo)} runs of {plan.matrix.name} -> {run_dir}", file=self.out, flush=True)
+
+    def point_started(self, run: PlannedRun, index: int) -> None:
+        """Remember the position."""
+        self.index = index
+
+    def point_finished(self, run: PlannedRun, outcome: PointOutcome) -> None:
+        """One line."""
+        width = len(str(self.total))
+        print(
+            f"[{self.index + 1:>{width}}/{self.total}] {run.key} {outcome.status:<7} "
+            f"{describe_params(run.params)}  {headline(outcome)}  ({outcome.duration_s:.1f} s)",
+            file=self.out,
+            flush=True,
+        )
+
+    def finished(self, result: RunResult) -> None:
+        """Nothing more: the CLI prints the summary."""
+
+
+class RichProgress:
+    """A live bar with points done, ETA, the current point and the last result."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.bar = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("points"),
+            TimeElapsedColumn(),
+            TextColumn("ETA {task.fields[eta]}"),
+            console=console,
+        )
+        self.task = self.bar.add_task("iobench", total=1, eta="?")
+        self.current = Text("")
+        self.last = Text("")
+        self.live = Live(Group(self.bar, self.current, self.last), console=console, refresh_per_second=4)
+        self.eta: _Eta | None = None
+        self.point_start = 0.0
+
+    def started(self, plan: Plan, todo: Sequence[PlannedRun], run_dir: Path) -> None:
+        """Start the live display."""
+        self.eta = _Eta(todo)
+        self.console.print(f"[bold]{plan.matrix.name}[/]: {len(todo)} runs -> {run_dir}")
+        eta = self.eta.seconds()
+        self.bar.update(self.task, description=plan.matrix.name, total=len(todo), eta=_eta_text(eta))
+        self.live.start()
+
+    def point_started(self, run: PlannedRun, index: int) -> None:
+        """Show what runs now."""
+        self.point_start = time.monotonic()
+        self.current.plain = f"now:  {run.key}  {describe_params(run.params)}"
+
+    def point_finished(self, run: PlannedRun, outcome: PointOutcome) -> None:
+        """Advance; show the last result."""
+        assert self.eta is not None
+        self.eta.finish(self.eta.done, time.monotonic() - self.point_start)
+        style = "green" if outcome.status in ("ok", "skipped") else "red"
+        self.last = Text.assemble(
+            ("last: ", "dim"), (f"{run.key} {outcome.status} ", style), headline(outcome)
+        )
+        self.live.update(Group(self.bar, self.current, self.last))
+        self.bar.update(self.task, advance=1, eta=_eta_text(self.eta.seconds()))
+
+    def finished(self, result: RunResult) -> None:
+        """Stop the live display."""
+        self.current.plain = ""
+        self.live.stop()
+
+
+def _eta_text(seconds: float | None) -> str:
+    return "?" if seconds is None else _clock(seconds)

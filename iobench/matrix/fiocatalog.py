@@ -1,0 +1,223 @@
+"""What the installed fio accepts: option names, aliases, types and valid values.
+
+Everything comes from fio itself (``--cmdhelp``, ``--enghelp``, ``--parse-only``)
+so a matrix is checked against the fio that will run it, not a list we keep.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+from iobench.errors import FioError
+from iobench.store.files import atomic_write
+from iobench.system.process import CommandNotFound, minimal_env, run_process
+
+OptionKind = Literal["int", "bool", "time", "choice", "float_list", "string"]
+
+
+@dataclass(frozen=True)
+class FioOption:
+    """One option as the installed fio describes it."""
+
+    name: str
+    kind: OptionKind
+    choices: tuple[str, ...] = ()
+    minimum: int | None = None
+    maximum: int | None = None
+    engine: str | None = None
+
+
+def _kind_of(type_line: str, has_choices: bool) -> OptionKind:
+    if has_choices:
+        return "choice"
+    if "boolean" in type_line:
+        return "bool"
+    if "integer" in type_line:
+        return "int"
+    if "time postfix" in type_line:
+        return "time"
+    if "floating point" in type_line:
+        return "float_list"
+    return "string"
+
+
+def _parse_cmdhelp(text: str) -> FioOption | None:
+    """Read one ``fio --cmdhelp=NAME`` block."""
+    # For an unknown name fio shows the closest option and says "No such command" on stderr.
+    if "No such command" in text:
+        return None
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith(" - showing")]
+    if not lines:
+        return None
+    name = lines[0].split(":", 1)[0].strip()
+    type_line = ""
+    choices: list[str] = []
+    minimum = maximum = None
+    in_choices = False
+    for line in lines[1:]:
+        key, _, rest = line.partition(":")
+        key = key.strip()
+        if key == "type":
+            type_line, in_choices = rest, False
+        elif key == "valid values" or (key == "" and in_choices):
+            in_choices = True
+            word = rest.split()
+            if word:
+                choices.append(word[0].lower())
+        elif key == "range":
+            in_choices = False
+            found = dict(re.findall(r"(min|max)=(-?\d+)", rest))
+            minimum = int(found["min"]) if "min" in found else None
+            maximum = int(found["max"]) if "max" in found else None
+        else:
+            in_choices = False
+    return FioOption(name, _kind_of(type_line, bool(choices)), tuple(choices), minimum, maximum)
+
+
+def _option(data: dict[str, Any]) -> FioOption:
+    return FioOption(**{**data, "choices": tuple(data.get("choices", ()))})
+
+
+def _cache_path(binary: str, version: str) -> Path | None:
+    try:
+        info = os.stat(binary)
+    except OSError:
+        return None
+    key = f"{binary}:{info.st_mtime_ns}:{info.st_size}:{version}"
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "iobench" / f"fio-options-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+
+
+@dataclass
+class FioCatalog:
+    """The installed fio, asked lazily; answers are remembered on disk per fio binary."""
+
+    binary: str
+    version: str
+    _options: dict[str, FioOption | None] = field(default_factory=dict, repr=False)
+    _engines: dict[str, dict[str, FioOption]] = field(default_factory=dict, repr=False)
+    _dirty: bool = field(default=False, repr=False)
+
+    def __post_init__(self) -> None:
+        path = _cache_path(self.binary, self.version)
+        try:
+            data = json.loads(path.read_text()) if path else {}
+            self._options = {k: _option(v) if v else None for k, v in data.get("options", {}).items()}
+            self._engines = {
+                e: {k: _option(v) for k, v in opts.items()} for e, opts in data.get("engines", {}).items()
+            }
+        except (OSError, ValueError, TypeError):
+            self._options, self._engines = {}, {}
+
+    def save(self) -> None:
+        """Remember what fio said, so the next matrix is checked without asking again."""
+        path = _cache_path(self.binary, self.version)
+        if not self._dirty or path is None:
+            return
+        data = {
+            "options": {k: asdict(v) if v else None for k, v in self._options.items()},
+            "engines": {e: {k: asdict(v) for k, v in opts.items()} for e, opts in self._engines.items()},
+        }
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, json.dumps(data))
+        except OSError:
+            return
+        self._dirty = False
+
+    def _ask(self, *args: str) -> str:
+        done = run_process([self.binary, *args], timeout=30)
+        return done.stdout + done.stderr
+
+    def option(self, name: str) -> FioOption | None:
+        """The core option ``name`` (or alias) as fio describes it, or None if fio has none."""
+        if name not in self._options:
+            self._options[name] = _parse_cmdhelp(self._ask(f"--cmdhelp={name}"))
+            self._dirty = True
+        return self._options[name]
+
+    def engine_options(self, engine: str) -> dict[str, FioOption]:
+        """Options the ioengine ``engine`` adds (``fio --enghelp=ENGINE``)."""
+        if engine not in self._engines:
+            found: dict[str, FioOption] = {}
+            for line in self._ask(f"--enghelp={engine}").splitlines():
+                key, sep, _ = line.partition(":")
+                key = key.strip()
+                if sep and key and " " not in key:
+                    found[key] = FioOption(key, "string", engine=engine)
+            self._engines[engine] = found
+            self._dirty = True
+        return self._engines[engine]
+
+    def option_names(self) -> list[str]:
+        """Every core option name, for suggestions."""
+        names = []
+        for line in self._ask("--cmdhelp").splitlines():
+            key, sep, _ = line.partition(":")
+            if sep and key.strip():
+                names.append(key.strip())
+        return names
+
+    def lookup(self, name: str, engines: tuple[str, ...] = ()) -> FioOption | None:
+        """Find ``name`` among the core options, then among the options of ``engines``."""
+        found = self.option(name)
+        if found is not None:
+            return found
+        for engine in engines:
+            option = self.engine_options(engine).get(name)
+            if option is not None:
+                return option
+        return None
+
+    def parse_only(self, jobfile: str) -> str | None:
+        """Let fio parse ``jobfile`` without running it; return its complaint, or None if accepted."""
+        with tempfile.TemporaryDirectory(prefix="iobench-parse-") as tmp:
+            path = Path(tmp) / "check.fio"
+            path.write_text(jobfile)
+            done = run_process([self.binary, "--parse-only", str(path)], cwd=tmp, timeout=60)
+        if done.returncode == 0:
+            return None
+        text = (done.stderr + done.stdout).strip()
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip() and "job global dropped" not in ln]
+        return "; ".join(lines[:4]) or f"fio --parse-only exited {done.returncode}"
+
+
+def find_fio(binary: str | None = None) -> str:
+    """Resolve the fio executable: ``binary``, ``$IOBENCH_FIO``, or ``fio`` on PATH."""
+    wanted = binary or os.environ.get("IOBENCH_FIO") or "fio"
+    resolved = shutil.which(wanted)
+    if resolved is None:
+        raise FioError(
+            f"fio not found ({wanted!r} is not on PATH); install it with "
+            "`apt-get install fio` (or `make demo`, which does), or set IOBENCH_FIO"
+        )
+    return resolved
+
+
+@cache
+def _catalog_for(binary: str) -> FioCatalog:
+    try:
+        done = run_process([binary, "--version"], timeout=30, env=minimal_env())
+    except CommandNotFound as exc:
+        raise FioError(str(exc)) from None
+    version = done.stdout.strip()
+    if done.returncode != 0 or not version.startswith("fio-"):
+        raise FioError(f"{binary} --version printed {version!r}; is this fio?")
+    major = version.removeprefix("fio-").split(".", 1)[0]
+    if not major.isdigit() or int(major) < 3:
+        raise FioError(f"{binary} is {version}; iobench runs fio 3.x or newer")
+    return FioCatalog(binary=binary, version=version)
+
+
+def fio_catalog(binary: str | None = None) -> FioCatalog:
+    """The :class:`FioCatalog` of the fio that will run (cached per binary)."""
+    return _catalog_for(find_fio(binary))

@@ -1,0 +1,680 @@
+"""The matrix file (SPEC §2): pydantic models, every error at once, then expansion."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+)
+
+from iobench.errors import MatrixError
+from iobench.matrix.expand import Combo, expand, matrix_size
+from iobench.matrix.fiocatalog import FioCatalog, FioOption, fio_catalog
+from iobench.matrix.units import parse_seconds, parse_size
+from iobench.matrix.values import IOBENCH_AXES, Scalar, Value, axis_value, fio_text, option_value
+from iobench.matrix.yamlsource import YamlSyntaxError, load_yaml, locate, locate_key
+
+SUPPORTED_VERSIONS = (1,)
+MAX_RUNS = 10_000
+# Options that would let a matrix run programs or load code (SPEC §5).
+FORBIDDEN_OPTIONS = {
+    "exec_prerun": "it runs a program before the job",
+    "exec_postrun": "it runs a program after the job",
+    "include": "a matrix cannot include other job files",
+    "ioengine_lib": "it loads an external engine",
+}
+FORBIDDEN_ENGINES = {"exec": "it runs programs", "external": "it loads external code"}
+# Options iobench sets itself from `targets:` and the placement axes.
+MANAGED_OPTIONS = {
+    "filename": "set the target in `targets:`",
+    "directory": "set the target in `targets:`",
+    "filename_format": "set the target in `targets:`",
+    "opendir": "set the target in `targets:`",
+    "name": "iobench names the jobs after their targets",
+    "readonly": "iobench passes --readonly itself for read points on block devices",
+}
+PLACEMENT_OPTIONS = ("cpus_allowed", "cpumask", "cpus_allowed_policy", "numa_cpu_nodes", "numa_mem_policy")
+LOG_OPTIONS = ("write_bw_log", "write_lat_log", "write_iops_log", "write_hist_log", "write_iolog")
+WRITE_MODES = {
+    "write",
+    "trim",
+    "randwrite",
+    "randtrim",
+    "rw",
+    "readwrite",
+    "randrw",
+    "trimwrite",
+    "randtrimwrite",
+}
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def _scalar(value: Any) -> Scalar:
+    if isinstance(value, bool | int | float | str):
+        return value
+    if value is None:
+        raise ValueError("empty value (a bare `null` in YAML is nothing; quote it: 'null')")
+    raise ValueError("must be a single value (string, number or boolean), not a list or mapping")
+
+
+ScalarValue = Annotated[Any, BeforeValidator(_scalar)]
+
+
+class TargetModel(BaseModel):
+    """One entry of ``targets:``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: StrictStr = Field(min_length=1)
+    size: StrictStr | StrictInt | None = None
+    home_node: int | None = Field(default=None, ge=0)
+    allow_write: StrictBool = False
+
+
+class AxesModel(BaseModel):
+    """``matrix:``: axes (any key) plus ``include`` and ``exclude``."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    __pydantic_extra__: dict[str, list[ScalarValue]] = Field(init=False)
+
+    include: list[dict[str, ScalarValue]] = []
+    exclude: list[dict[str, ScalarValue]] = []
+
+
+class MatrixModel(BaseModel):
+    """The whole matrix file, structure only; meaning is checked afterwards."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: int
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    description: str = ""
+    targets: list[TargetModel] = []
+    fio: dict[str, ScalarValue] = {}
+    matrix: AxesModel = AxesModel()
+    repeat: int = Field(default=1, ge=1, le=1000)
+    order: Literal["sequential", "interleaved", "shuffled"] = "interleaved"
+    seed: int | None = None
+    launch: Literal["single", "per-target"] = "single"
+    timeout: StrictStr | StrictInt | None = None
+    drop_caches: StrictBool = False
+
+
+@dataclass(frozen=True)
+class Target:
+    """A target after ``${VAR}`` expansion, with the job section that drives it."""
+
+    path: str
+    size: int | None
+    home_node: int | None
+    allow_write: bool
+    section: str
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """A validated matrix: what :func:`iobench.plan` and :func:`iobench.run` take."""
+
+    source: str
+    text: str
+    name: str
+    description: str
+    targets: tuple[Target, ...]
+    fio: dict[str, Value]
+    axes: dict[str, tuple[Value, ...]]
+    combos: tuple[Combo, ...]
+    repeat: int
+    order: str
+    seed: int | None
+    launch: str
+    timeout_s: float | None
+    drop_caches: bool
+    fio_binary: str
+    fio_version: str
+
+    @property
+    def runs(self) -> int:
+        """Points × repeats."""
+        return len(self.combos) * self.repeat
+
+    @property
+    def values(self) -> tuple[Combo, ...]:
+        """Each point's canonical values (sizes in bytes): the frame's parameter columns."""
+        return self.combos
+
+    def setting(self, combo: Combo, name: str) -> Value | None:
+        """A point's canonical value of ``name``: its axis value, else the ``fio:`` one."""
+        return combo[name] if name in combo else self.fio.get(name)
+
+
+def _dotted(loc: tuple[str | int, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top)"
+
+
+class _Issues:
+    """Collects problems with their YAML position so all are reported at once."""
+
+    def __init__(self, source: str, node: Any) -> None:
+        self.source, self.node, self.items = source, node, []  # type: ignore[var-annotated]
+
+    def add(self, loc: tuple[str | int, ...], message: str, hint: str = "", *, key: bool = False) -> None:
+        where = (locate_key if key else locate)(self.node, loc)
+        text = f"{Path(self.source).name}:{where}: {_dotted(loc)}: {message}"
+        self.items.append(f"{text} (hint: {hint})" if hint else text)
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            raise MatrixError(self.source, self.items)
+
+
+def _pydantic_issues(exc: ValidationError, issues: _Issues) -> None:
+    allowed = {
+        (): sorted(MatrixModel.model_fields),
+        ("targets",): sorted(TargetModel.model_fields),
+    }
+    for err in exc.errors(include_url=False):
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and "[" in p))
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            parent = tuple(p for p in loc[:-1] if not isinstance(p, int))
+            names = allowed.get(parent, [])
+            close = difflib.get_close_matches(str(loc[-1]), names, n=1)
+            hint = f"did you mean `{close[0]}`?" if close else f"allowed keys: {', '.join(names)}"
+            if parent == ():
+                hint += "; fio options go under `fio:`, axes under `matrix:`"
+            issues.add(loc, "unknown key", hint, key=True)
+        elif kind == "missing" and loc == ("version",):
+            issues.add((), "`version` is missing", "put `version: 1` at the top of the file")
+        elif kind == "missing":
+            issues.add(loc[:-1], f"`{loc[-1]}` is required", f"add `{loc[-1]}:`")
+        elif kind == "string_pattern_mismatch" and loc == ("name",):
+            issues.add(loc, "invalid run name", "use letters, digits, '.', '_' and '-' (at most 64)")
+        else:
+            issues.add(loc, err["msg"].removeprefix("Value error, "))
+
+
+def _expand_vars(text: str) -> str:
+    def repl(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        value = os.environ.get(name)
+        if value is None or (value == "" and default is not None):
+            if default is None:
+                raise KeyError(name)
+            return default
+        return value
+
+    return _VAR.sub(repl, text)
+
+
+def _section_name(path: str, taken: set[str]) -> str:
+    base = re.sub(r"[^A-Za-z0-9._-]", "_", Path(path).name) or "target"
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}-{n}"
+    taken.add(name)
+    return name
+
+
+def _check_text(issues: _Issues, loc: tuple[str | int, ...], value: str, what: str) -> bool:
+    if _CONTROL.search(value):
+        issues.add(
+            loc, f"{what} contains a newline or control character", "a matrix is data: one line per value"
+        )
+        return False
+    return True
+
+
+@dataclass
+class _Checker:
+    """The meaning of a structurally valid matrix, checked against the installed fio."""
+
+    model: MatrixModel
+    catalog: FioCatalog
+    issues: _Issues
+
+    def engines(self) -> tuple[str, ...]:
+        found = [self.model.fio.get("ioengine")]
+        found += list(self.model.matrix.__pydantic_extra__.get("ioengine", []))
+        found += [entry.get("ioengine") for entry in self.model.matrix.include]
+        return tuple(dict.fromkeys(str(e) for e in found if e is not None))
+
+    def option(self, loc: tuple[str | int, ...], name: str) -> FioOption | None:
+        if name in FORBIDDEN_OPTIONS:
+            self.issues.add(
+                loc, f"`{name}` is refused: {FORBIDDEN_OPTIONS[name]}", "a matrix is data, not code", key=True
+            )
+            return None
+        if name in MANAGED_OPTIONS:
+            self.issues.add(loc, f"`{name}` is set by iobench", MANAGED_OPTIONS[name], key=True)
+            return None
+        if not _check_text(self.issues, loc, name, "option name"):
+            return None
+        found = self.catalog.lookup(name, self.engines())
+        if found is None:
+            names = self.catalog.option_names() + list(IOBENCH_AXES)
+            close = difflib.get_close_matches(name, names, n=1)
+            hint = (
+                f"did you mean `{close[0]}`?"
+                if close
+                else "see `fio --cmdhelp` for the options this fio knows"
+            )
+            self.issues.add(loc, f"unknown fio option `{name}` ({self.catalog.version})", hint, key=True)
+            return None
+        if found.name in FORBIDDEN_OPTIONS or found.name in MANAGED_OPTIONS:
+            return self.option(loc, found.name)
+        return found
+
+    def value(self, loc: tuple[str | int, ...], option: FioOption, value: Scalar) -> Value | None:
+        """The canonical value of ``option``; None (with the problem recorded) when it is refused."""
+        text = fio_text(value)
+        if not _check_text(self.issues, loc, text, "value"):
+            return None
+        if "${" in text or "$(" in text:
+            self.issues.add(loc, "fio would expand `$` in this value", "write the value out in the YAML")
+            return None
+        if option.name == "ioengine":
+            engine = text.split(":", 1)[0]
+            if engine in FORBIDDEN_ENGINES or "/" in text:
+                self.issues.add(
+                    loc,
+                    f"ioengine `{text}` is refused: "
+                    + FORBIDDEN_ENGINES.get(engine, "it loads external code"),
+                    "use a built-in engine such as libaio, io_uring or psync",
+                )
+                return None
+        if option.name in LOG_OPTIONS and "/" in text:
+            self.issues.add(
+                loc, "log names may not contain '/'", "logs are written into the point's directory"
+            )
+            return None
+        try:
+            return option_value(option, value)
+        except ValueError as exc:
+            self.issues.add(loc, str(exc))
+            return None
+
+    def axis_value(self, loc: tuple[str | int, ...], axis: str, value: Scalar) -> Value | None:
+        if not _check_text(self.issues, loc, fio_text(value), "value"):
+            return None
+        try:
+            return axis_value(axis, value)
+        except ValueError as exc:
+            self.issues.add(loc, str(exc))
+            return None
+
+    def key(self, loc: tuple[str | int, ...], name: str) -> str | None:
+        """Check an axis/include key; return its canonical name, or None when invalid."""
+        if name in IOBENCH_AXES:
+            return name
+        option = self.option(loc, name)
+        return option.name if option else None
+
+    def any_value(self, loc: tuple[str | int, ...], name: str, value: Scalar) -> Value | None:
+        """The canonical value of axis ``name`` (already a canonical name); None when invalid."""
+        if name in IOBENCH_AXES:
+            return self.axis_value(loc, name, value)
+        option = self.catalog.lookup(name, self.engines())
+        if option is None:
+            return None
+        canonical = self.value(loc, option, value)
+        if name == "bs" and isinstance(canonical, str):
+            self.issues.add(
+                loc,
+                f"a bs axis takes single sizes, not {value!r}",
+                "use bsrange or bssplit in `fio:` for mixes",
+            )
+            return None
+        return canonical
+
+
+def _fio_section(checker: _Checker) -> dict[str, Value]:
+    fio: dict[str, Value] = {}
+    for name, value in checker.model.fio.items():
+        option = checker.option(("fio", name), name)
+        if option is None:
+            continue
+        canonical = checker.value(("fio", name), option, value)
+        if option.name in fio:
+            checker.issues.add(("fio", name), f"`{option.name}` is given twice (once as an alias)")
+        if canonical is not None:
+            fio[option.name] = canonical
+    return fio
+
+
+def _axes(checker: _Checker, fio: dict[str, Value]) -> dict[str, tuple[Value, ...]]:
+    axes: dict[str, tuple[Value, ...]] = {}
+    for name, values in checker.model.matrix.__pydantic_extra__.items():
+        loc: tuple[str | int, ...] = ("matrix", name)
+        canonical = checker.key(loc, name)
+        if canonical is None:
+            continue
+        if canonical in fio:
+            checker.issues.add(
+                loc,
+                f"`{canonical}` is both an axis and set under `fio:`",
+                "remove it from one of them",
+                key=True,
+            )
+        if canonical in axes:
+            checker.issues.add(loc, f"axis `{canonical}` is given twice (once as an alias)", key=True)
+        if not values:
+            checker.issues.add(loc, "an axis needs at least one value")
+        seen: dict[Value, Scalar] = {}
+        for i, value in enumerate(values):
+            typed = checker.any_value((*loc, i), canonical, value)
+            if typed is None:
+                continue
+            if typed in seen:
+                first = seen[typed]
+                same = "" if first == value else f": {first!r} and {value!r} are both {fio_text(typed)}"
+                checker.issues.add(
+                    (*loc, i),
+                    f"duplicate value {value!r}{same}",
+                    "each value makes one point; list it once",
+                )
+                continue
+            seen[typed] = value
+        axes[canonical] = tuple(seen)
+    if "binding" in axes or "placement" in axes:
+        for name in PLACEMENT_OPTIONS:
+            if name in fio:
+                checker.issues.add(
+                    ("fio", name),
+                    f"`{name}` conflicts with the binding/placement axes",
+                    "let the axes place fio, or drop them",
+                    key=True,
+                )
+    return axes
+
+
+def _entries(checker: _Checker, kind: str, axes: dict[str, tuple[Value, ...]]) -> list[Combo]:
+    entries: list[Combo] = []
+    source = checker.model.matrix.include if kind == "include" else checker.model.matrix.exclude
+    for i, entry in enumerate(source):
+        combo: Combo = {}
+        if not entry:
+            checker.issues.add(("matrix", kind, i), f"empty {kind} entry")
+        for name, value in entry.items():
+            loc: tuple[str | int, ...] = ("matrix", kind, i, name)
+            canonical = checker.key(loc, name)
+            if canonical is None:
+                continue
+            if kind == "exclude" and canonical not in axes:
+                checker.issues.add(
+                    loc,
+                    f"exclude names `{canonical}`, which is not an axis",
+                    f"axes: {', '.join(axes) or 'none'}",
+                    key=True,
+                )
+            typed = checker.any_value(loc, canonical, value)
+            if typed is not None:
+                combo[canonical] = typed
+        entries.append(combo)
+    return entries
+
+
+def _targets(checker: _Checker, extra: tuple[str, ...], allow_write: tuple[str, ...]) -> tuple[Target, ...]:
+    issues = checker.issues
+    specs: list[tuple[tuple[str | int, ...], TargetModel]] = []
+    if extra:
+        template = checker.model.targets[0] if checker.model.targets else None
+        for path in extra:
+            specs.append(
+                (
+                    ("--target",),
+                    TargetModel(
+                        path=path, size=template.size if template else None, allow_write=path in allow_write
+                    ),
+                )
+            )
+    else:
+        specs = [(("targets", i), t) for i, t in enumerate(checker.model.targets)]
+    if not specs:
+        issues.add(("targets",), "no targets", "add `targets:` with a `path:`, or pass --target PATH")
+    targets: list[Target] = []
+    taken: set[str] = set()
+    for loc, spec in specs:
+        try:
+            path = _expand_vars(spec.path)
+        except KeyError as exc:
+            issues.add(
+                (*loc, "path"),
+                f"environment variable ${{{exc.args[0]}}} is not set",
+                f"set it, or write ${{{exc.args[0]}:-default}}",
+            )
+            continue
+        if not _check_text(issues, (*loc, "path"), path, "path"):
+            continue
+        size = None
+        if spec.size is not None:
+            try:
+                size = parse_size(spec.size)
+            except ValueError as exc:
+                issues.add((*loc, "size"), str(exc))
+        absolute = os.path.abspath(path)
+        if any(t.path == absolute for t in targets):
+            issues.add((*loc, "path"), f"target {absolute} is listed twice")
+        targets.append(
+            Target(absolute, size, spec.home_node, spec.allow_write, _section_name(absolute, taken))
+        )
+    return tuple(targets)
+
+
+def _timeout(checker: _Checker) -> float | None:
+    raw = checker.model.timeout
+    if raw is None:
+        return None
+    try:
+        seconds = parse_seconds(raw)
+    except ValueError as exc:
+        checker.issues.add(("timeout",), str(exc))
+        return None
+    if seconds <= 0:
+        checker.issues.add(("timeout",), "timeout must be positive")
+    return seconds
+
+
+PARSE_CHECK_SECTIONS = 512
+
+
+def _fio_accepts(catalog: FioCatalog, fio: dict[str, Value], combos: list[Combo], issues: _Issues) -> None:
+    """Let fio itself parse every distinct option set once (``--parse-only``), as a last check."""
+    sections: dict[tuple[tuple[str, str], ...], int] = {}
+    for index, combo in enumerate(combos, start=1):
+        options = {k: fio_text(v) for k, v in fio.items()}
+        options.update({k: fio_text(v) for k, v in combo.items() if k not in IOBENCH_AXES})
+        # One job per section: parsing only, and fio caps the number of jobs it will hold.
+        options["numjobs"] = "1"
+        sections.setdefault(tuple(options.items()), index)
+        if len(sections) >= PARSE_CHECK_SECTIONS:
+            break
+    text = "".join(
+        f"[point{index}]\n" + "".join(f"{k}={v}\n" for k, v in options) + "filename=/nonexistent/iobench\n"
+        for options, index in sections.items()
+    )
+    complaint = catalog.parse_only(text)
+    if complaint:
+        issues.add(("matrix",) if combos != [{}] else ("fio",), f"{catalog.version} rejects it: {complaint}")
+
+
+def _check_size(
+    issues: _Issues, axes: dict[str, tuple[Value, ...]], include: list[Combo], repeat: int
+) -> None:
+    """Refuse a matrix too large to run from its axis lengths alone, before anything is expanded."""
+    points = matrix_size(axes, len(include))
+    runs = points * repeat
+    if runs <= MAX_RUNS:
+        return
+    factors = " × ".join(f"{name} ({len(values)})" for name, values in axes.items()) or "no axes"
+    extra = f" + {len(include)} include entries" if include else ""
+    issues.add(
+        ("matrix",),
+        f"the matrix has up to {factors}{extra} = {points:,} points × {repeat} repeats = {runs:,} runs; "
+        f"the limit is {MAX_RUNS:,}",
+        "split it into several matrices or drop axis values",
+    )
+    issues.raise_if_any()
+
+
+def _null_engine(data: dict[str, Any]) -> None:
+    """``ioengine: null`` in YAML reads as nothing; fio's null engine is what was meant."""
+    fio, axes = data.get("fio"), data.get("matrix")
+    if isinstance(fio, dict) and "ioengine" in fio and fio["ioengine"] is None:
+        fio["ioengine"] = "null"
+    if isinstance(axes, dict):
+        engines = axes.get("ioengine")
+        if isinstance(engines, list):
+            axes["ioengine"] = ["null" if e is None else e for e in engines]
+        for entry in [*(axes.get("include") or []), *(axes.get("exclude") or [])]:
+            if isinstance(entry, dict) and "ioengine" in entry and entry["ioengine"] is None:
+                entry["ioengine"] = "null"
+
+
+def parse_matrix(
+    text: str,
+    source: str = "<matrix>",
+    *,
+    targets: tuple[str, ...] = (),
+    allow_write: tuple[str, ...] = (),
+    fio: str | None = None,
+) -> Matrix:
+    """Validate matrix ``text`` completely and expand it; see :func:`load_matrix`."""
+    issues = _Issues(source, None)
+    try:
+        data, node = load_yaml(text)
+    except YamlSyntaxError as exc:
+        raise MatrixError(source, [f"{Path(source).name}:{exc.where}: not valid YAML: {exc}"]) from None
+    issues.node = node
+    if not isinstance(data, dict):
+        raise MatrixError(
+            source,
+            [
+                f"{Path(source).name}:1:1: a matrix file is a mapping "
+                "(version:, name:, targets:, fio:, matrix:)"
+            ],
+        )
+    version = data.get("version")
+    if isinstance(version, int) and version not in SUPPORTED_VERSIONS:
+        issues.add(
+            ("version",),
+            f"matrix version {version} is not supported",
+            f"this iobench reads version {', '.join(map(str, SUPPORTED_VERSIONS))}",
+        )
+        issues.raise_if_any()
+    _null_engine(data)
+    try:
+        model = MatrixModel.model_validate(data)
+    except ValidationError as exc:
+        _pydantic_issues(exc, issues)
+        issues.raise_if_any()
+        raise AssertionError("unreachable") from None
+    catalog = fio_catalog(fio)
+    checker = _Checker(model, catalog, issues)
+    fio_options = _fio_section(checker)
+    axes = _axes(checker, fio_options)
+    include = _entries(checker, "include", axes)
+    exclude = _entries(checker, "exclude", axes)
+    target_list = _targets(checker, targets, allow_write)
+    timeout_s = _timeout(checker)
+    _check_text(issues, ("name",), model.name, "name")
+    _check_size(issues, axes, include, model.repeat)
+    issues.raise_if_any()
+    combos = expand(axes, include, exclude) if (axes or include) else [{}]
+    if axes and not combos:
+        issues.add(("matrix", "exclude"), "exclude removes every combination")
+    issues.raise_if_any()
+    _fio_accepts(catalog, fio_options, combos, issues)
+    catalog.save()
+    issues.raise_if_any()
+    return Matrix(
+        source=source,
+        text=text,
+        name=model.name,
+        description=model.description,
+        targets=target_list,
+        fio=fio_options,
+        axes=axes,
+        combos=tuple(combos),
+        repeat=model.repeat,
+        order=model.order,
+        seed=model.seed,
+        launch=model.launch,
+        timeout_s=timeout_s,
+        drop_caches=model.drop_caches,
+        fio_binary=catalog.binary,
+        fio_version=catalog.version,
+    )
+
+
+def load_matrix(
+    path: str | os.PathLike[str],
+    *,
+    targets: tuple[str, ...] | list[str] = (),
+    allow_write: tuple[str, ...] | list[str] = (),
+    fio: str | None = None,
+) -> Matrix:
+    """Read, validate and expand a matrix file.
+
+    Every problem is collected and reported at once, each with its file, line,
+    column, field and a hint, before anything runs.
+
+    Parameters
+    ----------
+    path
+        The YAML matrix file (SPEC §2).
+    targets
+        Paths that replace the file's targets (``--target``); they keep the
+        first target's ``size`` but never its ``allow_write``.
+    allow_write
+        Targets given on the command line that may be written (``--allow-write``).
+    fio
+        The fio binary to validate against (default: ``$IOBENCH_FIO`` or ``fio``).
+
+    Raises
+    ------
+    MatrixError
+        With every problem found, when the file is invalid.
+    FioError
+        When fio cannot be found or run.
+    """
+    source = os.fspath(path)
+    try:
+        text = Path(source).read_text()
+    except OSError as exc:
+        raise MatrixError(source, [f"{source}: cannot read the matrix: {exc.strerror}"]) from None
+    except UnicodeDecodeError:
+        raise MatrixError(source, [f"{source}: not a text file"]) from None
+    allowed = tuple(os.path.abspath(p) for p in allow_write)
+    wanted = tuple(os.path.abspath(_expand_vars_safe(p)) for p in targets)
+    return parse_matrix(text, source, targets=wanted, allow_write=allowed, fio=fio)
+
+
+def _expand_vars_safe(path: str) -> str:
+    try:
+        return _expand_vars(path)
+    except KeyError:
+        return path
+
+
+def point_writes(matrix: Matrix, combo: Combo) -> bool:
+    """Whether a point's ``rw`` writes or trims (SPEC §5)."""
+    rw = matrix.setting(combo, "rw")
+    return str(rw if rw is not None else "read").split(":", 1)[0] in WRITE_MODES

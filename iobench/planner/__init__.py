@@ -1,0 +1,1 @@
+"""What will run: points with their placement, device settings and fio job files."""

@@ -1,0 +1,80 @@
+"""Figures into files: atomically (a full disk leaves no half-drawn file), and a run's default set.
+
+Drawing after a run is the caller's choice (the CLI, the report, a notebook):
+the runner never draws.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from iobench.errors import ResultsError, RunStorageError
+from iobench.plots import figures_for, save_figure
+from iobench.plots.figures import FORMATS
+from iobench.store.rundir import RunDir, describe_counts, remedy, replacing, storage
+
+
+def save_figure_file(fig: Any, path: str | os.PathLike[str]) -> Path:
+    """Save a matplotlib figure through a temporary name: a full disk leaves no half-drawn file at ``path``.
+
+    Raises
+    ------
+    ResultsError
+        When the suffix is not a figure format (``.png``, ``.svg``, ``.pdf``).
+    RunStorageError
+        When the file cannot be written.
+    """
+    if Path(path).suffix.lstrip(".").lower() not in FORMATS:
+        raise ResultsError(f"{path}: cannot tell the figure format; name the file .png, .svg or .pdf")
+    with replacing(path) as tmp:
+        save_figure(fig, tmp)
+    return Path(path)
+
+
+def write_figures(
+    frame: pd.DataFrame, out_dir: str | os.PathLike[str], formats: tuple[str, ...] = ("png",)
+) -> list[Path]:
+    """Every figure that fits ``frame`` (:func:`iobench.plots.figures_for`) into ``out_dir``, once per format.
+
+    Raises
+    ------
+    RunStorageError
+        When a file cannot be written; the files written before are whole.
+    """
+    figures = figures_for(frame)
+    if not figures:
+        return []
+    out = Path(out_dir)
+    with storage(out):
+        out.mkdir(parents=True, exist_ok=True)
+    return [save_figure_file(fig, out / f"{name}.{fmt}") for name, fig in figures.items() for fmt in formats]
+
+
+def run_figures(
+    run_dir: str | os.PathLike[str], frame: pd.DataFrame | None, counts: dict[str, int]
+) -> list[Path]:
+    """The default figures of a run that just ended (its ``frame``; None draws nothing), into ``<run_dir>/figures/``.
+
+    Raises
+    ------
+    RunStorageError
+        When they cannot be written (exit status 3): the points and the frame
+        are saved already, and the message says ``iobench report`` draws them later.
+    """
+    path = Path(run_dir)
+    if frame is None:
+        return []
+    try:
+        return write_figures(frame, RunDir(path).figures)
+    except RunStorageError as fault:
+        report = shlex.join(["iobench", "report", str(path)])
+        fault.what = f"figures not drawn: {fault.what}"
+        fault.run_dir, fault.counts = str(path), dict(counts)
+        fault.kept = f"every point: {describe_counts(counts)} and the frame (results.parquet) in {path}"
+        fault.finish = f"{remedy(fault)}, then `{report}` draws them (into {path / 'report'})"
+        raise

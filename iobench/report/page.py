@@ -1,0 +1,300 @@
+"""``iobench report``: every figure that fits a run, and one self-contained HTML page about it.
+
+The page needs nothing but itself to open offline: figures are inline PNGs,
+the style is inline, there is no script. It holds the figures, a summary table
+(mean ± 95 % CI per point), the points that did not run or failed and why, the
+machine (host, kernel, CPU, software versions, NUMA nodes), each target's
+devices with their original settings, and the matrix as given.
+
+The summary is data first: :func:`iobench.summarize` of the run, written as
+``summary.csv`` beside the page, whose table shows those same numbers. The page
+comes from the jinja2 template ``iobench/report/templates/report.html.j2`` with
+autoescaping on: names, descriptions, reasons and paths are user text.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import io
+import math
+import os
+import shlex
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pandas as pd
+
+from iobench.errors import ResultsError, RunStorageError
+from iobench.plots.files import save_figure_file
+from iobench.results.points import summarize
+from iobench.results.rundir import load
+from iobench.store.rundir import RunDir, remedy, replacing, storage
+
+PAGE_DPI = 110
+SUMMARY_METRICS = (
+    ("iops", "IOPS", 1.0),
+    ("bw_bytes", "MiB/s", 1 / 2**20),
+    ("lat_mean_us", "mean lat µs", 1.0),
+    ("clat_p99_us", "p99 clat µs", 1.0),
+    ("cpu_us_per_io", "CPU µs/I/O", 1.0),
+)
+
+
+@dataclass(frozen=True)
+class Report:
+    """What :func:`write_report` wrote: the HTML page, the figure files and the summary table."""
+
+    html: Path
+    figures: list[Path]
+    summary: Path | None = None
+
+
+def write_report(
+    run_dir: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
+    *,
+    formats: Sequence[str] = ("png",),
+) -> Report:
+    """Draw every figure that fits the run; write ``summary.csv`` and ``report.html`` beside them.
+
+    Parameters
+    ----------
+    run_dir
+        A directory made by ``iobench run``.
+    out
+        Where to write (default ``<run_dir>/report``); created if missing.
+    formats
+        Figure file formats to write besides the page's inline PNGs: png, svg, pdf.
+
+    Raises
+    ------
+    ResultsError
+        When ``run_dir`` is not a run directory or a format is unknown.
+    RunStorageError
+        When a file cannot be written (disk full, read-only...); no file is
+        left half written under its final name.
+    """
+    from iobench.plots import figures_for
+    from iobench.plots.figures import FORMATS
+
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        raise ResultsError(f"unknown figure format {unknown[0]!r}; use one of {', '.join(FORMATS)}")
+    run = RunDir.open(run_dir)
+    frame = load(run.path)
+    target = Path(out) if out is not None else run.path / "report"
+    figures = figures_for(frame)
+    written: list[Path] = []
+    inline: list[tuple[str, str]] = []
+    try:
+        with storage(target):
+            target.mkdir(parents=True, exist_ok=True)
+        for name, fig in figures.items():
+            written += [save_figure_file(fig, target / f"{name}.{fmt}") for fmt in formats]
+            buffer = io.BytesIO()
+            fig.savefig(buffer, format="png", dpi=PAGE_DPI)
+            inline.append((name, base64.b64encode(buffer.getvalue()).decode("ascii")))
+        summary = summarize(frame)
+        table = target / "summary.csv"
+        with replacing(table) as tmp:
+            summary.to_csv(tmp, index=False)
+        page = target / "report.html"
+        text = render_page(run, frame, inline, summary)
+        with replacing(page) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+    except RunStorageError as fault:
+        fault.what = f"report not written: {fault.what}"
+        fault.run_dir = str(run.path)
+        fault.kept = f"the run is unchanged ({run.path}); figures written before the fault: {len(written)}"
+        fault.finish = f"{remedy(fault)}, then `{_report_command(run.path, out)}` again"
+        raise
+    return Report(page, written, table)
+
+
+def _report_command(run_dir: Path, out: str | os.PathLike[str] | None) -> str:
+    argv = ["iobench", "report", str(run_dir)] + ([] if out is None else ["-o", os.fspath(out)])
+    return shlex.join(argv)
+
+
+def render_page(
+    run: RunDir,
+    frame: pd.DataFrame,
+    figures: Iterable[tuple[str, str]],
+    summary: pd.DataFrame | None = None,
+) -> str:
+    """The HTML text: title, counts, figures (base64 PNG), summary, problems, machine, targets, matrix.
+
+    Parameters
+    ----------
+    run
+        The run directory.
+    frame
+        Its tidy frame.
+    figures
+        ``(name, base64 PNG)`` pairs, in page order.
+    summary
+        :func:`iobench.summarize` of ``frame`` (computed when omitted): the table shows its numbers.
+    """
+    manifest = run.manifest()
+    matrix_path = run.path / "matrix.yaml"
+    matrix_text = matrix_path.read_text(errors="replace") if matrix_path.is_file() else ""
+    return _template().render(
+        title=run.path.name,
+        description=_description(manifest, matrix_text),
+        counts=_counts(manifest, frame),
+        when=" → ".join(str(manifest[k]) for k in ("started", "finished") if manifest.get(k)),
+        figures=list(figures),
+        summary=_summary_table(summarize(frame) if summary is None else summary),
+        problems=_problems(frame),
+        machine=_machine_rows(manifest),
+        targets=_target_rows(manifest),
+        matrix=matrix_text,
+    )
+
+
+@functools.cache
+def _template() -> jinja2.Template:
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("iobench.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    return environment.get_template("report.html.j2")
+
+
+def _description(manifest: dict[str, Any], matrix_text: str) -> str:
+    for line in matrix_text.splitlines():
+        if line.startswith("description:"):
+            return line.partition(":")[2].strip()
+    return str(manifest.get("name") or "")
+
+
+def _counts(manifest: dict[str, Any], frame: pd.DataFrame) -> list[tuple[str, int]]:
+    counts = manifest.get("counts") or {}
+    if not counts and "status" in frame:
+        per_point = frame.drop_duplicates(["point", "repeat"])["status"]
+        counts = {str(k): int(v) for k, v in per_point.value_counts().items()}
+    return sorted((str(status), int(n)) for status, n in counts.items())
+
+
+def _mean_ci(row: pd.Series, metric: str, scale: float) -> str:
+    mean = row.get(f"{metric}_mean")
+    if mean is None or pd.isna(mean):
+        return "–"
+    ci = row.get(f"{metric}_ci95")
+    digits = 0 if abs(float(mean) * scale) >= 100 else 2
+    text = f"{float(mean) * scale:,.{digits}f}"
+    if ci is not None and not pd.isna(ci) and math.isfinite(float(ci)):
+        text += f" ± {float(ci) * scale:,.{digits}f}"
+    return text
+
+
+def _summary_table(summary: pd.DataFrame) -> dict[str, Any]:
+    """The summary's rows as the page shows them: identifying columns, then mean ± CI per metric."""
+    if summary.empty:
+        return {"rows": []}
+    stats = [c for c in summary.columns if c.endswith(("_mean", "_std", "_ci95", "_cv"))]
+    fixed = {"n", "pct_exact", "noisy", "short_runtime", *stats}
+    keys = [
+        c
+        for c in summary.columns
+        if c not in fixed and (c in ("point", "direction", "target") or summary[c].nunique(dropna=False) > 1)
+    ]
+    metrics = [(m, title, scale) for m, title, scale in SUMMARY_METRICS if f"{m}_mean" in summary]
+    rows = []
+    for _, row in summary.iterrows():
+        flags = [name for name in ("noisy", "short_runtime") if row.get(name) is True]
+        if row.get("pct_exact") is False:
+            flags.append("approx. percentiles")
+        cv = row.get("iops_cv")
+        numbers = [str(int(row["n"]))] + [_mean_ci(row, m, scale) for m, _, scale in metrics]
+        numbers.append("–" if cv is None or pd.isna(cv) else f"{float(cv):.1%}")
+        rows.append({"labels": [_plain(row[k]) for k in keys], "numbers": numbers, "flags": flags})
+    return {
+        "header": [*keys, "n", *(title for _, title, _ in metrics), "CV (IOPS)", "flags"],
+        "rows": rows,
+        "approximate": bool(summary["pct_exact"].eq(False).any()),
+        "csv": "summary.csv",
+    }
+
+
+def _plain(value: object) -> str:
+    if value is None or (not isinstance(value, str) and pd.isna(value)):  # type: ignore[call-overload]
+        return "–"
+    return str(value)
+
+
+def _problems(frame: pd.DataFrame) -> list[tuple[str, str, str, str]]:
+    if "status" not in frame:
+        return []
+    bad = frame[frame["status"] != "ok"].drop_duplicates(["point", "repeat"])
+    return [(_plain(r.point), _plain(r.repeat), _plain(r.status), _plain(r.reason)) for r in bad.itertuples()]
+
+
+def _machine_rows(manifest: dict[str, Any]) -> list[tuple[str, str]]:
+    machine = manifest.get("machine") or {}
+    fields = (
+        ("host", "host"),
+        ("kernel", "kernel"),
+        ("cpu_model", "CPU"),
+        ("cpu_count", "CPUs"),
+        ("fio_version", "fio"),
+        ("numactl_version", "numactl"),
+        ("iobench_version", "iobench"),
+        ("python", "Python"),
+    )
+    rows = [(label, str(machine.get(key, "–"))) for key, label in fields]
+    topology = machine.get("topology") or {}
+    for node in topology.get("nodes", []):
+        rows.append(
+            (
+                f"NUMA node {node.get('id')}",
+                f"CPUs {_cpus(node.get('cpus', []))} · distances {node.get('distances')}",
+            )
+        )
+    threads = sorted({len(c.get("cpus", [])) for c in topology.get("cores", [])})
+    if threads:
+        rows.append(("cores", f"{len(topology['cores'])}, {'/'.join(map(str, threads))} threads each"))
+    return rows
+
+
+def _cpus(cpus: Sequence[int]) -> str:
+    from iobench.system.cpulist import format_cpulist
+
+    return format_cpulist(tuple(cpus)) or "–"
+
+
+def _target_rows(manifest: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    targets = (manifest.get("machine") or {}).get("targets") or []
+    rows = []
+    for target in targets:
+        disks = target.get("disks") or []
+        described = "; ".join(
+            f"{d.get('name')} {d.get('model') or ''} ({_size(d.get('size_bytes'))}), node {_node(d.get('numa_node'))}, "
+            f"scheduler {d.get('scheduler')}, readahead {d.get('readahead_kb')} KiB"
+            for d in disks
+        )
+        rows.append(
+            (
+                str(target.get("path")),
+                str(target.get("kind")),
+                _node(target.get("home_node")),
+                described or "–",
+            )
+        )
+    return rows
+
+
+def _node(value: object) -> str:
+    return "unknown" if value is None else str(value)
+
+
+def _size(value: object) -> str:
+    if not isinstance(value, int) or value <= 0:
+        return "size unknown"
+    return f"{value / 2**30:,.1f} GiB" if value >= 2**30 else f"{value / 2**20:,.0f} MiB"

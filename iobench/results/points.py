@@ -1,0 +1,639 @@
+"""What a point's numbers are: one module, used by the report, every figure, the CLI and notebooks.
+
+A point is what fio calls a group (``group_reporting``): every job of every
+target (and host) that ran it, taken together. Its numbers follow fio's own
+summing (``sum_thread_stats()`` and ``sum_group_stats()`` in fio's stat.c;
+docs/numbers.md has the derivation):
+
+=================================  ==============================================================
+column                             a point × repeat × direction
+=================================  ==============================================================
+``total_ios``, ``io_bytes``        summed over the jobs (a job without ``total_ios``: iops ×
+                                   runtime; without ``io_bytes``: bw_bytes × runtime)
+``runtime_ms``                     the longest job's
+``iops``, ``bw_bytes``             ``total_ios`` and ``io_bytes`` over the longest runtime
+``lat/clat/slat_mean_us``          the jobs' means weighted by their I/Os (fio: by samples)
+``clat_p*_us``                     fio's percentile of the jobs' merged json+ histograms; else
+                                   the one job's own; else (``pct_exact`` false) the jobs'
+                                   percentiles weighted by their I/Os — an approximation
+``lat_p*_us``, ``slat_p*_us``      from merged ``lat_bins``/``slat_bins``, where fio wrote them
+``usr_cpu``, ``sys_cpu``           CPU time summed over time summed: the jobs' percentages
+                                   weighted by ``job_runtime_ms``
+``ctx``, ``job_runtime_ms``        summed
+``cpu_us_per_io``                  the jobs' CPU time over their I/Os (every direction)
+``inflight``                       Little's law on the point: ``iops × lat_mean_us / 1e6``
+=================================  ==============================================================
+
+A sum or mean over a point is NA when any of its jobs lacks the value: a total
+over some of the jobs is not the point's. Without a ``runtime_ms`` column (a
+hand-made frame) every job counts as running equally long.
+
+:func:`point_totals` applies these rules; :func:`summarize` then takes a point's
+repeats: mean, sample std, 95 % confidence half-width ``t(0.975, n-1) · std / √n``
+and CV ``std / mean``, plus the ``noisy`` and ``short_runtime`` flags;
+:func:`headline` is the one line the CLI prints per point.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from iobench.errors import ResultsError
+from iobench.results.fioout.bins import decode
+from iobench.results.fioout.frame import FRAME_HISTOGRAMS, FRAME_IDENTITY, FRAME_METRICS
+from iobench.results.fioout.model import PERCENTILES
+
+#: Columns that identify a row (its run, point, repeat, job, direction, outcome).
+IDENTITY: tuple[str, ...] = (
+    "run_id",
+    "point",
+    "repeat",
+    "host",
+    "jobname",
+    "job_index",
+    "direction",
+    "status",
+)
+#: Where and how a point ran, as recorded per row; not parameters.
+PLACEMENT: tuple[str, ...] = (
+    "target",
+    "target_node",
+    "cpu_node",
+    "cpus",
+    "cpus_observed",
+    "scheduler",
+    "readahead_kb",
+)
+#: Run bookkeeping columns.
+EXTRA: tuple[str, ...] = ("reason", "runtime_requested_ms")
+#: Placement columns that can differ from point to point: :func:`point_totals` keeps them
+#: (the distinct values joined with ``+`` where a point spans several).
+CONTEXT: tuple[str, ...] = ("target", "scheduler", "readahead_kb")
+#: Columns :func:`point_totals` adds besides the metrics.
+ADDED: tuple[str, ...] = ("jobs", "pct_exact")
+
+#: The percentiles a point carries, by latency kind: ``clat_p99_us``, ``lat_p99_9_us``, ...
+LATENCY_KINDS: tuple[str, ...] = ("clat", "lat", "slat")
+
+#: Metrics :func:`summarize` takes over repeats (those present); each gives
+#: ``<m>_mean``, ``_std``, ``_ci95`` and ``_cv``.
+SUMMARY_METRICS: tuple[str, ...] = (
+    "iops",
+    "bw_bytes",
+    "lat_mean_us",
+    "clat_mean_us",
+    "clat_p50_us",
+    "clat_p90_us",
+    "clat_p99_us",
+    "clat_p99_9_us",
+    "usr_cpu",
+    "sys_cpu",
+    "cpu_us_per_io",
+    "inflight",
+)
+
+_MEANS = ("lat_mean_us", "clat_mean_us", "slat_mean_us")
+_JOB_KEY = ("run_id", "source", "point", "repeat", "host", "target", "jobname", "job_index")
+
+# Student t quantile at 0.975 for 1..30 degrees of freedom.
+_T975 = (
+    12.706204736,
+    4.302652730,
+    3.182446305,
+    2.776445105,
+    2.570581836,
+    2.446911851,
+    2.364624252,
+    2.306004135,
+    2.262157163,
+    2.228138852,
+    2.200985160,
+    2.178812830,
+    2.160368656,
+    2.144786688,
+    2.131449546,
+    2.119905299,
+    2.109815578,
+    2.100922040,
+    2.093024054,
+    2.085963447,
+    2.079613845,
+    2.073873068,
+    2.068657610,
+    2.063898562,
+    2.059538553,
+    2.055529439,
+    2.051830516,
+    2.048407142,
+    2.045229642,
+    2.042272456,
+)
+_Z975 = 1.959963984540054
+
+
+def t975(dof: int) -> float:
+    """Return the 0.975 quantile of Student's t with ``dof`` degrees of freedom.
+
+    A table for 1–30 degrees of freedom and, above, the Cornish–Fisher
+    expansion around the normal quantile, so scipy is not needed.
+
+    Parameters
+    ----------
+    dof : int
+        Degrees of freedom, at least 1.
+
+    Returns
+    -------
+    float
+        Exact to 9 digits for ``dof <= 30``; within 1e-4 above.
+    """
+    if dof < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {dof}")
+    if dof <= len(_T975):
+        return _T975[dof - 1]
+    z, n = _Z975, float(dof)
+    return (
+        z
+        + (z**3 + z) / (4 * n)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * n**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * n**3)
+    )
+
+
+def percentile_column(kind: str, percentile: float) -> str:
+    """The column of a latency percentile: ``("clat", 99.9)`` → ``clat_p99_9_us``."""
+    whole, _, fraction = f"{percentile:g}".partition(".")
+    return f"{kind}_p{whole}{'_' + fraction if fraction else ''}_us"
+
+
+def _percentile_columns() -> dict[str, dict[float, str]]:
+    return {kind: {p: percentile_column(kind, p) for p in PERCENTILES} for kind in LATENCY_KINDS}
+
+
+_PERCENTILES = _percentile_columns()
+
+
+def _not_parameters() -> frozenset[str]:
+    percentiles = {c for columns in _PERCENTILES.values() for c in columns.values()}
+    return frozenset(
+        {
+            *IDENTITY,
+            *FRAME_IDENTITY,
+            *PLACEMENT,
+            *EXTRA,
+            *FRAME_METRICS,
+            *FRAME_HISTOGRAMS,
+            *ADDED,
+            *percentiles,
+            "source",
+        }
+    )
+
+
+_NOT_PARAMETERS = _not_parameters()
+
+
+def parameter_columns(df: pd.DataFrame) -> list[str]:
+    """The matrix axes present in ``df``.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A tidy frame, point totals or a summary.
+
+    Returns
+    -------
+    list of str
+        Every column that is not identity, placement, bookkeeping, a metric, a
+        histogram or a column :func:`point_totals` adds, in frame order.
+    """
+    return [c for c in df.columns if c not in _NOT_PARAMETERS]
+
+
+def data_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows that are data: status ``ok`` (when there is a status) and a direction that did I/O."""
+    if "status" in df:
+        df = df[df["status"].eq("ok").fillna(False)]
+    return df[df["direction"].notna()] if "direction" in df else df
+
+
+def _point_keys(rows: pd.DataFrame) -> list[str]:
+    """``run_id``, ``point`` (else ``source``: each fio output is a point), ``groupid``, ``repeat``, ``direction``.
+
+    fio reports each group of a job file on its own (``stonewall``/``new_group``
+    run them one after another), so one group is never added to another.
+    """
+    point = "point" if "point" in rows or "source" not in rows else "source"
+    group = ["groupid"] if "groupid" in rows and rows["groupid"].notna().any() else []
+    return [c for c in ("run_id", point, *group, "repeat", "direction") if c in rows]
+
+
+def _keys(rows: pd.DataFrame, by: Sequence[str] | None) -> tuple[list[str], list[str]]:
+    """The grouping columns of a point × repeat × direction (then ``by``), and its context columns."""
+    split = list(dict.fromkeys(by or ()))
+    missing = [c for c in split if c not in rows.columns]
+    if missing:
+        raise ResultsError(f"no column {', '.join(map(repr, missing))} in the frame to split points by")
+    params = [c for c in parameter_columns(rows) if rows[c].notna().any()]
+    keys = list(dict.fromkeys([*_point_keys(rows), *params, *split]))
+    context = [c for c in CONTEXT if c in rows and c not in keys]
+    return keys, context
+
+
+def _floats(rows: pd.DataFrame, column: str) -> np.ndarray:
+    if column not in rows:
+        return np.full(len(rows), np.nan)
+    return rows[column].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+
+
+class _Groups:
+    """Sums, maxima and I/O-weighted means per group, NA where any member is NA."""
+
+    def __init__(self, ids: np.ndarray, count: int) -> None:
+        self.ids = ids
+        self.count = count
+
+    def sum(self, values: np.ndarray) -> np.ndarray:
+        total = np.bincount(self.ids, weights=np.nan_to_num(values), minlength=self.count)
+        missing = np.bincount(self.ids, weights=np.isnan(values), minlength=self.count) > 0
+        return np.where(missing, np.nan, total)
+
+    def max(self, values: np.ndarray) -> np.ndarray:
+        out = np.full(self.count, -np.inf)
+        np.maximum.at(out, self.ids, np.nan_to_num(values, nan=-np.inf))
+        missing = np.bincount(self.ids, weights=np.isnan(values), minlength=self.count) > 0
+        return np.where(missing | np.isinf(out), np.nan, out)
+
+    def mean(self, values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        return _ratio(self.sum(values * weights), self.sum(weights))
+
+
+def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(denominator > 0, numerator / denominator, np.nan)
+
+
+def merged_percentiles(
+    cells: pd.Series, groups: np.ndarray, count: int, percentiles: Sequence[float]
+) -> np.ndarray:
+    """fio's percentiles (µs) of each group's merged json+ histograms.
+
+    The histograms of a group's rows are added bin by bin (fio's
+    ``sum_thread_stats()`` adds ``io_u_plat``), then each percentile is the
+    value of the first bin at which the running count reaches ``p / 100 ×
+    samples`` — ``calc_clat_percentiles()`` in fio's stat.c, with its long
+    double arithmetic, so a single job's result is the value fio printed.
+
+    Parameters
+    ----------
+    cells : pandas.Series
+        A histogram column (:mod:`iobench.results.fioout.bins`), row by row.
+    groups : numpy.ndarray
+        The group of each row, ``0 <= group < count``.
+    count : int
+        How many groups.
+    percentiles : sequence of float
+        In percent (``99.9``).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``count × len(percentiles)``; NaN for a group without bins.
+    """
+    out = np.full((count, len(percentiles)), np.nan)
+    bins = decode(cells)
+    if not len(bins.rows):
+        return out
+    group = groups[bins.rows]
+    order = np.lexsort((bins.values_ns, group))
+    group, value, counts = group[order], bins.values_ns[order], bins.counts[order]
+    new_bin = np.ones(len(group), dtype=bool)
+    new_bin[1:] = (group[1:] != group[:-1]) | (value[1:] != value[:-1])
+    starts = np.flatnonzero(new_bin)
+    counts = np.add.reduceat(counts, starts)
+    group, value = group[starts], value[starts]
+    first = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    sizes = np.diff(np.r_[first, len(group)])
+    running = np.cumsum(counts)
+    running -= np.repeat(running[first] - counts[first], sizes)
+    samples = np.repeat(running[first + sizes - 1], sizes).astype(np.longdouble)
+    reached = running.astype(np.longdouble)
+    for column, percentile in enumerate(percentiles):
+        # fio: sum >= (long double) p / 100.0 * nr
+        hit = np.flatnonzero(reached >= np.longdouble(percentile) / np.longdouble(100.0) * samples)
+        firsts = np.r_[True, group[hit][1:] != group[hit][:-1]]
+        out[group[hit][firsts], column] = value[hit][firsts] / 1000.0
+    return out
+
+
+def _one_or_joined(rows: pd.DataFrame, column: str, ids: np.ndarray, count: int) -> pd.Series:
+    """Per group, its one value of ``column``, or the distinct values joined with ``+``."""
+    values = pd.DataFrame({"g": ids, "v": rows[column].array}).dropna().drop_duplicates()
+    several = values["g"].duplicated(keep=False)
+    if not several.any():
+        one: pd.Series = values.set_index("g")["v"].reindex(range(count))
+        return one
+    joined = values[several].groupby("g")["v"].agg(lambda v: "+".join(sorted(map(str, v))))
+    single = values[~several].set_index("g")["v"].astype(object)
+    out: pd.Series = pd.concat([single, joined.astype(object)]).reindex(range(count))
+    return out
+
+
+def _job_ios_all_directions(rows: pd.DataFrame, ios: np.ndarray) -> np.ndarray:
+    """Each row's job's I/Os over every direction (a job's CPU time is spent on all of them)."""
+    key = [c for c in _JOB_KEY if c in rows]
+    if not key or "direction" not in rows:
+        return ios
+    frame = rows[key].reset_index(drop=True).assign(_ios=ios)
+    return frame.groupby(key, dropna=False, sort=False)["_ios"].transform("sum").to_numpy(dtype=float)
+
+
+def _totals(rows: pd.DataFrame, keys: list[str], context: list[str]) -> pd.DataFrame:
+    """Apply the point rules to ``rows`` (data rows only) grouped by ``keys``."""
+    if keys:
+        ids = rows.groupby(keys, dropna=False, sort=True).ngroup().to_numpy()
+    else:
+        ids = np.zeros(len(rows), dtype=np.int64)
+    count = int(ids.max()) + 1 if len(ids) else 0
+    groups = _Groups(ids, count)
+    present = set(rows.columns)
+    has_runtime = "runtime_ms" in present
+    runtime = _floats(rows, "runtime_ms") if has_runtime else np.full(len(rows), 1000.0)
+    ios = _floats(rows, "total_ios")
+    ios = np.where(np.isnan(ios), _floats(rows, "iops") * runtime / 1000.0, ios)
+    volume = _floats(rows, "io_bytes")
+    volume = np.where(np.isnan(volume), _floats(rows, "bw_bytes") * runtime / 1000.0, volume)
+    longest = groups.max(runtime)
+    out: dict[str, np.ndarray] = {}
+    out["iops"] = _ratio(groups.sum(ios) * 1000.0, longest)
+    if {"io_bytes", "bw_bytes"} & present:
+        out["bw_bytes"] = _ratio(groups.sum(volume) * 1000.0, longest)
+    # Without runtimes, volumes would only be the rates renamed: left out.
+    if "io_bytes" in present or ("bw_bytes" in present and has_runtime):
+        out["io_bytes"] = groups.sum(volume)
+    if "total_ios" in present or has_runtime:
+        out["total_ios"] = groups.sum(ios)
+    if has_runtime:
+        out["runtime_ms"] = longest
+    for column in _MEANS:
+        if column in present:
+            out[column] = groups.mean(_floats(rows, column), ios)
+    pct_exact = _percentiles(rows, ids, count, groups, ios, present, out)
+    if "job_runtime_ms" in present:
+        accounted = _floats(rows, "job_runtime_ms")
+    else:
+        accounted = np.ones(len(rows))
+    for column in ("usr_cpu", "sys_cpu"):
+        if column in present:
+            out[column] = groups.mean(_floats(rows, column), accounted)
+    if "ctx" in present:
+        out["ctx"] = groups.sum(_floats(rows, "ctx"))
+    if "job_runtime_ms" in present:
+        out["job_runtime_ms"] = groups.sum(accounted)
+    if "cpu_us_per_io" in present:
+        out["cpu_us_per_io"] = groups.mean(_floats(rows, "cpu_us_per_io"), _job_ios_all_directions(rows, ios))
+    if "lat_mean_us" in out:
+        out["inflight"] = out["iops"] * out["lat_mean_us"] / 1e6
+    if "runtime_requested_ms" in present:
+        out["runtime_requested_ms"] = groups.max(_floats(rows, "runtime_requested_ms"))
+    first = np.unique(ids, return_index=True)[1]
+    totals = rows[keys].iloc[first].reset_index(drop=True) if keys else pd.DataFrame(index=range(count))
+    for column, values in out.items():
+        totals[column] = pd.array(values, dtype="Float64")
+    totals["jobs"] = pd.Series(np.bincount(ids, minlength=count), dtype="Int64").array
+    totals["pct_exact"] = pct_exact.array
+    for column in context:
+        totals[column] = _one_or_joined(rows, column, ids, count).array
+    return totals
+
+
+def _percentiles(
+    rows: pd.DataFrame,
+    ids: np.ndarray,
+    count: int,
+    groups: _Groups,
+    ios: np.ndarray,
+    present: set[str],
+    out: dict[str, np.ndarray],
+) -> pd.Series:
+    """Fill ``out`` with each kind's percentiles; return whether the clat ones are fio's own."""
+    exact = _flags(np.zeros(count, dtype=bool), np.zeros(count, dtype=bool))
+    for kind, columns in _PERCENTILES.items():
+        cells = f"{kind}_bins"
+        reported = [c for c in columns.values() if c in present]
+        if cells not in present and not reported:
+            continue
+        merged = np.full((count, len(columns)), np.nan)
+        complete = np.zeros(count, dtype=bool)
+        if cells in present:
+            has_bins = rows[cells].notna().to_numpy()
+            complete = np.bincount(ids, weights=~has_bins, minlength=count) == 0
+            merged = merged_percentiles(rows[cells], ids, count, list(columns))
+            merged[~complete] = np.nan
+        if kind != "clat":
+            if complete.any():
+                out.update({c: merged[:, i] for i, c in enumerate(columns.values())})
+            continue
+        single = np.bincount(ids, minlength=count) == 1
+        for index, column in enumerate(columns.values()):
+            if column not in present and not complete.any():
+                continue
+            values = _floats(rows, column)
+            approx = np.full(count, np.nan)
+            if column in present:  # one job: fio's own value; several: weighted by their I/Os
+                approx = np.where(single, groups.sum(values), groups.mean(values, ios))
+            out[column] = np.where(complete, merged[:, index], approx)
+        if reported or complete.any():
+            any_value = ~np.isnan(np.column_stack([out[c] for c in columns.values() if c in out])).all(axis=1)
+            exact = _flags(complete | single, any_value)
+    return exact
+
+
+def _flags(values: np.ndarray, known: np.ndarray) -> pd.Series:
+    """A nullable boolean column: ``values`` where ``known``, NA elsewhere."""
+    return pd.Series(values, dtype="boolean").where(known)
+
+
+def point_totals(df: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFrame:
+    """One row per point × repeat × direction: its jobs and targets combined as fio combines a group.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A tidy frame (SPEC §6). Only rows with status ``ok`` and a direction
+        count. A frame from :func:`iobench.parse_fio` has no ``point``: each fio
+        output (``source``) is one.
+    by : sequence of str, optional
+        Columns that split a point further: ``["target"]`` gives each target's
+        jobs a row of their own, ``["host"]`` each host's. By default a point's
+        targets and hosts are combined.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``run_id``, ``point`` (else ``source``), ``repeat``, ``direction`` (those
+        present), the parameter columns, the ``by`` columns; the metrics of the
+        module's table that ``df`` allows (``Float64``); ``jobs`` (frame rows
+        combined); ``pct_exact`` (the ``clat_p*_us`` are fio's own: merged json+
+        bins, or one job's printed value; false: approximated; NA: none); then
+        the :data:`CONTEXT` columns.
+
+    Raises
+    ------
+    ResultsError
+        ``df`` has neither ``iops`` nor ``total_ios``, or ``by`` names a column it lacks.
+
+    Examples
+    --------
+    >>> totals = iobench.point_totals(df)                         # doctest: +SKIP
+    >>> per_target = iobench.point_totals(df, by=["target"])      # doctest: +SKIP
+    """
+    rows = data_rows(df).reset_index(drop=True)
+    keys, context = _keys(rows, by)
+    if rows.empty:
+        return pd.DataFrame(columns=[*keys, "iops", *ADDED, *context])
+    if "iops" not in rows and "total_ios" not in rows:
+        raise ResultsError("point_totals: the frame has no `iops` column (nor `total_ios`)")
+    return _totals(rows, keys, context)
+
+
+def over_repeats(totals: pd.DataFrame, by: Sequence[str], metrics: Sequence[str]) -> pd.DataFrame:
+    """Mean, sample std, 95 % confidence half-width, CV and count of ``metrics`` per ``by`` group.
+
+    Parameters
+    ----------
+    totals : pandas.DataFrame
+        Point totals (:func:`point_totals`).
+    by : sequence of str
+        The columns that tell points apart; what remains in a group is its repeats.
+    metrics : sequence of str
+        Columns of ``totals``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The ``by`` columns (sorted), then per metric ``<m>_mean``, ``<m>_std``,
+        ``<m>_ci95`` (``t(0.975, n-1) · std / √n``), ``<m>_cv`` (``std / mean``)
+        and ``<m>_n`` (repeats with a value); plain floats, NaN where undefined
+        (std, CI and CV below two repeats, CV at a zero mean).
+    """
+    keys = list(by) or ["_all"]
+    data = totals.assign(_all=0)
+    values = pd.DataFrame(
+        {m: data[m].astype("Float64").to_numpy(dtype=float, na_value=np.nan) for m in metrics}
+    )
+    values.index = data.index
+    grouped = pd.concat([data[keys], values], axis=1).groupby(keys, dropna=False, sort=True)
+    stats = grouped[list(metrics)].agg(["mean", "std", "count"])
+    out = stats.index.to_frame(index=False)
+    for metric in metrics:
+        n = stats[(metric, "count")].to_numpy(dtype=float)
+        mean = stats[(metric, "mean")].to_numpy(dtype=float)
+        std = np.where(n >= 2, stats[(metric, "std")].to_numpy(dtype=float), np.nan)
+        t = np.array([t975(int(k) - 1) if k >= 2 else math.nan for k in n])
+        out[f"{metric}_mean"] = mean
+        out[f"{metric}_std"] = std
+        out[f"{metric}_ci95"] = t * std / np.sqrt(np.maximum(n, 1))
+        out[f"{metric}_cv"] = _ratio(std, np.abs(mean)) if len(mean) else mean
+        out[f"{metric}_n"] = n
+    return out.drop(columns="_all", errors="ignore")
+
+
+def summarize(df: pd.DataFrame, *, by: Sequence[str] | None = None, noisy_cv: float = 0.05) -> pd.DataFrame:
+    """Summarise each point over its repeats.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The tidy frame (SPEC §6); rows not ``ok`` and rows without a direction
+        are ignored. Without a ``repeat`` column every row is repeat 0.
+    by : sequence of str, optional
+        Columns that split a point further, as in :func:`point_totals`.
+    noisy_cv : float, default 0.05
+        A point is ``noisy`` when the CV of its IOPS over repeats (of its
+        bandwidth where IOPS is absent) exceeds this.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per point × direction (× ``by``): ``run_id``, ``point`` (else
+        ``source``), the parameter and ``by`` columns, ``direction``, ``n``
+        (repeats), ``<metric>_mean``, ``_std``, ``_ci95`` and ``_cv`` for each of
+        :data:`SUMMARY_METRICS` present and each ``lat_p*``/``slat_p*`` column
+        (NA below two repeats), ``pct_exact`` (every repeat's percentiles are
+        fio's own), ``noisy``, ``short_runtime`` (a repeat's longest job ran
+        shorter than ``runtime_requested_ms``), then the :data:`CONTEXT` columns.
+
+    Raises
+    ------
+    ResultsError
+        ``by`` names a column the frame does not have.
+    """
+    totals = point_totals(df, by=by)
+    keys, context = _keys(data_rows(df), by)
+    keys = [k for k in keys if k not in ("repeat", "direction")] + (
+        ["direction"] if "direction" in keys else []
+    )
+    extra = [c for cs in list(_PERCENTILES.values())[1:] for c in cs.values() if c in totals]
+    metrics = [m for m in SUMMARY_METRICS if m in totals] + extra
+    stats = [f"{m}_{s}" for m in metrics for s in ("mean", "std", "ci95", "cv")]
+    columns = [*keys, "n", *stats, "pct_exact", "noisy", "short_runtime", *context]
+    if totals.empty:
+        return pd.DataFrame(columns=columns)
+    summary = over_repeats(totals, keys, metrics)
+    ids = totals.groupby(keys, dropna=False, sort=True).ngroup().to_numpy()
+    count = len(summary)
+    summary["n"] = pd.Series(np.bincount(ids, minlength=count), dtype="Int64").array
+    for column in stats:
+        summary[column] = summary[column].astype("Float64")
+    exact = totals["pct_exact"].astype("boolean")
+    known = np.bincount(ids, weights=exact.notna().to_numpy(), minlength=count) > 0
+    all_exact = np.bincount(ids, weights=exact.eq(False).fillna(False).to_numpy(), minlength=count) == 0
+    summary["pct_exact"] = _flags(all_exact, known).array
+    cv = summary.get("iops_cv", summary.get("bw_bytes_cv"))
+    noisy = np.zeros(count, dtype=bool) if cv is None else (cv > noisy_cv).fillna(False).to_numpy(dtype=bool)
+    summary["noisy"] = _flags(noisy, np.ones(count, dtype=bool)).array
+    short = np.zeros(count, dtype=bool)
+    if "runtime_requested_ms" in totals and "runtime_ms" in totals:
+        ran_short = (totals["runtime_ms"] < totals["runtime_requested_ms"]).fillna(False).to_numpy(dtype=bool)
+        short = np.bincount(ids, weights=ran_short, minlength=count) > 0
+    summary["short_runtime"] = _flags(short, np.ones(count, dtype=bool)).array
+    for column in context:
+        summary[column] = _one_or_joined(totals, column, ids, count).array
+    return summary[columns]
+
+
+def headline(frames: pd.DataFrame | Sequence[pd.DataFrame]) -> tuple[float | None, float | None]:
+    """The CLI's line for one finished point: its IOPS (every direction) and the mean latency of its I/Os.
+
+    Parameters
+    ----------
+    frames : pandas.DataFrame or sequence of them
+        fio's outputs of one point × repeat as :func:`iobench.parse_fio_text`
+        gives them (one frame per fio process, or one frame).
+
+    Returns
+    -------
+    tuple of (float or None, float or None)
+        The point's IOPS summed over its directions, and ``lat_mean_us``
+        weighted by each direction's I/Os; ``None`` where there is none.
+    """
+    parts = [frames] if isinstance(frames, pd.DataFrame) else list(frames)
+    rows = data_rows(pd.concat(parts, ignore_index=True)) if parts else pd.DataFrame()
+    if rows.empty or "iops" not in rows or rows["iops"].isna().all():
+        return None, None
+    directions = _totals(rows.reset_index(drop=True), ["direction"], [])
+    iops = directions["iops"].astype("Float64")
+    if iops.isna().all():
+        return None, None
+    lat = (
+        directions["lat_mean_us"] if "lat_mean_us" in directions else pd.Series(pd.NA, index=directions.index)
+    )
+    weights = directions["total_ios"].astype("Float64")
+    valid = lat.notna() & weights.notna() & (weights > 0)
+    mean = float((lat[valid] * weights[valid]).sum() / weights[valid].sum()) if valid.any() else None
+    return float(iops.sum()), mean

@@ -1,0 +1,190 @@
+"""Saved points → the tidy frame of SPEC §6, and :func:`load` for notebooks."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from iobench.errors import ResultsError, RunStorageError
+from iobench.results.fioout import parse_fio_text
+from iobench.results.fioout.frame import FRAME_METRICS
+from iobench.results.points import EXTRA, IDENTITY, PLACEMENT
+from iobench.store.rundir import SCHEMA_VERSION, RunDir
+
+Parsed = dict[str, pd.DataFrame]
+"""fio outputs already parsed during the run, keyed ``<point key>/<output file>``."""
+
+
+def _process_rows(
+    point_dir: Path, meta: dict[str, Any], process: dict[str, Any], parsed: Parsed
+) -> pd.DataFrame | None:
+    output = point_dir / process["output"]
+    cached = parsed.get(f"{point_dir.name}/{process['output']}")
+    if cached is not None:
+        frame = cached.copy()
+    elif not output.is_file():
+        return None
+    else:
+        try:
+            frame = parse_fio_text(output.read_text(errors="replace"), origin=str(output))
+        except ResultsError:
+            return None
+    if frame.empty:
+        return None
+    sections = dict(zip(process["sections"], process["targets"], strict=True))
+    frame["target"] = frame["jobname"].map(sections).astype("string")
+    frame["target_node"] = process.get("target_node")
+    frame["cpu_node"] = process.get("cpu_node")
+    frame["cpus"] = process.get("cpus")
+    frame["cpus_observed"] = _observed_per_job(frame, process)
+    settings = meta.get("settings") or {}
+    disks = process.get("target_disks") or {}
+    for column in ("scheduler", "readahead_kb"):
+        frame[column] = [
+            next((settings.get(d, {}).get(column) for d in disks.get(t, []) if d in settings), None)
+            for t in frame["target"].fillna("")
+        ]
+    return frame
+
+
+def _observed_per_job(frame: pd.DataFrame, process: dict[str, Any]) -> list[Any]:
+    """Each row's worker CPUs when fio's workers map one-to-one onto its jobs, else the union."""
+    workers = [o for o in process.get("observed") or [] if not o.get("leader")]
+    jobs = sorted(frame["job_index"].dropna().unique())
+    if workers and len(workers) == len(jobs):
+        by_job = {job: w["cpus"] for job, w in zip(jobs, workers, strict=True)}
+        return [by_job.get(j, process.get("cpus_observed")) for j in frame["job_index"]]
+    return [process.get("cpus_observed")] * len(frame)
+
+
+def _empty_row(meta: dict[str, Any]) -> pd.DataFrame:
+    process = (meta.get("processes") or [{}])[0]
+    targets = process.get("targets") or [None]
+    return pd.DataFrame(
+        [
+            {
+                "target": targets[0] if len(targets) == 1 else None,
+                "target_node": process.get("target_node"),
+                "cpu_node": process.get("cpu_node"),
+                "cpus": process.get("cpus"),
+                "cpus_observed": process.get("cpus_observed"),
+            }
+        ]
+    )
+
+
+def point_frame(
+    point_dir: Path, meta: dict[str, Any], run_id: str, host: str | None, parsed: Parsed | None = None
+) -> pd.DataFrame:
+    """The rows of one saved point × repeat (one empty row when fio reported nothing)."""
+    parts = [_process_rows(point_dir, meta, p, parsed or {}) for p in meta.get("processes") or []]
+    found = [p for p in parts if p is not None]
+    frame = pd.concat(found, ignore_index=True) if found else _empty_row(meta)
+    frame["run_id"] = run_id
+    frame["point"] = meta["point"]
+    frame["repeat"] = meta["repeat"]
+    frame["status"] = meta["status"]
+    frame["reason"] = meta.get("reason")
+    frame["runtime_requested_ms"] = meta.get("runtime_requested_ms")
+    if "host" not in frame or frame["host"].isna().all():
+        frame["host"] = host
+    for name, value in (meta.get("values") or {}).items():
+        if name not in PLACEMENT:  # scheduler/readahead_kb: what the device had, read during the point
+            frame[name] = value
+    return frame
+
+
+def _tidy_types(frame: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
+    ints = ("point", "repeat", "target_node", "cpu_node", "readahead_kb", "runtime_requested_ms")
+    for column in ints:
+        if column in frame:
+            frame[column] = frame[column].astype("Float64").round().astype("Int64")
+    for column in ("run_id", "status", "reason", "target", "cpus", "cpus_observed", "scheduler", "host"):
+        if column in frame:
+            frame[column] = frame[column].astype("string")
+    for column in axes:
+        kinds = {type(v) for v in frame[column].dropna()}
+        if kinds <= {int, bool} and kinds:
+            frame[column] = frame[column].astype("Int64")
+        elif kinds <= {int, float} and kinds:
+            frame[column] = frame[column].astype("Float64")
+        else:
+            frame[column] = frame[column].astype("string")
+    return frame
+
+
+def build_frame(run: RunDir, parsed: Parsed | None = None) -> pd.DataFrame:
+    """Assemble the tidy frame from every saved point of ``run`` (``parsed`` spares re-reading outputs)."""
+    manifest = run.manifest()
+    run_id = run.path.name
+    host = (manifest.get("machine") or {}).get("host")
+    frames, axes = [], []
+    for point_dir, meta in run.point_metas():
+        frames.append(point_frame(point_dir, meta, run_id, host, parsed))
+        axes += [a for a in meta.get("values") or {} if a not in axes and a not in PLACEMENT]
+    if not frames:
+        return pd.DataFrame({c: pd.Series([], dtype="object") for c in IDENTITY})
+    frame = _tidy_types(pd.concat(frames, ignore_index=True), axes)
+    order = [c for c in (*IDENTITY, *axes, *PLACEMENT, *FRAME_METRICS, *EXTRA) if c in frame]
+    rest = [c for c in frame.columns if c not in order and c != "source"]
+    return _with_machine(frame[order + rest], manifest)
+
+
+def _with_machine(frame: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataFrame:
+    """Carry the machine facts (host, kernel, CPU model, versions) in ``frame.attrs["machine"]`` for captions."""
+    machine = manifest.get("machine") or {}
+    frame.attrs["machine"] = {k: v for k, v in machine.items() if k not in ("topology", "targets")}
+    return frame
+
+
+def load(path: str | os.PathLike[str], *, rebuild: bool = False) -> pd.DataFrame:
+    """The tidy frame of a run directory (or of a ``.parquet``/``.csv`` frame file).
+
+    Reads ``results.parquet``; when it is missing (a run killed before the
+    end, or stopped by a full disk) or ``rebuild`` is set, the frame is rebuilt
+    from the saved points and written back when the disk allows.
+
+    Parameters
+    ----------
+    path
+        A directory made by ``iobench run``, or a frame saved by ``iobench parse -o``.
+    rebuild
+        Ignore ``results.parquet`` and parse the raw fio outputs again.
+
+    Raises
+    ------
+    ResultsError
+        When ``path`` is neither, or its schema is newer than this iobench.
+    """
+    if Path(path).is_file():
+        return _load_frame_file(Path(path))
+    run = RunDir.open(path)
+    if run.frame_path.is_file() and not rebuild:
+        import pyarrow.parquet as pq
+
+        metadata = pq.read_schema(run.frame_path).metadata or {}
+        version = int(metadata.get(b"iobench_schema_version", b"0"))
+        if version == SCHEMA_VERSION:
+            return _with_machine(pd.read_parquet(run.frame_path), run.manifest())
+        if version > SCHEMA_VERSION:
+            raise ResultsError(f"{run.frame_path}: schema version {version} is newer than this iobench reads")
+    frame = build_frame(run)
+    # Saving is only a cache: a full or read-only disk must not keep anyone from their results.
+    with contextlib.suppress(RunStorageError):
+        run.write_frame(frame)
+    return frame
+
+
+def _load_frame_file(path: Path) -> pd.DataFrame:
+    try:
+        if path.suffix == ".parquet":
+            return pd.read_parquet(path)
+        if path.suffix == ".csv":
+            return pd.read_csv(path)
+    except (OSError, ValueError) as exc:
+        raise ResultsError(f"{path}: cannot read the frame: {exc}") from None
+    raise ResultsError(f"{path}: not a run directory nor a .parquet/.csv frame (see `iobench parse -o`)")

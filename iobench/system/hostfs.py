@@ -1,0 +1,648 @@
+"""The machine as files: sysfs and procfs under a root.
+
+Every other module reads the system through this one, so each kernel file is
+parsed in exactly one place and every read can be moved under another root.
+A :class:`SystemRoot` for ``"/"`` reads this machine; one for the folder of a
+snapshot reads that machine's ``sys/`` and ``proc/`` (the convention of
+hwloc's ``HWLOC_FSROOT``); tests point one at a fake tree in ``tmp_path``.
+
+Paths given to a :class:`SystemRoot` are of two kinds. A relative path names a
+file of the machine as if from ``/``: ``sys/block/sda/dev``,
+``proc/self/mountinfo``, ``dev/sda``; it is looked up under the root (``sys/``
+under the sysfs folder, ``proc/`` under the procfs folder, the rest under the
+fsroot). An absolute path is a path on this host that already lies under the
+root, such as those the lookups return, and is used as it is.
+
+Reading is as forgiving as the kernel is fickle: sysfs files come and go
+across kernels, architectures and permissions, so the readers return None (or
+an empty tuple) for a file that is missing or unreadable. A caller that must
+say why uses :meth:`SystemRoot.read_required`, which raises
+:class:`SystemFileError`.
+
+This module imports only the standard library, :mod:`iobench.errors` and
+:mod:`iobench.system.cpulist`, so every layer of iobench may use it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from iobench.errors import IobenchError, TopologyError
+from iobench.system.cpulist import parse_cpulist, parse_cpumask
+
+__all__ = [
+    "Mount",
+    "ProcessStat",
+    "SystemFileError",
+    "SystemRoot",
+    "block_node_devno",
+    "devno_text",
+]
+
+PathArg = str | os.PathLike[str]
+
+_OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
+
+
+class SystemFileError(IobenchError):
+    """A sysfs or procfs file that had to be read or written could not be.
+
+    Attributes
+    ----------
+    path : str
+        The file, as a path on this host.
+    errno : int or None
+        The operating system's error number.
+    strerror : str
+        The C library's words for it.
+    """
+
+    def __init__(self, action: str, path: PathArg, exc: OSError) -> None:
+        self.path = os.fspath(path)
+        self.errno = exc.errno
+        self.strerror = exc.strerror or str(exc)
+        super().__init__(f"cannot {action} {self.path}: {self.strerror}")
+
+    @property
+    def missing(self) -> bool:
+        """Whether the file does not exist (ENOENT)."""
+        return self.errno == errno.ENOENT
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One line of ``/proc/self/mountinfo``.
+
+    Attributes
+    ----------
+    devno : str
+        ``major:minor`` of the mounted file system (``0:N`` for btrfs, tmpfs, …).
+    point : str
+        Where it is mounted, with the kernel's octal escapes decoded.
+    source : str
+        What was mounted (``/dev/sda1``, ``tmpfs``), escapes decoded.
+    fstype : str
+        The file system type.
+    """
+
+    devno: str
+    point: str
+    source: str
+    fstype: str
+
+
+@dataclass(frozen=True)
+class ProcessStat:
+    """One ``/proc/<pid>/stat``, split around ``comm``, which may hold spaces and parentheses.
+
+    Attributes
+    ----------
+    pid : int
+        The process.
+    comm : str
+        Its command name (field 2).
+    fields : tuple of str
+        Every field after ``comm``: ``fields[0]`` is field 3 of proc(5), the state.
+    """
+
+    pid: int
+    comm: str
+    fields: tuple[str, ...]
+
+    @property
+    def state(self) -> str:
+        """``R``, ``S``, ``D``, ``Z`` (zombie), ``X`` (dead), …"""
+        return self.fields[0]
+
+    @property
+    def ppid(self) -> int:
+        """The parent's pid (field 4)."""
+        return int(self.fields[1])
+
+    def field(self, number: int) -> str | None:
+        """Field ``number`` in proc(5)'s numbering (``pid`` is 1), or None beyond the line.
+
+        Parameters
+        ----------
+        number : int
+            3 or more: fields 1 and 2 are :attr:`pid` and :attr:`comm`.
+
+        Returns
+        -------
+        str or None
+            The field's text.
+        """
+        index = number - 3
+        return self.fields[index] if 0 <= index < len(self.fields) else None
+
+    @property
+    def start_ticks(self) -> int | None:
+        """When the process started, in clock ticks since boot (field 22); tells a reused pid apart."""
+        return _int_or_none(self.field(22))
+
+    @property
+    def exit_code(self) -> int | None:
+        """The wait status of a zombie (field 52, Linux 3.5+); None on older kernels."""
+        return _int_or_none(self.field(52))
+
+
+def _int_or_none(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _natural_key(name: str) -> tuple[Any, ...]:
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+
+
+def _unescape(text: str) -> str:
+    r"""Decode the kernel's octal escapes in mount and swap paths (``\040`` is a space)."""
+    return _OCTAL_ESCAPE.sub(lambda match: chr(int(match.group(1), 8)), text)
+
+
+def devno_text(devno: int) -> str:
+    """Write a device number as the kernel does in sysfs and procfs: ``major:minor``.
+
+    Parameters
+    ----------
+    devno : int
+        An ``st_dev`` or ``st_rdev``.
+
+    Returns
+    -------
+    str
+        For example ``"259:0"``.
+    """
+    return f"{os.major(devno)}:{os.minor(devno)}"
+
+
+def block_node_devno(path: str) -> str | None:
+    """The ``major:minor`` of a block device node on this machine, or None.
+
+    Parameters
+    ----------
+    path : str
+        An absolute path (``/dev/sda``, ``/dev/mapper/root``); anything else
+        (``tmpfs``, ``proc`` as a mount source) is not looked up in the
+        working directory.
+
+    Returns
+    -------
+    str or None
+        None when the path is relative, missing or not a block device.
+    """
+    if not path.startswith("/"):
+        return None
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return devno_text(info.st_rdev) if stat.S_ISBLK(info.st_mode) else None
+
+
+class SystemRoot:
+    """sysfs and procfs of one machine: this one (``"/"``) or a snapshot of another.
+
+    Parameters
+    ----------
+    fsroot : str or path-like, default "/"
+        The folder that contains ``sys/`` (and ``proc/``, ``dev/``).
+    sysfs, procfs : str or path-like, optional
+        Where sysfs and procfs are when not at ``<fsroot>/sys`` and
+        ``<fsroot>/proc``; fake trees in tests.
+
+    Examples
+    --------
+    >>> SystemRoot("/").read_text("sys/block/vda/queue/scheduler")  # doctest: +SKIP
+    '[mq-deadline] none'
+    """
+
+    def __init__(
+        self, fsroot: PathArg = "/", *, sysfs: PathArg | None = None, procfs: PathArg | None = None
+    ) -> None:
+        self.fsroot = Path(fsroot)
+        self.sysfs = Path(sysfs) if sysfs is not None else self.fsroot / "sys"
+        self.procfs = Path(procfs) if procfs is not None else self.fsroot / "proc"
+
+    def __repr__(self) -> str:
+        return f"SystemRoot({os.fspath(self.fsroot)!r}, sysfs={os.fspath(self.sysfs)!r}, procfs={os.fspath(self.procfs)!r})"
+
+    @property
+    def live(self) -> bool:
+        """Whether this is the running machine's own sysfs, so its ``/dev`` nodes belong to it."""
+        return os.path.realpath(self.sysfs) == "/sys"
+
+    def path(self, path: PathArg) -> Path:
+        """Where a file of the machine is on this host (see the module's note on paths).
+
+        Parameters
+        ----------
+        path : str or path-like
+            Relative: a path of the machine (``sys/block``, ``proc/swaps``).
+            Absolute: already a host path under the root.
+
+        Returns
+        -------
+        Path
+            The host path.
+        """
+        given = Path(path)
+        if given.is_absolute():
+            return given
+        head, *rest = given.parts or (".",)
+        if head == "sys":
+            return self.sysfs.joinpath(*rest)
+        if head == "proc":
+            return self.procfs.joinpath(*rest)
+        return self.fsroot / given
+
+    # --- reading files ----------------------------------------------------------
+
+    def read_text(self, path: PathArg) -> str | None:
+        """A file's text without NUL bytes and surrounding whitespace, or None when it cannot be read.
+
+        Parameters
+        ----------
+        path : str or path-like
+            See :meth:`path`.
+
+        Returns
+        -------
+        str or None
+            None when the file is missing, unreadable or a directory.
+        """
+        try:
+            return self.read_required(path)
+        except SystemFileError:
+            return None
+
+    def read_required(self, path: PathArg) -> str:
+        """A file's text like :meth:`read_text`, for callers that must say why it cannot be read.
+
+        Parameters
+        ----------
+        path : str or path-like
+            See :meth:`path`.
+
+        Returns
+        -------
+        str
+            The text, NUL bytes and surrounding whitespace removed.
+
+        Raises
+        ------
+        SystemFileError
+            Naming the file and the reason; ``missing`` tells a file that does not exist.
+        """
+        host = self.path(path)
+        try:
+            return host.read_text(errors="replace").replace("\x00", "").strip()
+        except OSError as exc:
+            raise SystemFileError("read", host, exc) from None
+        except ValueError as exc:  # a NUL byte in the path
+            raise SystemFileError("read", host, OSError(errno.EINVAL, str(exc))) from None
+
+    def read_int(self, path: PathArg) -> int | None:
+        """A file holding one integer, or None when it cannot be read or holds something else."""
+        return _int_or_none(self.read_text(path))
+
+    def read_cpus(self, directory: PathArg, list_name: str, mask_name: str) -> tuple[int, ...] | None:
+        """A CPU set from its list file (``cpulist``), else from the hex mask old kernels have (``cpumap``).
+
+        Parameters
+        ----------
+        directory : str or path-like
+            The folder holding both files.
+        list_name, mask_name : str
+            File names of the list and the mask.
+
+        Returns
+        -------
+        tuple of int or None
+            None when neither file can be read and parsed.
+        """
+        folder = self.path(directory)
+        for name, parse in ((list_name, parse_cpulist), (mask_name, parse_cpumask)):
+            text = self.read_text(folder / name)
+            if text is None:
+                continue
+            try:
+                return parse(text)
+            except TopologyError:
+                continue
+        return None
+
+    def list_dir(self, path: PathArg) -> tuple[str, ...]:
+        """Names in a folder in natural order (``sda2`` before ``sda10``); empty when it cannot be listed."""
+        try:
+            return tuple(sorted(os.listdir(self.path(path)), key=_natural_key))
+        except OSError:
+            return ()
+
+    def exists(self, path: PathArg) -> bool:
+        """Whether the path exists (symlinks followed); False when it cannot be told."""
+        return os.path.exists(self.path(path))
+
+    def is_dir(self, path: PathArg) -> bool:
+        """Whether the path is a folder (symlinks followed)."""
+        return os.path.isdir(self.path(path))  # noqa: PTH112 - False, never an exception
+
+    def realpath(self, path: PathArg) -> Path:
+        """The path with every symlink resolved, as a host path."""
+        return Path(os.path.realpath(self.path(path)))
+
+    # --- writing attributes --------------------------------------------------------
+
+    def writable(self, path: PathArg) -> bool:
+        """Whether a sysfs or procfs attribute can be written by this process.
+
+        root passes ``access(2)`` on any mode, but sysfs attributes without a
+        store method are 0444 and refuse writes even from root, so the mode
+        decides too.
+        """
+        host = self.path(path)
+        try:
+            mode = host.stat().st_mode
+        except OSError:
+            return False
+        return bool(mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)) and os.access(
+            host, os.W_OK, effective_ids=os.access in os.supports_effective_ids
+        )
+
+    def write_attribute(self, path: PathArg, text: str) -> None:
+        """Write a sysfs or procfs attribute with one ``write(2)``, so the kernel sees the value whole.
+
+        Parameters
+        ----------
+        path : str or path-like
+            See :meth:`path`.
+        text : str
+            The value.
+
+        Raises
+        ------
+        SystemFileError
+            With the errno the kernel answered (EINVAL for a value it refuses,
+            EACCES without permission).
+        """
+        host = self.path(path)
+        try:
+            fd = os.open(host, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
+            try:
+                os.write(fd, text.encode())
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise SystemFileError("write", host, exc) from None
+        except ValueError as exc:  # a NUL byte in the path
+            raise SystemFileError("write", host, OSError(errno.EINVAL, str(exc))) from None
+
+    # --- block devices --------------------------------------------------------------
+
+    def block_dir(self, name: str) -> Path | None:
+        """The sysfs folder of a block device or partition, symlinks resolved.
+
+        The one search order: ``sys/class/block/<name>`` (every disk and
+        partition since Linux 2.6.25), then ``sys/block/<name>`` (whole disks:
+        the only entry on older kernels and in some snapshots). On a running
+        kernel both lead to the same folder under ``sys/devices``.
+
+        Parameters
+        ----------
+        name : str
+            A kernel name: ``sda``, ``sda1``, ``nvme0n1``, ``dm-0``.
+
+        Returns
+        -------
+        Path or None
+            None when neither entry exists, or ``name`` is not a plain name.
+        """
+        if not name or "/" in name or name in (".", ".."):
+            return None
+        for parent in ("class/block", "block"):
+            entry = self.sysfs / parent / name
+            if os.path.exists(entry):
+                return Path(os.path.realpath(entry))
+        return None
+
+    def block_names(self) -> tuple[str, ...]:
+        """Every block device and partition sysfs lists, in :meth:`block_dir`'s search order."""
+        names = dict.fromkeys(self.list_dir(self.sysfs / "class" / "block"))
+        names.update(dict.fromkeys(self.list_dir(self.sysfs / "block")))
+        return tuple(names)
+
+    def whole_disks(self) -> tuple[str, ...]:
+        """Every whole block device (no partitions), in natural order."""
+        names = set(self.list_dir(self.sysfs / "block"))
+        names.update(n for n in self.list_dir(self.sysfs / "class" / "block") if not self.is_partition(n))
+        return tuple(sorted(names, key=_natural_key))
+
+    def is_partition(self, name: str) -> bool:
+        """Whether ``name`` is a partition (its folder has a ``partition`` file)."""
+        directory = self.block_dir(name)
+        return directory is not None and os.path.exists(directory / "partition")
+
+    def whole_disk(self, name: str) -> str:
+        """The disk a partition lies on; any other name is returned as it is."""
+        directory = self.block_dir(name)
+        if directory is not None and os.path.exists(directory / "partition"):
+            return directory.parent.name
+        return name
+
+    def partitions(self, name: str) -> tuple[str, ...]:
+        """The partitions of a disk, in natural order; empty for a partition or an unknown name."""
+        directory = self.block_dir(name)
+        if directory is None:
+            return ()
+        return tuple(n for n in self.list_dir(directory) if os.path.exists(directory / n / "partition"))
+
+    def holders(self, name: str) -> tuple[str, ...]:
+        """Devices stacked on ``name`` (dm, md, bcache): its ``holders/``."""
+        directory = self.block_dir(name)
+        return self.list_dir(directory / "holders") if directory is not None else ()
+
+    def slaves(self, name: str) -> tuple[str, ...]:
+        """Devices ``name`` is built on (dm, md members): its ``slaves/``."""
+        directory = self.block_dir(name)
+        return self.list_dir(directory / "slaves") if directory is not None else ()
+
+    def devices_below(self, name: str) -> tuple[str, ...]:
+        """``name`` first, then every device under it through ``slaves/``, depth first, each once.
+
+        Cycles, which a half-torn-down stack can show for a moment, end the walk.
+        """
+        found: dict[str, None] = {}
+        todo = [name]
+        while todo:
+            current = todo.pop()
+            if current in found:
+                continue
+            found[current] = None
+            todo.extend(reversed(self.slaves(current)))
+        return tuple(found)
+
+    def disks_under(self, name: str) -> tuple[str, ...]:
+        """The whole disks carrying a device's I/O.
+
+        A partition's disk; a dm or md device's members, recursively down to
+        the devices with no ``slaves/`` (each as its whole disk); else the
+        device itself.
+        """
+        leaves = (d for d in self.devices_below(name) if not self.slaves(d))
+        return tuple(dict.fromkeys(self.whole_disk(d) for d in leaves))
+
+    def block_devno(self, name: str) -> str | None:
+        """A block device's ``major:minor`` from its ``dev`` file, or None."""
+        directory = self.block_dir(name)
+        return self.read_text(directory / "dev") if directory is not None else None
+
+    def block_name(self, devno: str) -> str | None:
+        """The kernel name of the block device with this ``major:minor``, or None.
+
+        ``sys/dev/block/<major:minor>`` where that folder exists (Linux
+        2.6.27+); else, for older kernels and small fake trees, the first name
+        in :meth:`block_names` whose ``dev`` file matches.
+        """
+        by_number = self.sysfs / "dev" / "block"
+        if os.path.isdir(by_number):  # noqa: PTH112 - False, never an exception
+            link = by_number / devno
+            return self.realpath(link).name if os.path.exists(link) else None
+        return next((name for name in self.block_names() if self.block_devno(name) == devno), None)
+
+    def dm_device(self, mapper_name: str) -> str | None:
+        """The ``dm-N`` whose device-mapper name (``/dev/mapper/<name>``) is ``mapper_name``."""
+        for name in self.whole_disks():
+            directory = self.block_dir(name)
+            if name.startswith("dm-") and directory is not None:
+                if self.read_text(directory / "dm" / "name") == mapper_name:
+                    return name
+        return None
+
+    # --- procfs ------------------------------------------------------------------------
+
+    def mounts(self) -> list[Mount]:
+        """Every mount of this process's namespace, from ``proc/self/mountinfo``; empty when unreadable."""
+        text = self.read_text("proc/self/mountinfo")
+        found = []
+        for line in (text or "").splitlines():
+            fields = line.split()
+            if " - " not in line or len(fields) < 5:
+                continue
+            after = line.split(" - ", 1)[1].split()
+            found.append(
+                Mount(
+                    devno=fields[2],
+                    point=_unescape(fields[4]),
+                    source=_unescape(after[1]) if len(after) > 1 else "",
+                    fstype=after[0] if after else "",
+                )
+            )
+        return found
+
+    def swaps(self) -> list[str]:
+        """The file or device of every active swap area, from ``proc/swaps``; empty when unreadable."""
+        text = self.read_text("proc/swaps")
+        lines = (text or "").splitlines()[1:]
+        return [_unescape(line.split()[0]) for line in lines if line.strip()]
+
+    def pids(self) -> list[int]:
+        """Every process id in procfs, ascending; empty when procfs cannot be listed."""
+        return sorted(int(name) for name in self.list_dir(self.procfs) if name.isdigit())
+
+    def process_stat(self, pid: int) -> ProcessStat | None:
+        """``proc/<pid>/stat``, or None when the process is gone or the line makes no sense."""
+        text = self.read_text(self.procfs / str(pid) / "stat")
+        if text is None or ")" not in text:
+            return None
+        head, _, tail = text.rpartition(")")
+        fields = tuple(tail.split())
+        if len(fields) < 2 or not fields[1].isdigit():
+            return None
+        return ProcessStat(pid=pid, comm=head.partition("(")[2], fields=fields)
+
+    def parent_pids(self) -> dict[int, int]:
+        """Every process's parent, from each ``proc/<pid>/stat``: pid → ppid."""
+        parents = {}
+        for pid in self.pids():
+            parsed = self.process_stat(pid)
+            if parsed is not None:
+                parents[pid] = parsed.ppid
+        return parents
+
+    def has_children_lists(self, pid: int) -> bool:
+        """Whether the kernel keeps ``proc/<pid>/task/<tid>/children`` (``CONFIG_PROC_CHILDREN``) for ``pid``."""
+        return self.exists(self.procfs / str(pid) / "task" / str(pid) / "children")
+
+    def task_children(self, pid: int) -> list[int]:
+        """The children of every thread of ``pid``, from the kernel's ``children`` lists; empty when gone."""
+        tasks = self.procfs / str(pid) / "task"
+        children: list[int] = []
+        for task in self.list_dir(tasks):
+            text = self.read_text(tasks / task / "children")
+            if text is not None:
+                children.extend(int(child) for child in text.split())
+        return children
+
+    def process_status(self, pid: int) -> dict[str, str] | None:
+        """``proc/<pid>/status`` as key → value (``Cpus_allowed_list`` → ``0-3``), or None when gone."""
+        text = self.read_text(self.procfs / str(pid) / "status")
+        if text is None:
+            return None
+        pairs = (line.split(":", 1) for line in text.splitlines() if ":" in line)
+        return {key.strip(): value.strip() for key, value in pairs}
+
+    def memory_policies(self, pid: int, head: int = 4096) -> tuple[str, ...] | None:
+        """The NUMA policies (``bind:1``, ``default``, …) of a process's first mappings, from ``numa_maps``.
+
+        The kernel builds ``numa_maps`` one mapping at a time as it is read, so
+        one short read stays cheap however much the process has mapped;
+        mappings without a policy of their own show the process's.
+
+        Parameters
+        ----------
+        pid : int
+            The process.
+        head : int, default 4096
+            Bytes to read; a line cut short at the end is left out.
+
+        Returns
+        -------
+        tuple of str or None
+            Sorted, each once; None when the file cannot be read.
+        """
+        try:
+            fd = os.open(self.procfs / str(pid) / "numa_maps", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            data = os.read(fd, head)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        complete = data.decode(errors="replace").split("\n")[:-1]
+        return tuple(sorted({line.split()[1] for line in complete if len(line.split()) > 1}))
+
+    def process_environ(self, pid: int) -> list[bytes] | None:
+        """``proc/<pid>/environ`` as ``NAME=value`` entries, or None when unreadable (gone, not ours)."""
+        try:
+            data = (self.procfs / str(pid) / "environ").read_bytes()
+        except OSError:
+            return None
+        return data.split(b"\0")
+
+    def cpu_model(self) -> str | None:
+        """The first CPU's model name from ``proc/cpuinfo`` (x86 ``model name``, POWER ``cpu``, ARM ``Processor``)."""
+        for line in (self.read_text("proc/cpuinfo") or "").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("model name", "cpu", "Processor"):
+                return value.strip()
+        return None

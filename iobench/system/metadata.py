@@ -1,0 +1,50 @@
+"""The machine and software a run happened on, saved with every result (SPEC §6)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import subprocess
+from typing import Any
+
+from iobench.system.hostfs import SystemRoot
+from iobench.system.process import CommandNotFound, run_process
+from iobench.system.topology import Topology
+from iobench.version import __version__
+
+
+def _numactl_version() -> str | None:
+    try:
+        done = run_process(["numactl", "--show"], timeout=10)
+    except (CommandNotFound, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    try:
+        package = run_process(["dpkg-query", "-W", "-f=${Version}", "numactl"], timeout=10)
+    except CommandNotFound:
+        return "installed"
+    return package.stdout.strip() or "installed"
+
+
+def collect_metadata(
+    topology: Topology, targets: list[dict[str, Any]], *, fio_version: str | None, fio_binary: str
+) -> dict[str, Any]:
+    """Host, kernel, CPU, software versions, ``topology`` and the targets' facts as the planner found them."""
+    uname = platform.uname()
+    return {
+        "host": socket.gethostname(),
+        "kernel": uname.release,
+        "os": f"{uname.system} {uname.version}",
+        "machine": uname.machine,
+        "cpu_model": SystemRoot().cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "iobench_version": __version__,
+        "fio_version": fio_version,
+        "fio_binary": fio_binary,
+        "numactl_version": _numactl_version(),
+        "topology": topology.to_dict(),
+        "targets": targets,
+    }

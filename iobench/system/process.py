@@ -1,0 +1,198 @@
+"""The one place iobench starts processes: argv lists, own process group, timeouts.
+
+Every child runs in a new session so that a timeout or Ctrl-C can stop the
+whole tree (numactl → fio → fio's workers) with one signal to the group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import signal
+import subprocess
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from iobench.errors import IobenchError
+from iobench.system.hostfs import SystemRoot
+
+KILL_GRACE_S = 5.0
+
+
+class CommandNotFound(IobenchError):
+    """The program at argv[0] does not exist or cannot be executed."""
+
+
+@dataclass(frozen=True)
+class Completed:
+    """What a finished (or stopped) process left behind."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    duration_s: float
+    timed_out: bool
+
+
+def minimal_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """An explicit environment for children: PATH and the C locale, nothing inherited by accident."""
+    env = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), "LC_ALL": "C"}
+    if extra:
+        env.update(extra)
+    return env
+
+
+def descendants(pid: int, proc: str = "/proc") -> list[int]:
+    """``pid`` and every process below it.
+
+    fio's job processes call setsid(), so they leave fio's process group: the
+    group alone does not name them. The kernel's per-thread ``children`` lists
+    give the tree at the cost of a few reads; without them (``CONFIG_PROC_CHILDREN``
+    unset, or ``pid`` gone) every process's parent link in /proc is read instead.
+    """
+    children_of: Callable[[int], list[int]]
+    if SystemRoot(procfs=proc).has_children_lists(pid):
+        children_of = functools.partial(_task_children, proc=proc)
+    else:
+        children_of = _children_by_scan(proc).__getitem__
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(children_of(current))
+    return found
+
+
+def _task_children(pid: int, proc: str) -> list[int]:
+    return SystemRoot(procfs=proc).task_children(pid)
+
+
+def _children_by_scan(proc: str) -> defaultdict[int, list[int]]:
+    """Parent pid → child pids, from every process's ``stat``."""
+    children: defaultdict[int, list[int]] = defaultdict(list)
+    for pid, ppid in SystemRoot(procfs=proc).parent_pids().items():
+        children[ppid].append(pid)
+    return children
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _stop_group(proc: subprocess.Popen[bytes], first: int = signal.SIGTERM) -> None:
+    """Signal the child's whole group, then SIGKILL whatever is left after a grace period."""
+    tree = descendants(proc.pid)
+    _signal_group(proc.pid, first)
+    try:
+        proc.wait(timeout=KILL_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    # Workers that left the group (fio's setsid) or outlive their parent are killed by pid.
+    _signal_group(proc.pid, signal.SIGKILL)
+    for pid in tree[1:] + [p for p in descendants(proc.pid)[1:] if p not in tree]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=KILL_GRACE_S)
+
+
+def _drain(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
+    """What a stopped child printed; an orphan that still holds its pipes is not waited for."""
+    try:
+        return proc.communicate(timeout=KILL_GRACE_S)
+    except subprocess.TimeoutExpired:
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        return b"", b"(output lost: a process that outlived the timeout kept its pipes open)"
+
+
+def run_process(
+    argv: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    timeout: float | None = None,
+    env: Mapping[str, str] | None = None,
+    on_start: Callable[[int], None] | None = None,
+    poll: Callable[[int], None] | None = None,
+    poll_interval: float = 0.5,
+) -> Completed:
+    """Run ``argv`` to completion in its own process group and return what it printed.
+
+    Parameters
+    ----------
+    argv
+        The program and its arguments; never interpreted by a shell.
+    cwd
+        Working directory of the child.
+    timeout
+        Seconds before the whole process group is stopped (SIGTERM, then SIGKILL).
+    env
+        The child's complete environment; :func:`minimal_env` when omitted.
+    on_start
+        Called with the child's pid once it runs.
+    poll
+        Called with the child's pid every ``poll_interval`` seconds while it runs.
+
+    Raises
+    ------
+    CommandNotFound
+        When ``argv[0]`` cannot be executed.
+    KeyboardInterrupt
+        Re-raised after the child's group has been stopped.
+    """
+    args = tuple(str(a) for a in argv)
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
+            args,
+            cwd=Path(cwd) if cwd is not None else None,
+            env=dict(env) if env is not None else minimal_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except (FileNotFoundError, PermissionError) as exc:
+        raise CommandNotFound(f"cannot execute {args[0]!r}: {exc.strerror}") from None
+    if on_start is not None:
+        on_start(proc.pid)
+    timed_out = False
+    deadline = None if timeout is None else started + timeout
+    try:
+        while True:
+            wait = poll_interval if poll is not None else None
+            if deadline is not None:
+                remaining = max(deadline - time.monotonic(), 0.0)
+                wait = remaining if wait is None else min(wait, remaining)
+            try:
+                stdout, stderr = proc.communicate(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                if deadline is not None and time.monotonic() >= deadline:
+                    timed_out = True
+                    _stop_group(proc)
+                    stdout, stderr = _drain(proc)
+                    break
+                if poll is not None:
+                    poll(proc.pid)
+    except BaseException:
+        _stop_group(proc, signal.SIGINT)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        raise
+    return Completed(
+        argv=args,
+        returncode=proc.returncode,
+        stdout=stdout.decode(errors="replace"),
+        stderr=stderr.decode(errors="replace"),
+        duration_s=time.monotonic() - started,
+        timed_out=timed_out,
+    )

@@ -1,0 +1,495 @@
+"""Which targets a matrix may touch (SPEC §5). Refusals change nothing.
+
+The rules, in order: a block device is written only when its target says
+``allow_write: true`` and it is not mounted (itself or a partition), not swap,
+not held by LVM/md/dm, and not the disk under ``/``; anything libblkid
+recognises on it, on one of its partitions or on a device under it (a
+filesystem, RAID/LVM/bcache member, crypto header, partition table, …)
+additionally needs ``--allow-write DEV``. An existing file iobench did not
+create is written only with ``allow_write``.
+
+Devices are compared by device number, so any spelling (``/dev/mapper/…``,
+``/dev/disk/by-id/…``, another node) counts as the same device. As a last
+check the device is opened with ``O_EXCL``, which the kernel refuses with
+EBUSY for any device it has claimed — mounted, swap, or a member of a RAID,
+LVM or btrfs volume — even when sysfs and procfs do not show why.
+
+Signatures are libblkid's, the library every Linux distribution uses to
+recognise what a device holds, through util-linux's tools (see
+:func:`probe_signatures`). Everything is read-only: the tools open devices
+with ``O_RDONLY`` and ``wipefs`` runs with ``--no-act`` besides.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+from iobench.errors import SafetyError
+from iobench.store.files import atomic_write, state_dir
+from iobench.system.hostfs import SystemRoot, block_node_devno, devno_text
+from iobench.system.process import CommandNotFound, Completed, minimal_env, run_process
+from iobench.system.topology import TargetLocation
+
+
+def _registry_path() -> Path:
+    return state_dir() / "created-files.json"
+
+
+def _registry() -> dict[str, int]:
+    try:
+        data = json.loads(_registry_path().read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): int(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def created_by_iobench(path: str) -> bool:
+    """Whether ``path`` is a file an earlier iobench run created (same inode)."""
+    try:
+        inode = os.stat(path).st_ino
+    except OSError:
+        return False
+    return _registry().get(path) == inode
+
+
+def remember_created(paths: Iterable[str]) -> None:
+    """Record files iobench just created, so later runs may write them again."""
+    registry = _registry()
+    for path in paths:
+        try:
+            registry[path] = os.stat(path).st_ino
+        except OSError:
+            continue
+    target = _registry_path()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(target, json.dumps(registry, indent=1, sort_keys=True))
+
+
+# --- what the kernel is using -------------------------------------------------
+
+
+def _swap_devnos(system: SystemRoot) -> set[str]:
+    return {block_node_devno(name) or name for name in system.swaps()}
+
+
+def _stack_and_disks(system: SystemRoot, name: str) -> set[str]:
+    """``name``, every device under it (dm/md members, recursively) and the disk of each partition among them."""
+    return {n for device in system.devices_below(name) for n in (device, system.whole_disk(device))}
+
+
+def root_disks(system: SystemRoot) -> set[str]:
+    """Every device under ``/``: its device, that device's disk and, for dm/md, their members."""
+    root_mounts = [m for m in system.mounts() if m.point == "/"]
+    devnos = {m.devno for m in root_mounts}
+    try:
+        devnos.add(devno_text(os.stat("/").st_dev))
+    except OSError:
+        pass
+    # btrfs and friends report an anonymous 0:N; the mount source names the device.
+    devnos |= {d for m in root_mounts for d in [block_node_devno(m.source)] if d}
+    names = {n for devno in devnos for n in [system.block_name(devno)] if n}
+    return {disk for name in names for disk in _stack_and_disks(system, name)}
+
+
+def _in_use(system: SystemRoot, name: str, mounted: set[str], swaps: set[str]) -> str | None:
+    devno = system.block_devno(name)
+    if devno is not None and devno in mounted:
+        return f"{name} is mounted"
+    if devno is not None and devno in swaps:
+        return f"{name} is in use as swap"
+    holders = system.holders(name)
+    if holders:
+        return f"{name} is held by {', '.join(holders)} (LVM, md or device-mapper)"
+    return None
+
+
+def _claimed(node: str) -> bool:
+    """Whether the kernel holds ``node`` exclusively: O_EXCL on a block device fails with EBUSY then.
+
+    This catches users the sysfs and procfs checks cannot see, such as the
+    extra devices of a multi-device btrfs.
+    """
+    try:
+        fd = os.open(node, os.O_RDONLY | os.O_EXCL | os.O_CLOEXEC)
+    except OSError as exc:
+        return exc.errno == errno.EBUSY
+    os.close(fd)
+    return False
+
+
+def device_refusal(
+    location: TargetLocation,
+    *,
+    sysfs: str | os.PathLike[str] = "/sys",
+    proc: str | os.PathLike[str] = "/proc",
+) -> str | None:
+    """Why a block device must never be written, or None (SPEC §5, first rule).
+
+    Refused: the device or one of its partitions mounted, used as swap or held
+    by LVM/md/dm; the device on, or a member of the device under, ``/``; a
+    device the kernel holds exclusively for any other reason.
+
+    Parameters
+    ----------
+    location
+        From :func:`iobench.system.topology.locate_target`; symlinks (``/dev/mapper``,
+        ``/dev/disk/by-id``) are already resolved to the device there.
+    sysfs, proc
+        Where sysfs and procfs are; fake trees in tests.
+    """
+    return _device_refusal(location, SystemRoot(sysfs=sysfs, procfs=proc))
+
+
+def _device_refusal(location: TargetLocation, system: SystemRoot) -> str | None:
+    node = os.path.realpath(location.path)
+    name = location.device or Path(node).name
+    mounts = system.mounts()
+    mounted = {m.devno for m in mounts} | {d for m in mounts for d in [block_node_devno(m.source)] if d}
+    swaps = _swap_devnos(system)
+    for device in (name, *system.partitions(name)):
+        reason = _in_use(system, device, mounted, swaps)
+        if reason:
+            return reason
+    root = root_disks(system)
+    if (set(location.disks) | _stack_and_disks(system, name)) & root:
+        return f"{name} holds the root filesystem"
+    if _claimed(node):
+        return f"{name} is in use by the kernel (mounted, swap, or part of a RAID, LVM or btrfs volume)"
+    return None
+
+
+# --- what libblkid finds ------------------------------------------------------
+
+WIPEFS = "wipefs"
+BLKID = "blkid"
+PROBE_TIMEOUT_S = 30.0
+_SBIN = "/usr/sbin:/sbin"  # where both live; not on most users' PATH
+_INSTALL = "apt-get install util-linux"
+
+
+class ProbeError(SafetyError):
+    """libblkid's tools are missing, timed out or failed: what a device holds is unknown."""
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One signature libblkid recognises on a device.
+
+    Attributes
+    ----------
+    device : str
+        The node that was probed (``/dev/loop3``).
+    key : {"TYPE", "PTTYPE"}
+        libblkid's name for what was found: a superblock (filesystem, RAID or
+        LVM member, crypto header, swap, bcache, …) or a partition table.
+    kind : str
+        libblkid's type: ``ext4``, ``crypto_LUKS``, ``LVM2_member``, ``gpt``, ``PMBR``, ….
+    usage : str
+        ``filesystem``, ``raid``, ``crypto``, ``other`` or ``partition-table``;
+        empty when libblkid does not say.
+    offset : int or None
+        Byte offset of the magic string on ``device``; None when only
+        ``blkid -p``, which reports no offsets, saw it.
+    """
+
+    device: str
+    key: Literal["TYPE", "PTTYPE"]
+    kind: str
+    usage: str
+    offset: int | None
+
+
+def _run_tool(tool: str, args: list[str], timeout: float) -> Completed:
+    name = Path(tool).name
+    search = os.pathsep.join(p for p in (os.environ.get("PATH"), _SBIN) if p)
+    path = shutil.which(tool, path=search)
+    if path is None:
+        raise ProbeError(f"{name} is not installed ({_INSTALL})")
+    try:
+        done = run_process([path, *args], timeout=timeout, env=minimal_env({"LC_ALL": "C"}))
+    except CommandNotFound as exc:
+        raise ProbeError(f"{exc} ({_INSTALL})") from None
+    if done.timed_out:
+        raise ProbeError(f"{name} did not finish within {timeout:g} s")
+    return done
+
+
+def _failed(done: Completed) -> ProbeError:
+    lines = done.stderr.strip().splitlines()
+    why = lines[-1] if lines else "no message"
+    return ProbeError(f"{Path(done.argv[0]).name} failed on {done.argv[-1]} (exit {done.returncode}): {why}")
+
+
+def _wipefs(node: str, timeout: float) -> list[Signature]:
+    """Every signature with a magic string, at every offset, via ``wipefs --no-act``."""
+    done = _run_tool(WIPEFS, ["--no-act", "--json", "--output", "OFFSET,TYPE,USAGE", node], timeout)
+    if done.returncode != 0:
+        raise _failed(done)
+    try:
+        rows = json.loads(done.stdout)["signatures"]
+        return [
+            Signature(
+                node,
+                "PTTYPE" if row.get("usage") == "partition-table" else "TYPE",
+                str(row["type"]),
+                str(row.get("usage") or ""),
+                int(str(row["offset"]), 0),
+            )
+            for row in rows
+        ]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise ProbeError(
+            f"wipefs printed what iobench cannot read for {node}: {done.stdout[:200]!r}"
+        ) from None
+
+
+def _blkid(node: str, timeout: float) -> tuple[list[Signature], bool]:
+    """TYPE and PTTYPE from ``blkid -p``, and whether it gave up on several superblocks (exit 8)."""
+    done = _run_tool(BLKID, ["--probe", "--output", "export", node], timeout)
+    # Exit 2 is both "nothing found" and "cannot open"; only the latter says so on stderr.
+    if done.returncode == 2 and not done.stderr.strip():
+        return [], False
+    if done.returncode == 8:
+        return [], True
+    if done.returncode != 0:
+        raise _failed(done)
+    values = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    found = []
+    if values.get("TYPE"):
+        found.append(Signature(node, "TYPE", values["TYPE"], values.get("USAGE", ""), None))
+    if values.get("PTTYPE"):
+        found.append(Signature(node, "PTTYPE", values["PTTYPE"], "partition-table", None))
+    return found, False
+
+
+def _check_readable(device: str) -> None:
+    try:
+        fd = os.open(device, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            size = os.lseek(fd, 0, os.SEEK_END)
+            for offset in sorted({0, max(size - 4096, 0)}):
+                os.pread(fd, 4096, offset)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise ProbeError(f"{device} cannot be read: {exc.strerror}") from None
+
+
+def probe_signatures(device: str, *, timeout: float | None = None) -> tuple[Signature, ...]:
+    """Every signature libblkid recognises on ``device``, with its byte offset.
+
+    Two util-linux tools, both libblkid, both opening the device read-only:
+
+    ``wipefs --no-act --json`` is the primary source. It lists every signature
+    with the offset of its magic string: all superblocks when several coexist
+    (a hybrid ISO's iso9660 and dos table, the three magics of a FAT boot
+    sector), backup copies (GPT's header at the end, LUKS2's second header,
+    NILFS2's backup superblock) and superblocks whose checksum fails.
+
+    ``blkid -p`` (``--probe``) is the cross-check: the TYPE and PTTYPE udev
+    and mount would see, including from a prober that records no magic
+    offset, which wipefs leaves out of its list. It cannot be the primary
+    source: it reports no offsets and gives up (exit 8) when several
+    superblocks coexist.
+
+    Both tools report a read error as "nothing found", so the device's first
+    and last blocks are read here first.
+
+    Parameters
+    ----------
+    device
+        A block device node (or an image file).
+    timeout
+        Seconds each tool may take; :data:`PROBE_TIMEOUT_S` when None.
+
+    Returns
+    -------
+    tuple of Signature
+        wipefs's findings in its order, then any TYPE or PTTYPE only blkid saw;
+        empty for a blank device.
+
+    Raises
+    ------
+    ProbeError
+        When the device cannot be read, or a tool is missing, times out or
+        fails: what the device holds is then unknown.
+    """
+    seconds = PROBE_TIMEOUT_S if timeout is None else timeout
+    _check_readable(device)
+    found = _wipefs(device, seconds)
+    extra, ambivalent = _blkid(device, seconds)
+    found += [s for s in extra if not any((f.key, f.kind) == (s.key, s.kind) for f in found)]
+    if ambivalent and not any(f.key == "TYPE" for f in found):
+        found.append(Signature(device, "TYPE", "several superblocks", "", None))
+    return tuple(found)
+
+
+def _describe(found: Iterable[Signature], node: str) -> str:
+    """``TYPE=vfat (filesystem) at byte offsets 0 (0x0), 54 (0x36) and PTTYPE=… on /dev/…``."""
+    groups: dict[tuple[str, str, str, str], list[int | None]] = {}
+    for sig in found:
+        groups.setdefault((sig.device, sig.key, sig.kind, sig.usage), []).append(sig.offset)
+    parts = []
+    for (device, key, kind, usage), offsets in groups.items():
+        text = f"{key}={kind}" + (f" ({usage.replace('-', ' ')})" if usage else "")
+        known = sorted(o for o in offsets if o is not None)
+        if known:
+            plural = "s" if len(known) > 1 else ""
+            text += f" at byte offset{plural} " + ", ".join(f"{o} (0x{o:x})" for o in known)
+        else:
+            text += " (seen by blkid -p only, which reports no offset)"
+        parts.append(text if device == node else f"{text} on {device}")
+    return " and ".join(parts)
+
+
+def _node_of(system: SystemRoot, name: str) -> str | None:
+    """The /dev node of a block device, checked by device number."""
+    devno = system.block_devno(name)
+    for candidate in (f"/dev/{name}", f"/dev/block/{devno}"):
+        if devno is not None and block_node_devno(candidate) == devno:
+            return candidate
+    return None
+
+
+def _to_probe(system: SystemRoot, name: str) -> list[str]:
+    """``name``, its partitions and every device under it (dm/md members) with theirs, recursively."""
+    stack = (n for device in system.devices_below(name) for n in (device, *system.partitions(device)))
+    return list(dict.fromkeys(stack))
+
+
+def _signature_refusal(target: Target, location: TargetLocation, system: SystemRoot) -> str | None:
+    node = os.path.realpath(target.path)
+    devices = _to_probe(system, location.device or Path(node).name)
+    found: list[Signature] = []
+    try:
+        for i, device in enumerate(devices):
+            path = node if i == 0 else _node_of(system, device)
+            if path is None:
+                raise ProbeError(f"{device} has no node in /dev to probe")
+            found += probe_signatures(path)
+    except ProbeError as exc:
+        return (
+            f"target {target.path}: what it holds is unknown, so it is not written: {exc}; "
+            f"pass --allow-write {target.path} if whatever it holds may be destroyed"
+        )
+    if found:
+        return (
+            f"target {target.path} holds {_describe(found, node)}; "
+            f"if it may be destroyed, pass --allow-write {target.path}"
+        )
+    return None
+
+
+def _same_device(path: str, others: Iterable[str]) -> bool:
+    real, devno = os.path.realpath(path), block_node_devno(path)
+    for other in others:
+        if os.path.realpath(other) == real or (devno is not None and block_node_devno(other) == devno):
+            return True
+    return False
+
+
+def _check_block(
+    target: Target, location: TargetLocation, allow_write: tuple[str, ...], system: SystemRoot
+) -> str | None:
+    if not target.allow_write:
+        return (
+            f"target {target.path} is a block device and the matrix writes to it; "
+            "add `allow_write: true` to the target if its data may be destroyed"
+        )
+    refusal = _device_refusal(location, system)
+    if refusal:
+        return f"target {target.path}: {refusal}; iobench never writes to it"
+    if _same_device(target.path, allow_write):
+        # Named on the command line: whatever it holds may go, so nothing needs to be known about it.
+        return None
+    return _signature_refusal(target, location, system)
+
+
+def _check_file(target: Target, writes: bool) -> str | None:
+    path = Path(target.path)
+    if not path.exists():
+        if not path.parent.is_dir():
+            return f"target {target.path}: directory {path.parent} does not exist"
+        if target.size is None:
+            return f"target {target.path} does not exist yet; give it a `size:` so fio can create it"
+        return None
+    if path.is_dir():
+        return f"target {target.path} is a directory; name a file or a block device"
+    if target.allow_write or created_by_iobench(target.path):
+        return None
+    if writes:
+        return (
+            f"target {target.path} exists and iobench did not create it; "
+            "add `allow_write: true` to the target if it may be overwritten"
+        )
+    if target.size is not None and target.size > path.stat().st_size:
+        return (
+            f"target {target.path} is smaller than size {target.size}: fio would extend it; "
+            "drop `size:` or add `allow_write: true`"
+        )
+    return None
+
+
+class Target(Protocol):
+    """What the guard needs to know of a target (the matrix's targets are these)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def size(self) -> int | None: ...
+    @property
+    def allow_write(self) -> bool: ...
+
+
+def check_targets(
+    targets: Iterable[Target],
+    locations: dict[str, TargetLocation],
+    *,
+    writes: bool,
+    allow_write: tuple[str, ...] = (),
+    sysfs: str | os.PathLike[str] = "/sys",
+    proc: str | os.PathLike[str] = "/proc",
+) -> None:
+    """Refuse, with every reason at once, targets the matrix must not touch.
+
+    Parameters
+    ----------
+    targets
+        The matrix's targets (path, size, allow_write).
+    locations
+        Each target's :class:`~iobench.system.topology.TargetLocation`, by target path.
+    writes
+        Whether any point writes or trims.
+    allow_write
+        Devices named with ``--allow-write``: written whatever libblkid finds
+        on them, and even when it cannot look (:class:`ProbeError`). Any
+        spelling of the device counts (symlinks, another node).
+    sysfs, proc
+        Where sysfs and procfs are; fake trees in tests.
+
+    Raises
+    ------
+    SafetyError
+        Naming each target and what to do about it.
+    """
+    system = SystemRoot(sysfs=sysfs, procfs=proc)
+    problems: list[str] = []
+    for target in targets:
+        location = locations[target.path]
+        if location.kind == "block":
+            problem = _check_block(target, location, allow_write, system) if writes else None
+        elif location.kind == "unknown":
+            problem = f"target {target.path} does not exist"
+        else:
+            problem = _check_file(target, writes)
+        if problem:
+            problems.append(problem)
+    if problems:
+        raise SafetyError("refused, nothing was run:\n" + "\n".join(f"  {p}" for p in problems))

@@ -1,0 +1,592 @@
+"""Device queue settings (SPEC §4): validate, journal, apply, restore.
+
+Originals are written to a journal file per disk *before* the first change,
+so that a run killed with SIGKILL can still be undone by ``iobench restore``
+(:func:`restore_from_journals`). A :class:`DeviceTuner` restores on every
+way out of its ``with`` block: normal end, exception, Ctrl-C, and SIGTERM once
+the caller turns it into an exception.
+
+Everything here takes the sysfs root as a parameter so tests can use a tree in
+``tmp_path``; sysfs and procfs are read and written through
+:class:`iobench.system.hostfs.SystemRoot` (one ``write(2)`` per value, never a shell).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import signal
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from iobench.errors import TuningError
+from iobench.store.files import atomic_write, fsync_directory, state_dir
+from iobench.system.hostfs import SystemFileError, SystemRoot
+from iobench.system.topology import parse_scheduler
+
+QUEUE_SETTINGS = ("scheduler", "readahead_kb")
+_FILES = {"scheduler": "queue/scheduler", "readahead_kb": "queue/read_ahead_kb"}
+JOURNAL_VERSION = 1
+
+Value = str | int
+Settings = dict[str, Value]
+
+
+# --- reading -----------------------------------------------------------------
+
+
+def _disk_dir(disk: str, system: SystemRoot) -> Path:
+    if not disk or "/" in disk or disk.startswith("."):
+        raise TuningError(f"{disk!r} is not a disk name (expected e.g. sda, nvme0n1, loop0)")
+    return system.block_dir(disk) or system.path("sys/block") / disk
+
+
+def _setting_path(disk: str, name: str, system: SystemRoot) -> Path:
+    if name not in _FILES:
+        raise TuningError(f"unknown device setting {name!r}; iobench sets {', '.join(QUEUE_SETTINGS)}")
+    return _disk_dir(disk, system) / _FILES[name]
+
+
+def _read_text(system: SystemRoot, path: Path, disk: str) -> str:
+    try:
+        return system.read_required(path)
+    except SystemFileError as exc:
+        if exc.missing:
+            raise TuningError(
+                f"{disk} has no {path.parent.name}/{path.name} under {path.parents[2]}: "
+                "not a whole disk (a partition, or gone?)"
+            ) from None
+        raise TuningError(str(exc)) from None
+
+
+def offered_schedulers(disk: str, sysfs: str | os.PathLike[str] = "/sys") -> tuple[str, ...]:
+    """The I/O schedulers ``disk`` offers, in the kernel's order.
+
+    Raises
+    ------
+    TuningError
+        When ``<sysfs>/block/<disk>/queue/scheduler`` cannot be read.
+    """
+    system = SystemRoot(sysfs=sysfs)
+    return parse_scheduler(_read_text(system, _setting_path(disk, "scheduler", system), disk))[1]
+
+
+def read_setting(disk: str, name: str, *, sysfs: str | os.PathLike[str] = "/sys") -> Value:
+    """One queue setting of ``disk`` as in effect now (scheduler name, or readahead in KiB).
+
+    Raises
+    ------
+    TuningError
+        When the file is missing or unreadable, or its content is not understood.
+    """
+    system = SystemRoot(sysfs=sysfs)
+    path = _setting_path(disk, name, system)
+    text = _read_text(system, path, disk)
+    if name == "scheduler":
+        return parse_scheduler(text)[0] or ""
+    try:
+        return int(text)
+    except ValueError:
+        raise TuningError(f"{path} holds {text!r}, not a number of KiB") from None
+
+
+def read_settings(disk: str, *, sysfs: str | os.PathLike[str] = "/sys") -> Settings:
+    """Every setting of :data:`QUEUE_SETTINGS` for ``disk``.
+
+    Parameters
+    ----------
+    disk
+        A whole disk's name in ``<sysfs>/block`` (``sda``, ``nvme0n1``, ``loop0``).
+    sysfs
+        The sysfs root; a fake tree in tests.
+
+    Returns
+    -------
+    dict
+        ``{"scheduler": "mq-deadline", "readahead_kb": 128}``.
+
+    Raises
+    ------
+    TuningError
+        When the disk has no ``queue/`` directory or a file cannot be read.
+    """
+    return {name: read_setting(disk, name, sysfs=sysfs) for name in QUEUE_SETTINGS}
+
+
+# --- validation at plan time -------------------------------------------------
+
+
+def _value_problem(disk: str, name: str, value: object, sysfs: str | os.PathLike[str]) -> str | None:
+    if name == "readahead_kb":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return f"{disk}: readahead_kb {value!r} is not a whole number of KiB ≥ 0"
+        return None
+    if not isinstance(value, str) or not value:
+        return f"{disk}: scheduler {value!r} is not a scheduler name"
+    offered = offered_schedulers(disk, sysfs)
+    if value not in offered:
+        return f"{disk} does not offer scheduler {value!r}; it offers {', '.join(offered) or 'none'}"
+    return None
+
+
+def _disk_problems(disk: str, wanted: Mapping[str, object], sysfs: str | os.PathLike[str]) -> list[str]:
+    system = SystemRoot(sysfs=sysfs)
+    try:
+        queue = _disk_dir(disk, system) / "queue"
+    except TuningError as exc:
+        return [str(exc)]
+    if not system.is_dir(queue):
+        return [f"{disk} has no {queue}: device settings need a whole block disk"]
+    problems = []
+    for name, value in wanted.items():
+        try:
+            path = _setting_path(disk, name, system)
+            problem = _value_problem(disk, name, value, sysfs)
+        except TuningError as exc:
+            problems.append(str(exc))
+            continue
+        if problem:
+            problems.append(problem)
+        elif not system.writable(path):
+            problems.append(f"{disk}: {path} is not writable; retry as root")
+    return problems
+
+
+def validate(
+    settings: Mapping[str, Mapping[str, object]], sysfs: str | os.PathLike[str] = "/sys"
+) -> list[str]:
+    """Every problem with applying ``settings``, found without changing anything.
+
+    Parameters
+    ----------
+    settings
+        ``{disk: {setting: value}}``, e.g. ``{"nvme0n1": {"scheduler": "none"}}``.
+        A target without a block device (a file on tmpfs) has no disk to name;
+        the caller reports that.
+    sysfs
+        The sysfs root.
+
+    Returns
+    -------
+    list of str
+        One line per problem, each naming the disk; empty when all can be applied.
+    """
+    problems: list[str] = []
+    for disk, wanted in settings.items():
+        problems += _disk_problems(disk, wanted, sysfs)
+    return problems
+
+
+# --- writing -----------------------------------------------------------------
+
+
+def _write_file(system: SystemRoot, path: Path, text: str, what: str) -> None:
+    """Write a sysfs or procfs attribute; errors name ``what``, the errno and, for EACCES/EPERM, root."""
+    try:
+        system.write_attribute(path, text)
+    except SystemFileError as exc:
+        code = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+        hint = "; retry as root" if exc.errno in (errno.EACCES, errno.EPERM) else ""
+        raise TuningError(f"cannot {what}: {exc.strerror} ({code}){hint}") from None
+
+
+def write_setting(disk: str, name: str, value: Value, *, sysfs: str | os.PathLike[str] = "/sys") -> Value:
+    """Write one queue setting and return what is in effect afterwards (read back).
+
+    The kernel may adjust a value (readahead is kept in whole pages), so the
+    read-back value is what a result should record.
+
+    Raises
+    ------
+    TuningError
+        Naming the disk, setting, value and errno when the kernel refuses.
+    """
+    system = SystemRoot(sysfs=sysfs)
+    path = _setting_path(disk, name, system)
+    _write_file(system, path, str(value), f"set {name} of {disk} to {value!r} ({path})")
+    return read_setting(disk, name, sysfs=sysfs)
+
+
+def drop_caches(*, proc: str | os.PathLike[str] = "/proc") -> None:
+    """Flush dirty pages, then drop the page cache, dentries and inodes.
+
+    Raises
+    ------
+    TuningError
+        When ``<proc>/sys/vm/drop_caches`` cannot be written (not root).
+    """
+    os.sync()
+    system = SystemRoot(procfs=proc)
+    path = system.path("proc/sys/vm/drop_caches")
+    _write_file(system, path, "3", f"drop caches ({path})")
+
+
+# --- the journal ---------------------------------------------------------------
+
+
+def journal_dir() -> Path:
+    """Where journals of applied device settings live (``state_dir()/journal``)."""
+    return state_dir() / "journal"
+
+
+def _proc_start_ticks(pid: int) -> int | None:
+    """Start time of ``pid`` in clock ticks since boot; tells a live owner from a reused pid."""
+    stat = SystemRoot().process_stat(pid)
+    return stat.start_ticks if stat is not None else None
+
+
+@dataclass(frozen=True)
+class Journal:
+    """The original settings of one disk, saved before iobench changed them.
+
+    Attributes
+    ----------
+    path : Path
+        The journal file.
+    disk : str
+        The disk name in sysfs.
+    dev : str
+        The disk's ``major:minor`` when the journal was written; a disk that
+        now has another number is another device and is not written.
+    originals : dict
+        Every setting of :data:`QUEUE_SETTINGS` as it was.
+    pid, pid_start_ticks : int, int or None
+        The process that changed the settings and its start time (from
+        ``/proc/<pid>/stat``), so a reused pid is not mistaken for it.
+    started : str
+        When the settings were changed (ISO 8601, local time).
+    run_dir : str or None
+        The run directory of that run.
+    sysfs : str
+        The sysfs root the settings were written under.
+    """
+
+    path: Path
+    disk: str
+    dev: str
+    originals: Settings
+    pid: int
+    pid_start_ticks: int | None
+    started: str
+    run_dir: str | None
+    sysfs: str
+
+    def owner_alive(self) -> bool:
+        """Whether the process that wrote this journal still runs (and will restore it)."""
+        ticks = _proc_start_ticks(self.pid)
+        return ticks is not None and ticks == self.pid_start_ticks
+
+    def to_json(self) -> dict[str, Any]:
+        """The journal file's content."""
+        return {
+            "version": JOURNAL_VERSION,
+            "disk": self.disk,
+            "dev": self.dev,
+            "originals": self.originals,
+            "pid": self.pid,
+            "pid_start_ticks": self.pid_start_ticks,
+            "started": self.started,
+            "run_dir": self.run_dir,
+            "sysfs": self.sysfs,
+        }
+
+    @classmethod
+    def load(cls, path: Path) -> Journal:
+        """Read a journal file.
+
+        Raises
+        ------
+        TuningError
+            When the file is unreadable or not a journal; it names the file.
+        """
+        try:
+            data = json.loads(path.read_text())
+            originals = {str(k): v for k, v in data["originals"].items() if k in QUEUE_SETTINGS}
+            return cls(
+                path=path,
+                disk=str(data["disk"]),
+                dev=str(data["dev"]),
+                originals=originals,
+                pid=int(data["pid"]),
+                pid_start_ticks=data.get("pid_start_ticks"),
+                started=str(data.get("started", "")),
+                run_dir=data.get("run_dir"),
+                sysfs=str(data.get("sysfs", "/sys")),
+            )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise TuningError(
+                f"journal {path} cannot be read ({exc}); restore that disk's settings by hand "
+                "(or reboot) and delete the file"
+            ) from None
+
+
+def _journal_path(disk: str) -> Path:
+    return journal_dir() / f"{disk}.json"
+
+
+def _write_journal(journal: Journal) -> None:
+    """Write atomically and durably: a crash leaves either no journal or a whole one."""
+    try:
+        journal.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(journal.path, json.dumps(journal.to_json(), indent=1, sort_keys=True), mode=0o600)
+    except OSError as exc:
+        raise TuningError(
+            f"cannot write journal {journal.path}: {exc.strerror}; nothing was changed"
+        ) from None
+
+
+def _remove_journal(journal: Journal) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        journal.path.unlink()
+    with contextlib.suppress(OSError):
+        fsync_directory(journal.path.parent)
+
+
+def _dev_of(disk: str, sysfs: str | os.PathLike[str]) -> str | None:
+    return SystemRoot(sysfs=sysfs).block_devno(disk)
+
+
+def pending_journals() -> list[Journal]:
+    """Journals of settings not yet restored, sorted by disk.
+
+    Raises
+    ------
+    TuningError
+        When a journal file cannot be read.
+    """
+    try:
+        paths = sorted(journal_dir().glob("*.json"))
+    except OSError:
+        return []
+    return [Journal.load(path) for path in paths if not path.name.startswith(".")]
+
+
+def check_no_pending(disks: Iterable[str]) -> None:
+    """Refuse to tune disks whose earlier settings were never restored.
+
+    Raises
+    ------
+    TuningError
+        Naming the disk and telling the user to run ``iobench restore``.
+    """
+    wanted = set(disks)
+    for journal in pending_journals():
+        if journal.disk in wanted:
+            raise TuningError(
+                f"{journal.disk} still has device settings from an earlier run (pid {journal.pid}, "
+                f"started {journal.started}) that were not restored; run `iobench restore` first"
+            )
+
+
+def _restore_disk(disk: str, originals: Mapping[str, Value], sysfs: str) -> list[str]:
+    """Write back each original that differs from what is in effect; return the failures."""
+    failures = []
+    for name in QUEUE_SETTINGS:
+        if name not in originals:
+            continue
+        try:
+            if read_setting(disk, name, sysfs=sysfs) != originals[name]:
+                write_setting(disk, name, originals[name], sysfs=sysfs)
+        except TuningError as exc:
+            failures.append(str(exc))
+    return failures
+
+
+def _describe(settings: Mapping[str, Value]) -> str:
+    return ", ".join(f"{name} {settings[name]}" for name in QUEUE_SETTINGS if name in settings)
+
+
+def _restore_journal(journal: Journal) -> tuple[str, list[str]]:
+    if journal.owner_alive():
+        return (
+            f"{journal.disk}: not restored: iobench pid {journal.pid} (started {journal.started}) "
+            "is still running and restores it when it ends",
+            [],
+        )
+    dev = _dev_of(journal.disk, journal.sysfs)
+    if dev != journal.dev:
+        _remove_journal(journal)
+        now = "is gone" if dev is None else f"is now device {dev}, not {journal.dev}"
+        return f"{journal.disk}: {now}; nothing to restore, journal removed", []
+    failures = _restore_disk(journal.disk, journal.originals, journal.sysfs)
+    if failures:
+        return "", failures
+    _remove_journal(journal)
+    return f"{journal.disk}: restored {_describe(journal.originals)}", []
+
+
+def restore_from_journals() -> list[str]:
+    """Put back the settings of runs that ended without restoring (SIGKILL, crash, power loss).
+
+    A journal whose owner is still running is left to it and reported.
+
+    Returns
+    -------
+    list of str
+        One line per journal saying what was done, each starting with the disk.
+
+    Raises
+    ------
+    TuningError
+        After trying every journal, when some setting could not be written
+        back; those journals are kept for another try.
+    """
+    done: list[str] = []
+    failures: list[str] = []
+    for journal in pending_journals():
+        line, failed = _restore_journal(journal)
+        failures += failed
+        if line:
+            done.append(line)
+    if failures:
+        raise TuningError("could not restore every setting:\n" + "\n".join(f"  {f}" for f in failures))
+    return done
+
+
+# --- the context manager -------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold back SIGINT/SIGTERM while restoring so a second Ctrl-C cannot cut it short."""
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    except (AttributeError, OSError, ValueError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+class DeviceTuner:
+    """Apply device queue settings and put the originals back, whatever happens.
+
+    Use it as a context manager: the originals of each disk are journalled
+    before its first change and restored on leaving the block, also on an
+    exception or ``KeyboardInterrupt``. A SIGKILLed run leaves its journal
+    behind for :func:`restore_from_journals`.
+
+    Parameters
+    ----------
+    sysfs
+        The sysfs root.
+    run_dir
+        The run directory, recorded in the journal so a user can tell runs apart.
+
+    Examples
+    --------
+    >>> with DeviceTuner(run_dir="results/run1") as tuner:  # doctest: +SKIP
+    ...     tuner.apply("nvme0n1", scheduler="none", readahead_kb=0)
+    ...     run_fio()
+    """
+
+    def __init__(self, *, sysfs: str | os.PathLike[str] = "/sys", run_dir: str | None = None) -> None:
+        self.sysfs = os.fspath(sysfs)
+        self.run_dir = run_dir
+        self._journals: dict[str, Journal] = {}
+        self._applied: dict[str, Settings] = {}
+
+    def __enter__(self) -> DeviceTuner:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            self.restore()
+        except TuningError as problem:
+            if exc is None:
+                raise
+            # Keep the exception that ended the block (and its exit code); say what is left.
+            exc.add_note(f"{problem}\nrun `iobench restore` to retry")
+
+    def _journal(self, disk: str) -> None:
+        if disk in self._journals:
+            return
+        check_no_pending([disk])
+        dev = _dev_of(disk, self.sysfs)
+        if dev is None:
+            raise TuningError(f"{disk} is not a disk under {self.sysfs}/block")
+        journal = Journal(
+            path=_journal_path(disk),
+            disk=disk,
+            dev=dev,
+            originals=read_settings(disk, sysfs=self.sysfs),
+            pid=os.getpid(),
+            pid_start_ticks=_proc_start_ticks(os.getpid()),
+            started=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            run_dir=self.run_dir,
+            sysfs=self.sysfs,
+        )
+        _write_journal(journal)
+        self._journals[disk] = journal
+
+    def apply(self, disk: str, *, scheduler: str | None = None, readahead_kb: int | None = None) -> Settings:
+        """Set ``disk``'s scheduler and/or readahead; None leaves a setting alone.
+
+        Returns
+        -------
+        dict
+            The settings in effect afterwards, read back from sysfs.
+
+        Raises
+        ------
+        TuningError
+            When an earlier run's journal for the disk is pending, the journal
+            cannot be written, or the kernel refuses a value. Settings already
+            applied stay recorded and are restored on exit.
+        """
+        wanted: dict[str, Value] = {}
+        if scheduler is not None:
+            wanted["scheduler"] = scheduler
+        if readahead_kb is not None:
+            wanted["readahead_kb"] = readahead_kb
+        if not wanted:
+            return self._applied.get(disk, {})
+        self._journal(disk)
+        effective = self._applied.setdefault(disk, {})
+        for name, value in wanted.items():
+            effective[name] = write_setting(disk, name, value, sysfs=self.sysfs)
+        return dict(effective)
+
+    def applied(self) -> dict[str, Settings]:
+        """What each tuned disk had in effect after the writes (read back), by disk."""
+        return {disk: dict(values) for disk, values in self._applied.items()}
+
+    def originals(self) -> dict[str, Settings]:
+        """The settings each tuned disk had before the first change, by disk."""
+        return {disk: dict(journal.originals) for disk, journal in self._journals.items()}
+
+    def restore(self) -> None:
+        """Write back every disk's originals and remove their journals.
+
+        Raises
+        ------
+        TuningError
+            When some setting could not be written back; every disk is still
+            tried, and the journals of the failed ones are kept.
+        """
+        failures: list[str] = []
+        with _signals_deferred():
+            for disk, journal in list(self._journals.items()):
+                # A disk that went away (a detached loop) took its settings with it.
+                gone = _dev_of(disk, self.sysfs) != journal.dev
+                failed = [] if gone else _restore_disk(disk, journal.originals, self.sysfs)
+                if failed:
+                    failures += failed
+                    continue
+                _remove_journal(journal)
+                del self._journals[disk]
+        if failures:
+            raise TuningError("could not restore every setting:\n" + "\n".join(f"  {f}" for f in failures))
