@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from iobench.errors import FULL, EnvironmentFault, ResultsError, RunStorageError, TargetVanished
-from iobench.store.files import atomic_replacing
+from iobench.store.files import atomic_replacing, fsync_directory
 from iobench.store.records import FRAME_VERSION, Manifest, PointMeta, read_record, record_json
 
 FINISHED = ("ok", "skipped")
@@ -241,6 +241,7 @@ class RunDir:
             if final.exists():
                 shutil.rmtree(final)
             os.replace(staging, final)
+            fsync_directory(self.points)
         return final
 
     def discard(self, staging: Path) -> None:
