@@ -38,6 +38,7 @@ _LAZY = {
     "parse_fio_text": "iobench.results.fioout",
     "summarize": "iobench.results.points",
     "point_totals": "iobench.results.points",
+    "compare": "iobench.results.compare",
     "discover_topology": "iobench.system.topology",
     "plots": "iobench.plots",
     "report": "iobench.report",
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from iobench import plots, report
     from iobench.matrix.model import Matrix, load_matrix
     from iobench.planner.plans import Plan, plan
+    from iobench.results.compare import compare
     from iobench.results.fioout import parse_fio, parse_fio_text
     from iobench.results.points import point_totals, summarize
     from iobench.results.rundir import load
@@ -77,6 +79,7 @@ __all__ = [
     "TopologyError",
     "TuningError",
     "__version__",
+    "compare",
     "discover_topology",
     "load",
     "load_matrix",

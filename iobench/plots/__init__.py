@@ -30,6 +30,7 @@ from iobench.plots.figures import KINDS, default_figures, draw, figures_for, sav
 from iobench.plots.heatmap import heatmap
 from iobench.plots.latency import latency_percentiles
 from iobench.plots.numa import local_vs_remote, smt
+from iobench.plots.ratios import ratios
 from iobench.results.points import parameter_columns, point_totals
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "parameter_columns",
     "plot",
     "point_totals",
+    "ratios",
     "save_figure",
     "smt",
     "sweep",
