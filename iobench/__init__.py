@@ -38,6 +38,7 @@ _LAZY = {
     "parse_fio_text": "iobench.results.fioout",
     "summarize": "iobench.results.points",
     "point_totals": "iobench.results.points",
+    "timeseries": "iobench.results.timeseries",
     "compare": "iobench.results.compare",
     "discover_topology": "iobench.system.topology",
     "plots": "iobench.plots",
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from iobench.results.fioout import parse_fio, parse_fio_text
     from iobench.results.points import point_totals, summarize
     from iobench.results.rundir import load
+    from iobench.results.timeseries import timeseries
     from iobench.runner.sweep import RunInterrupted, RunResult, run
     from iobench.system.topology import discover_topology
 
@@ -91,4 +93,5 @@ __all__ = [
     "report",
     "run",
     "summarize",
+    "timeseries",
 ]

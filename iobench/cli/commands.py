@@ -261,7 +261,8 @@ def plot(
     kind: Annotated[
         str,
         typer.Argument(
-            help="local-vs-remote, smt, heatmap, latency, cpu-per-io, sweep or line.", show_default=False
+            help="local-vs-remote, smt, heatmap, latency, cpu-per-io, sweep, line or timeline.",
+            show_default=False,
         ),
     ],
     output: Annotated[Path, typer.Option("-o", "--output", help="The figure file: .png, .svg or .pdf.")],
@@ -278,12 +279,13 @@ def plot(
 ) -> None:
     """Draw one figure of a run (or a parsed frame) into a PNG, SVG or PDF file."""
     from iobench.plots import draw
+    from iobench.plots.figures import RUN_KINDS
     from iobench.plots.files import save_figure_file
     from iobench.results.rundir import load
 
     try:
-        frame = load(results)
-        save_figure_file(draw(kind, frame, x=x, y=y, hue=hue, col=col), output)
+        data = results if kind in RUN_KINDS else load(results)
+        save_figure_file(draw(kind, data, x=x, y=y, hue=hue, col=col), output)
     except IobenchError as exc:
         raise _fail(exc) from None
     print(output)

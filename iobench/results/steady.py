@@ -1,0 +1,350 @@
+"""Did a point settle? One verdict per point × repeat: the frame's ``steady`` and ``steady_reason``.
+
+Two sources, one column:
+
+1. **fio's own verdict**, when the point used fio's steady-state detection
+   (``steadystate_duration`` above 0, with ``steadystate`` and
+   ``steadystate_ramp_time``): fio stops a job once its criterion holds over
+   the rolling window and reports ``"steadystate": {"attained": 0|1, ...}``
+   per job (per group with ``group_reporting``). The point × repeat is steady
+   when every reported job or group attained it.
+2. **The time series** otherwise (:func:`iobench.timeseries`): the point's
+   IOPS per window (its jobs and directions summed,
+   :func:`iobench.results.points.window_totals`; bandwidth where there is no
+   IOPS log), over the last :data:`LAST_WINDOWS` windows that every job logged.
+   The criterion is the SNIA Solid State Storage Performance Test
+   Specification's steady-state test, with fio's windows as its rounds:
+
+   - *excursion*: ``(max - min) / mean`` of the judged windows at most
+     :data:`MAX_EXCURSION` (20 %);
+   - *drift*: the least-squares line through them changes by at most
+     :data:`MAX_DRIFT` (10 %) of the mean from the first judged window to the
+     last (``|slope| × span / mean``).
+
+   Fewer than :data:`MIN_WINDOWS` complete windows cannot be judged: ``steady``
+   is NA and the reason says why (the run was shorter than three windows of
+   ``log_avg_msec``).
+
+``steady`` is NA for points that did not finish ``ok`` and for points without
+logs (runs made before iobench asked fio for them). docs/timeseries.md
+explains the choices.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from iobench.results.fioout import detect
+from iobench.results.points import FIO_STEADY, window_totals
+from iobench.results.timeseries import RunLogs, read_run_logs, run_dir_of
+from iobench.store.rundir import RunDir
+
+#: Judge the last this many complete windows (fewer when the run has fewer).
+LAST_WINDOWS = 5
+#: Below this many complete windows a point × repeat is not judged.
+MIN_WINDOWS = 3
+#: Largest ``(max - min) / mean`` of the judged windows' IOPS for a steady point.
+MAX_EXCURSION = 0.20
+#: Largest change of the fitted line across the judged windows, relative to their mean.
+MAX_DRIFT = 0.10
+NO_LOGS = "no fio logs in the point directory (a run made before iobench wrote them)"
+#: The verdict frame's columns.
+VERDICT_COLUMNS: tuple[str, ...] = (
+    "point",
+    "repeat",
+    "steady",
+    "steady_reason",
+    "judged_from_s",
+    "judged_to_s",
+)
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100:.1f} %"
+
+
+def _secs(value: float) -> str:
+    return f"{value:g} s"
+
+
+def judge_windows(
+    windows: pd.DataFrame,
+    timing: pd.DataFrame | None = None,
+    *,
+    last: int = LAST_WINDOWS,
+    min_windows: int = MIN_WINDOWS,
+    max_excursion: float = MAX_EXCURSION,
+    max_drift: float = MAX_DRIFT,
+) -> pd.DataFrame:
+    """Judge each point × repeat from its window totals (the criterion of the module docstring).
+
+    Parameters
+    ----------
+    windows : pandas.DataFrame
+        :func:`iobench.results.points.window_totals` of a time series.
+    timing : pandas.DataFrame, optional
+        Per point × repeat ``window_s`` (``log_avg_msec``), to word the reasons;
+        every point × repeat in it gets a row, judged or not.
+    last, min_windows, max_excursion, max_drift
+        The criterion's settings (module constants by default).
+
+    Returns
+    -------
+    pandas.DataFrame
+        :data:`VERDICT_COLUMNS`: ``steady`` (boolean, NA when not judged),
+        ``steady_reason``, and the span judged (``judged_from_s``, the start of
+        the first judged window, to ``judged_to_s``, the end of the last).
+    """
+    keys = ["point", "repeat"]
+    rows: list[dict[str, Any]] = []
+    metric = "iops" if "iops" in windows else "bw_bytes" if "bw_bytes" in windows else None
+    window_s = {}
+    if timing is not None and not timing.empty:
+        window_s = {
+            (int(p), int(r)): float(w)
+            for p, r, w in timing[["point", "repeat", "window_s"]].itertuples(index=False)
+        }
+    seen: set[tuple[int, int]] = set()
+    if metric is not None and not windows.empty:
+        usable = windows[windows["complete"].astype(bool) & windows[metric].notna()].sort_values(
+            [*keys, "window"]
+        )
+        rank = usable.groupby(keys, sort=False).cumcount(ascending=False)
+        judged = usable[rank < last]
+        y = judged[metric].astype(float)
+        x = judged["t_s"].astype(float)
+        frame = pd.DataFrame({"point": judged["point"], "repeat": judged["repeat"], "x": x, "y": y})
+        frame["xy"], frame["xx"] = x * y, x * x
+        sums = frame.groupby(keys, sort=True).agg(
+            n=("y", "size"),
+            sx=("x", "sum"),
+            sy=("y", "sum"),
+            sxy=("xy", "sum"),
+            sxx=("xx", "sum"),
+            lo=("y", "min"),
+            hi=("y", "max"),
+            x0=("x", "min"),
+            x1=("x", "max"),
+        )
+        sizes = usable.groupby(keys, sort=True).size()
+        counted = {
+            (int(p), int(r)): int(n)
+            for p, r, n in zip(
+                sizes.index.get_level_values(0),
+                sizes.index.get_level_values(1),
+                sizes.to_numpy(),
+                strict=True,
+            )
+        }
+        for (point, repeat), s in zip(sums.index.tolist(), (row for _, row in sums.iterrows()), strict=True):
+            key = (int(point), int(repeat))
+            seen.add(key)
+            rows.append(
+                _verdict(
+                    key,
+                    s,
+                    counted.get(key, 0),
+                    metric,
+                    window_s.get(key),
+                    min_windows,
+                    max_excursion,
+                    max_drift,
+                )
+            )
+    for key in sorted(set(window_s) - seen):
+        rows.append(_unjudged(key, 0, window_s[key], min_windows, metric))
+    return _typed(pd.DataFrame(rows, columns=list(VERDICT_COLUMNS)))
+
+
+def _unjudged(
+    key: tuple[int, int], n: int, window: float | None, min_windows: int, metric: str | None
+) -> dict[str, Any]:
+    if metric is None:
+        reason = "no IOPS or bandwidth log to judge from"
+    else:
+        size = f" of {_secs(window)}" if window else ""
+        reason = (
+            f"{n} complete window{'' if n == 1 else 's'}{size}, {min_windows} needed to judge: "
+            "run longer or lower log_avg_msec"
+        )
+    return {
+        "point": key[0],
+        "repeat": key[1],
+        "steady": None,
+        "steady_reason": reason,
+        "judged_from_s": math.nan,
+        "judged_to_s": math.nan,
+    }
+
+
+def _verdict(
+    key: tuple[int, int],
+    s: pd.Series,
+    complete: int,
+    metric: str,
+    window: float | None,
+    min_windows: int,
+    max_excursion: float,
+    max_drift: float,
+) -> dict[str, Any]:
+    n = int(s["n"])
+    if n < min_windows:
+        return _unjudged(key, complete, window, min_windows, metric)
+    mean = s["sy"] / n
+    name = "IOPS" if metric == "iops" else "bandwidth"
+    # A window's time stamp is its end: the judged span begins one window before the first.
+    begin = float(s["x0"]) - (window or 0.0)
+    base = {
+        "point": key[0],
+        "repeat": key[1],
+        "judged_from_s": max(0.0, begin),
+        "judged_to_s": float(s["x1"]),
+    }
+    if not mean > 0:
+        return {**base, "steady": None, "steady_reason": f"no I/O in the last {n} windows"}
+    denominator = n * s["sxx"] - s["sx"] ** 2
+    slope = (n * s["sxy"] - s["sx"] * s["sy"]) / denominator if denominator > 0 else 0.0
+    excursion = (s["hi"] - s["lo"]) / mean
+    drift = abs(slope) * (s["x1"] - s["x0"]) / mean
+    size = f" of {_secs(window)}" if window else ""
+    over = f"over the last {n} windows{size}"
+    if excursion > max_excursion:
+        reason = f"{name} varied {_pct(excursion)} (max − min; limit {_pct(max_excursion)}) {over}"
+        return {**base, "steady": False, "steady_reason": reason}
+    if drift > max_drift:
+        trend = "rose" if slope > 0 else "fell"
+        reason = f"{name} {trend} {_pct(drift)} along the fitted line (limit {_pct(max_drift)}) {over}"
+        return {**base, "steady": False, "steady_reason": reason}
+    reason = f"{name} within {_pct(excursion)} (max − min), drift {_pct(drift)} {over}"
+    return {**base, "steady": True, "steady_reason": reason}
+
+
+def fio_verdict(point_dir: Path, meta: dict[str, Any]) -> tuple[bool | None, str] | None:
+    """fio's steady-state verdict of one point × repeat, or None when fio reported none.
+
+    Parameters
+    ----------
+    point_dir
+        A saved point's directory (its ``fio*.json`` outputs are read).
+    meta
+        Its ``meta.json``.
+
+    Returns
+    -------
+    tuple of (bool, str) or None
+        Whether every job (or group) that fio judged attained steady state,
+        and the reason naming fio's criterion and the value it reached.
+    """
+    outputs = [p.get("output") for p in meta.get("processes") or [] if p.get("output")]
+    entries: list[dict[str, Any]] = []
+    for name in outputs:
+        try:
+            data = (point_dir / str(name)).read_bytes()
+        except OSError:
+            continue
+        if b'"steadystate"' not in data:
+            continue
+        document = detect.whole_json(data) or detect.find_json(data.decode("utf-8", errors="replace"))
+        if document is None:
+            continue
+        jobs = (
+            document.get("client_stats")
+            if isinstance(document.get("client_stats"), list)
+            else document.get("jobs")
+        )
+        entries += [
+            job["steadystate"]
+            for job in jobs or []
+            if isinstance(job, dict) and isinstance(job.get("steadystate"), dict)
+        ]
+    if not entries:
+        return None
+    missed = [e for e in entries if not e.get("attained")]
+    criterion = str(entries[0].get("ss", "?"))
+    duration = entries[0].get("duration")
+    within = f" over {duration} s" if duration is not None else ""
+    if missed:
+        reached = ", ".join(str(e.get("criterion", "?")) for e in missed)
+        return False, f"{FIO_STEADY} {criterion} not attained{within} (reached {reached})"
+    reached = ", ".join(str(e.get("criterion", "?")) for e in entries)
+    return True, f"{FIO_STEADY} {criterion} attained{within} (reached {reached})"
+
+
+def verdicts(run: str | os.PathLike[str] | RunDir | Any, logs: RunLogs | None = None) -> pd.DataFrame:
+    """The steady-state verdict of every ``ok`` point × repeat of a run.
+
+    Parameters
+    ----------
+    run
+        A run directory (path, :class:`~iobench.store.rundir.RunDir`, or what
+        :func:`iobench.run` returned).
+    logs
+        Its logs already read (:func:`iobench.results.timeseries.read_run_logs`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        :data:`VERDICT_COLUMNS`, one row per ``ok`` point × repeat: fio's verdict
+        where the point used fio's steady-state detection, else the time
+        series' (module docstring); NA with the reason when neither can judge.
+    """
+    run_dir = run_dir_of(run)
+    logs = logs if logs is not None else read_run_logs(run_dir)
+    if not logs.points:
+        return _typed(pd.DataFrame(columns=list(VERDICT_COLUMNS)))
+    judged = judge_windows(window_totals(logs.series), logs.timing)
+    has_logs = set(
+        zip(
+            logs.series["point"].astype(int).tolist(), logs.series["repeat"].astype(int).tolist(), strict=True
+        )
+    )
+    by_key: dict[tuple[int, int], dict[str, Any]] = {
+        (int(r["point"]), int(r["repeat"])): {str(k): v for k, v in r.items()}
+        for r in judged.to_dict("records")
+    }
+    rows: list[dict[str, Any]] = []
+    for (point_dir, meta), timing in zip(logs.points, logs.timing.to_dict("records"), strict=True):
+        key = (int(meta["point"]), int(meta["repeat"]))
+        found = fio_verdict(point_dir, meta) if float(timing["steadystate_s"]) > 0 else None
+        row: dict[str, Any] = {
+            "point": key[0],
+            "repeat": key[1],
+            "judged_from_s": math.nan,
+            "judged_to_s": math.nan,
+        }
+        if found is not None:
+            row.update(steady=found[0], steady_reason=found[1])
+        elif key not in has_logs:
+            row.update(steady=None, steady_reason=NO_LOGS)
+        else:
+            row.update(by_key[key])
+        rows.append(row)
+    return _typed(pd.DataFrame(rows, columns=list(VERDICT_COLUMNS)))
+
+
+def _typed(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.astype(dict(zip(VERDICT_COLUMNS, _TYPES, strict=True)))
+
+
+_TYPES = ("Int64", "Int64", "boolean", "string", "float64", "float64")
+
+
+def with_steady(frame: pd.DataFrame, run: RunDir) -> pd.DataFrame:
+    """``frame`` (a run's tidy frame) with ``steady`` and ``steady_reason`` from :func:`verdicts`.
+
+    Rows of points that did not finish ``ok`` get NA.
+    """
+    if frame.empty or "point" not in frame or "repeat" not in frame:
+        return frame
+    found = verdicts(run)
+    index = pd.MultiIndex.from_arrays([found["point"], found["repeat"]])
+    rows = index.get_indexer(pd.MultiIndex.from_arrays([frame["point"], frame["repeat"]]))
+    return frame.assign(
+        steady=found["steady"].array.take(rows, allow_fill=True),
+        steady_reason=found["steady_reason"].array.take(rows, allow_fill=True),
+    )
