@@ -53,6 +53,7 @@ from iobench.results.fioout.model import PERCENTILES
 from iobench.results.points import (
     CONTEXT,
     LATENCY_KINDS,
+    over_repeats,
     parameter_columns,
     percentile_column,
     point_totals,
@@ -150,6 +151,35 @@ class Judgement:
     reason: str
 
 
+@dataclass(frozen=True)
+class Repeats:
+    """A point's values of one metric over its repeats, with their mean and sample std.
+
+    In :func:`compare` the mean and std are :func:`~iobench.results.points.over_repeats`'s,
+    as for :func:`~iobench.summarize`; :meth:`of` applies the same definitions to an array.
+    ``values`` (NaN dropped) feed Welch's test.
+    """
+
+    values: np.ndarray
+    mean: float
+    std: float
+
+    @property
+    def n(self) -> int:
+        """How many repeats have a value."""
+        return len(self.values)
+
+    @classmethod
+    def of(cls, values: Sequence[float] | np.ndarray) -> Repeats:
+        """The repeats of ``values`` (NaN dropped)."""
+        x = np.asarray(values, dtype=float)
+        x = x[~np.isnan(x)]
+        if not len(x):
+            return cls(x, math.nan, math.nan)
+        # over_repeats' definitions (mean, sample std) without a pandas groupby per call
+        return cls(x, float(x.mean()), float(x.std(ddof=1)) if len(x) >= 2 else math.nan)
+
+
 def compare(
     a: Source,
     b: Source,
@@ -206,8 +236,6 @@ def compare(
     if not (isinstance(min_effect, int | float) and math.isfinite(min_effect) and min_effect >= 0):
         raise ResultsError(f"min_effect must be a fraction >= 0 (0.01 is 1 %), got {min_effect!r}")
     sides = [_open(a, _A), _open(b, _B)]
-    if sides[0].label == sides[1].label:
-        sides[0].label, sides[1].label = f"A ({sides[0].label})", f"B ({sides[1].label})"
     split = list(dict.fromkeys(by or ()))
     for side in sides:
         _check_columns(side, split)
@@ -221,14 +249,17 @@ def compare(
         _check_axes(sides)
     keys = _keys(sides, split if by is not None else None)
     chosen = _metrics(sides, metrics)
-    groups = [_groups(side, keys) for side in sides]
+    groups = [_groups(side, keys, chosen) for side in sides]
     rows = _rows(keys, chosen, groups, min_effect)
     if not any(row["match"] == "both" for row in rows):
         raise ResultsError(_no_common_points(sides, keys, groups))
     out = _frame(rows, keys)
+    labels = [side.label for side in sides]
+    if labels[0] == labels[1]:
+        labels = [f"{label} ({side.name})" for label, side in zip(labels, sides, strict=True)]
     out.attrs.update(
-        a=sides[0].label,
-        b=sides[1].label,
+        a=labels[0],
+        b=labels[1],
         keys=list(keys),
         metrics=list(chosen),
         min_effect=float(min_effect),
@@ -239,8 +270,8 @@ def compare(
 
 
 def judge(
-    a: Sequence[float] | np.ndarray,
-    b: Sequence[float] | np.ndarray,
+    a: Repeats | Sequence[float] | np.ndarray,
+    b: Repeats | Sequence[float] | np.ndarray,
     *,
     direction: int,
     min_effect: float = 0.01,
@@ -256,7 +287,7 @@ def judge(
 
     Parameters
     ----------
-    a, b : sequence of float
+    a, b : Repeats or sequence of float
         A point's values per repeat in run A and run B.
     direction : int
         ``+1``: more is better; ``-1``: less is better (:data:`DIRECTION`).
@@ -270,14 +301,11 @@ def judge(
         untestable: fewer than two repeats on a side) and the reason for an
         untested or ``no change`` verdict.
     """
-    x = np.asarray(a, dtype=float)
-    y = np.asarray(b, dtype=float)
-    x, y = x[~np.isnan(x)], y[~np.isnan(y)]
-    na, nb = len(x), len(y)
-    am = float(x.mean()) if na else math.nan
-    bm = float(y.mean()) if nb else math.nan
-    astd = float(x.std(ddof=1)) if na >= 2 else math.nan
-    bstd = float(y.std(ddof=1)) if nb >= 2 else math.nan
+    ra = a if isinstance(a, Repeats) else Repeats.of(a)
+    rb = b if isinstance(b, Repeats) else Repeats.of(b)
+    x, y = ra.values, rb.values
+    na, nb = ra.n, rb.n
+    am, bm, astd, bstd = ra.mean, rb.mean, ra.std, rb.std
     ratio = bm / am if na and nb and am != 0 else math.nan
     nan = math.nan
 
@@ -484,27 +512,33 @@ class _Group:
 
     values: dict[str, object]
     points: list[object]
-    samples: dict[str, np.ndarray]
+    repeats: dict[str, Repeats]
 
 
-def _groups(side: _Side, keys: Sequence[str]) -> dict[tuple[str, ...], _Group]:
+def _groups(side: _Side, keys: Sequence[str], metrics: Sequence[str]) -> dict[tuple[str, ...], _Group]:
+    """Each key's point and its repeats per metric: means and stds from ``over_repeats`` (as ``summarize``)."""
     totals = side.totals.reset_index(drop=True)
     point = "point" if "point" in totals else "source" if "source" in totals else None
     ids = totals.groupby(list(keys), dropna=False, sort=True).ngroup().to_numpy()
+    summary = over_repeats(totals, keys, metrics)
     out: dict[tuple[str, ...], _Group] = {}
     for index in range(ids.max() + 1 if len(ids) else 0):
         rows = totals[ids == index]
         first = rows.iloc[0]
         text = tuple(_key_text(first[k]) for k in keys)
+        stats = summary.iloc[index]
+        if tuple(_key_text(stats[k]) for k in keys) != text:  # both group the same way; never differs
+            raise ResultsError(f"{side.name}: internal error: repeats grouped out of order at {text}")
         points = list(dict.fromkeys(_point_ids(rows, point)))
         if len(points) > 1:
             raise ResultsError(_ambiguous(side, keys, rows, first))
-        samples = {
-            m: rows[m].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
-            for m in totals.columns
-            if m in DIRECTION
-        }
-        out[text] = _Group({k: first[k] for k in keys}, points, samples)
+        repeats = {}
+        for metric in metrics:
+            values = rows[metric].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+            repeats[metric] = Repeats(
+                values[~np.isnan(values)], float(stats[f"{metric}_mean"]), float(stats[f"{metric}_std"])
+            )
+        out[text] = _Group({k: first[k] for k in keys}, points, repeats)
     return out
 
 
@@ -552,24 +586,20 @@ def _rows(
             if ga is None or gb is None:
                 only = ga or gb
                 assert only is not None
-                values = only.samples.get(metric, np.array([]))
-                values = values[~np.isnan(values)]
                 side = "a" if ga else "b"
+                repeats = only.repeats[metric]
                 row.update(
                     {
-                        f"{side}_n": len(values),
-                        f"{side}_mean": float(values.mean()) if len(values) else math.nan,
-                        f"{side}_std": float(values.std(ddof=1)) if len(values) >= 2 else math.nan,
+                        f"{side}_n": repeats.n,
+                        f"{side}_mean": repeats.mean,
+                        f"{side}_std": repeats.std,
                         "verdict": None,
                         "reason": f"ran in {match.split()[0]} only",
                     }
                 )
             else:
                 judged = judge(
-                    ga.samples.get(metric, np.array([])),
-                    gb.samples.get(metric, np.array([])),
-                    direction=DIRECTION[metric],
-                    min_effect=min_effect,
+                    ga.repeats[metric], gb.repeats[metric], direction=DIRECTION[metric], min_effect=min_effect
                 )
                 row.update({c: getattr(judged, c) for c in RESULT_COLUMNS if hasattr(judged, c)})
             rows.append(row)
@@ -596,10 +626,21 @@ def _frame(rows: list[dict[str, Any]], keys: Sequence[str]) -> pd.DataFrame:
             floats = [math.nan if v is None or _missing(v) else float(v) for v in values]
             data[column] = pd.Series(floats, dtype="Float64").mask(np.isnan(floats)).array
         else:
-            data[column] = pd.array([None if _missing(v) else v for v in values])
+            data[column] = _key_array([None if _missing(v) else v for v in values])
     frame = pd.DataFrame(data, columns=columns)
     frame["reason"] = frame["reason"].fillna("")
     return frame
+
+
+def _key_array(values: list[Any]) -> Any:
+    """A key column: whole numbers as ``Int64`` (one side may hold 4096, the other 4096.0), else as pandas infers."""
+    numbers = [v for v in values if v is not None]
+    if numbers and all(
+        isinstance(v, int | float | np.number) and not isinstance(v, bool | np.bool_) for v in numbers
+    ):
+        if all(float(v).is_integer() for v in numbers):
+            return pd.array([None if v is None else int(v) for v in values], dtype="Int64")
+    return pd.array(values)
 
 
 def _missing(value: object) -> bool:
