@@ -46,15 +46,23 @@ def _draw(axis: Axes, rows: pd.DataFrame, labels: Sequence[str], metric: str, mi
     band = (1 / (1 + min_effect), 1 + min_effect)
     axis.axvspan(*band, color="0.88", zorder=0, label=f"within ±{min_effect:.0%} (minimum effect)")
     axis.axvline(1.0, color="0.35", linewidth=1, zorder=1)
+    finite = [v for v in (*ratio, *low, *high, *band) if math.isfinite(v) and v > 0]
+    lo, hi = min(finite), max(finite)
+    wide = hi / lo > 1.5
+    left, right = lo / 1.08 ** (1 + wide), hi * 1.08 ** (2 + wide)
+    axis.set_xscale("log")
+    axis.set_xlim(left, right)
     for index in range(len(rows)):
         if not math.isfinite(ratio[index]) or ratio[index] <= 0:
             continue
         colour = VERDICT_COLOURS.get(verdicts[index], UNTESTED)
-        bounded = math.isfinite(low[index]) and math.isfinite(high[index]) and low[index] > 0
+        bounded = math.isfinite(low[index]) and math.isfinite(high[index])
+        # a lower end at 0 cannot sit on a log axis: the bar runs off the left edge
+        start = max(low[index], left) if bounded else ratio[index]
         axis.errorbar(
             ratio[index],
             y[index],
-            xerr=[[ratio[index] - low[index]], [high[index] - ratio[index]]] if bounded else None,
+            xerr=[[ratio[index] - start], [high[index] - ratio[index]]] if bounded else None,
             fmt="o",
             color=colour,
             markerfacecolor=colour if verdicts[index] else "white",
@@ -73,10 +81,6 @@ def _draw(axis: Axes, rows: pd.DataFrame, labels: Sequence[str], metric: str, mi
             fontsize=st.SMALL,
             va="bottom",
         )
-    finite = [v for v in (*ratio, *low, *high, *band) if math.isfinite(v) and v > 0]
-    lo, hi = min(finite), max(finite)
-    axis.set_xscale("log")
-    axis.set_xlim(lo / 1.08 ** (1 + (hi / lo > 1.5)), hi * 1.08 ** (2 + (hi / lo > 1.5)))
     axis.xaxis.set_major_locator(FixedLocator(_ticks(*axis.get_xlim())))
     axis.xaxis.set_minor_locator(NullLocator())
     axis.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
@@ -93,7 +97,8 @@ def ratios(
 ) -> Figure:
     """Each point's ratio B/A with its 95 % CI, one panel per metric, coloured by verdict.
 
-    Points sit on a log scale (×2 and ×½ equally far from 1); the grey band is
+    Points sit on a log scale (×2 and ×½ equally far from 1; an interval reaching 0
+    runs off the left edge); the grey band is
     the minimum effect around 1, inside which no change counts. Green: better,
     red: worse, grey: no change, hollow: not tested (fewer than two repeats).
     Points that ran on one side only are left out.

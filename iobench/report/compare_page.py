@@ -179,7 +179,7 @@ def comparison_rows(comparison: pd.DataFrame) -> Rows:
                 a=metric_value(str(row["metric"]), row["a_mean"]),
                 b=metric_value(str(row["metric"]), row["b_mean"]),
                 ratio="–" if ratio is None else f"{ratio:.3f}",
-                ci="–" if low is None or high is None else f"{low:.3f}–{high:.3f}",
+                ci="–" if low is None or high is None else f"{low:.3f} – {high:.3f}",
                 change=_change(ratio),
                 p=_p_text(row["p_value"]),
                 verdict=UNTESTED if verdict is None or verdict is pd.NA else str(verdict),

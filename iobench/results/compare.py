@@ -13,7 +13,7 @@ column                     meaning
 ``ratio``                  ``b_mean / a_mean``
 ``ratio_ci_low/high``      95 % confidence interval of the ratio: Fieller's, with Welch's
                            degrees of freedom, so it excludes 1 exactly when Welch's test
-                           is significant at 5 %
+                           is significant at 5 % (the lower end clipped at 0)
 ``p_value``                Welch's t-test of the repeats (``scipy.stats.ttest_ind``,
                            ``equal_var=False``); NA below two repeats on a side
 ``verdict``                ``better`` / ``worse`` / ``no change`` (:data:`VERDICTS`); NA when
@@ -335,6 +335,7 @@ def judge(
             p = float(stats.ttest_ind(y, x, equal_var=False).pvalue)
         dof = (va + vb) ** 2 / ((va**2 / (na - 1) if va else 0.0) + (vb**2 / (nb - 1) if vb else 0.0))
         low, high = _fieller(am, bm, va, vb, float(stats.t.ppf(1 - ALPHA / 2, dof)))
+        low = max(low, 0.0) if math.isfinite(low) else low  # every judged metric is >= 0, so is the ratio
         if math.isnan(low) and math.isfinite(ratio):
             notes.append("A's mean is not clear of zero: the CI is unbounded")
     effect = _effect(am, bm)
@@ -709,7 +710,7 @@ def _facts(side: _Side) -> dict[str, str]:
     if nodes:
         facts["NUMA nodes"] = str(len(nodes))
     for number, target in enumerate(machine.get("targets") or [], 1):
-        facts[f"target {number}"] = _text(target.get("path"))
+        facts[f"target {number} path"] = _text(target.get("path"))
         disks = target.get("disks") or []
         for key, label in _DISK:
             if any(d.get(key) is not None for d in disks):
