@@ -216,6 +216,15 @@ def test_points_are_matched_by_parameters_and_one_sided_points_are_listed() -> N
     assert text.only_a == ["bs=8192"] and text.only_b == ["bs=16384"]
 
 
+def test_repeats_that_did_not_settle_are_noted() -> None:
+    a = tidy([({}, {"iops": [100.0, 101.0, 99.0]})]).assign(steady=[True, False, True])
+    b = tidy([({}, {"iops": [200.0, 202.0, 198.0]})]).assign(steady=True)
+    got = row(iobench.compare(a, b))
+    assert got["verdict"] == "better"
+    assert got["reason"] == "1 of 3 repeats of A not steady"
+    assert row(iobench.compare(b, b))["reason"] == ""
+
+
 def test_means_come_from_point_totals() -> None:
     # Two jobs per point: the point's IOPS is their sum (fio's group), not their mean.
     frame = tidy([({}, {"iops": [100.0, 110.0, 90.0]})])

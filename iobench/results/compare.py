@@ -19,7 +19,8 @@ column                     meaning
 ``verdict``                ``better`` / ``worse`` / ``no change`` (:data:`VERDICTS`); NA when
                            nothing can be judged (a point on one side only, a side without
                            a value, fewer than two repeats)
-``reason``                 why a verdict is NA or a significant change is ``no change``
+``reason``                 why a verdict is NA or a significant change is ``no change``;
+                           repeats that did not reach steady state (``steady`` false)
 =========================  ==================================================================
 
 The verdict rule (docs/compare.md): a change is ``better`` or ``worse`` when
@@ -514,6 +515,8 @@ class _Group:
     values: dict[str, object]
     points: list[object]
     repeats: dict[str, Repeats]
+    unsteady: int = 0
+    counted: int = 0
 
 
 def _groups(side: _Side, keys: Sequence[str], metrics: Sequence[str]) -> dict[tuple[str, ...], _Group]:
@@ -539,7 +542,9 @@ def _groups(side: _Side, keys: Sequence[str], metrics: Sequence[str]) -> dict[tu
             repeats[metric] = Repeats(
                 values[~np.isnan(values)], float(stats[f"{metric}_mean"]), float(stats[f"{metric}_std"])
             )
-        out[text] = _Group({k: first[k] for k in keys}, points, repeats)
+        steady = rows["steady"].astype("boolean") if "steady" in rows else pd.Series(dtype="boolean")
+        unsteady = int(steady.eq(False).fillna(False).sum())
+        out[text] = _Group({k: first[k] for k in keys}, points, repeats, unsteady, int(steady.notna().sum()))
     return out
 
 
@@ -603,6 +608,12 @@ def _rows(
                     ga.repeats[metric], gb.repeats[metric], direction=DIRECTION[metric], min_effect=min_effect
                 )
                 row.update({c: getattr(judged, c) for c in RESULT_COLUMNS if hasattr(judged, c)})
+                settling = [
+                    f"{g.unsteady} of {g.counted} repeats of {name} not steady"
+                    for name, g in ((_A, ga), (_B, gb))
+                    if g.unsteady
+                ]
+                row["reason"] = "; ".join(filter(None, [row["reason"], *settling]))
             rows.append(row)
     return rows
 
