@@ -260,7 +260,9 @@ def timeline(
     latest = float(windows.loc[windows["point"].isin(chosen), "t_s"].max())
     grid[0][0].set_xlim(earliest, latest + 0.03 * (latest - earliest))
     _legend(fig, timing, found)
-    notes = [n for n in (note, "hollow markers: windows not every job logged") if n]
+    shown = windows[windows["point"].isin(chosen)]
+    partial = "hollow markers: windows not every job logged" if not shown["complete"].all() else ""
+    notes = [n for n in (note, partial) if n]
     st.finish(
         fig,
         series,
@@ -279,7 +281,23 @@ def _legend(fig: Figure, timing: dict[tuple[int, int], dict[str, Any]], found: p
         axis.plot([], [], color=RAMP_COLOUR, linewidth=8, label="ramp_time (not logged)")
     if any(float(t.get("steadystate_ramp_s") or 0) > 0 for t in timing.values()):
         axis.plot([], [], color=SS_RAMP_COLOUR, linewidth=8, label="steadystate_ramp_time")
-    if found is not None and found["judged_from_s"].notna().any():
-        axis.plot([], [], color=JUDGED_COLOURS[True], linewidth=8, label="judged: steady")
-        if found["steady"].eq(False).fillna(False).any():
-            axis.plot([], [], color=JUDGED_COLOURS[False], linewidth=8, label="judged: not steady")
+    spans = found[found["judged_from_s"].notna()] if found is not None else pd.DataFrame({"steady": []})
+    for verdict, text in ((True, "judged: steady"), (False, "judged: not steady")):
+        if spans["steady"].astype("boolean").eq(verdict).fillna(False).any():
+            axis.plot([], [], color=JUDGED_COLOURS[verdict], linewidth=8, label=text)
+
+
+def unsteady_points(frame: pd.DataFrame) -> list[int]:
+    """The points of a tidy frame with a repeat judged not steady (``steady`` false), in order."""
+    if "steady" not in frame or "point" not in frame:
+        return []
+    bad = frame[frame["steady"].astype("boolean").eq(False).fillna(False)]
+    return sorted({int(p) for p in bad["point"].dropna()})
+
+
+def unsteady_timeline(run: str | os.PathLike[str], frame: pd.DataFrame) -> Figure | None:
+    """The :func:`timeline` of the points of ``frame`` (the run's tidy frame) that were not steady, if any."""
+    points = unsteady_points(frame)
+    if not points:
+        return None
+    return timeline(run, points=points[:MAX_POINTS])

@@ -11,15 +11,22 @@ Two sources, one column:
 2. **The time series** otherwise (:func:`iobench.timeseries`): the point's
    IOPS per window (its jobs and directions summed,
    :func:`iobench.results.points.window_totals`; bandwidth where there is no
-   IOPS log), over the last :data:`LAST_WINDOWS` windows that every job logged.
-   The criterion is the SNIA Solid State Storage Performance Test
-   Specification's steady-state test, with fio's windows as its rounds:
+   IOPS log), over the last :data:`LAST_WINDOWS` windows that every job logged
+   (SNIA's steady-state test judges five rounds; here a round is one of fio's
+   windows). Steady when both hold:
 
-   - *excursion*: ``(max - min) / mean`` of the judged windows at most
-     :data:`MAX_EXCURSION` (20 %);
-   - *drift*: the least-squares line through them changes by at most
-     :data:`MAX_DRIFT` (10 %) of the mean from the first judged window to the
-     last (``|slope| × span / mean``).
+   - *level*: the mean of each pair of consecutive judged windows lies within
+     ±:data:`MAX_DEVIATION` (20 %) of the median of those means. Pairs, because
+     a window that a busy host slowed down is repaid in the next one (fio's
+     rate limiter catches up, a queue drains): the pair's mean is unmoved,
+     while a change that lasts moves the pairs it spans by at least half of
+     its size.
+   - *trend*, judged over :data:`TREND_WINDOWS` (5) windows or more: the
+     least-squares line through the judged windows changes by at most
+     :data:`MAX_DRIFT` (10 %) of their median across them, or its slope is not
+     significant (``|t| <`` Student's t at 97.5 %, ``n - 2`` degrees of
+     freedom): noise does not make a trend, and three or four windows cannot
+     tell one from it.
 
    Fewer than :data:`MIN_WINDOWS` complete windows cannot be judged: ``steady``
    is NA and the reason says why (the run was shorter than three windows of
@@ -27,7 +34,7 @@ Two sources, one column:
 
 ``steady`` is NA for points that did not finish ``ok`` and for points without
 logs (runs made before iobench asked fio for them). docs/timeseries.md
-explains the choices.
+explains the choices and shows what a busy host does to fio's windows.
 """
 
 from __future__ import annotations
@@ -37,10 +44,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from iobench.results.fioout import detect
-from iobench.results.points import FIO_STEADY, window_totals
+from iobench.results.points import FIO_STEADY, t975, window_totals
 from iobench.results.timeseries import RunLogs, read_run_logs, run_dir_of
 from iobench.store.rundir import RunDir
 
@@ -48,10 +56,12 @@ from iobench.store.rundir import RunDir
 LAST_WINDOWS = 5
 #: Below this many complete windows a point × repeat is not judged.
 MIN_WINDOWS = 3
-#: Largest ``(max - min) / mean`` of the judged windows' IOPS for a steady point.
-MAX_EXCURSION = 0.20
-#: Largest change of the fitted line across the judged windows, relative to their mean.
+#: Largest distance of a pair of windows' mean from the median of those means, relative to it.
+MAX_DEVIATION = 0.20
+#: Largest change of a significant fitted line across the judged windows, relative to their median.
 MAX_DRIFT = 0.10
+#: The trend is judged only over this many windows or more.
+TREND_WINDOWS = 5
 NO_LOGS = "no fio logs in the point directory (a run made before iobench wrote them)"
 #: The verdict frame's columns.
 VERDICT_COLUMNS: tuple[str, ...] = (
@@ -78,7 +88,7 @@ def judge_windows(
     *,
     last: int = LAST_WINDOWS,
     min_windows: int = MIN_WINDOWS,
-    max_excursion: float = MAX_EXCURSION,
+    max_deviation: float = MAX_DEVIATION,
     max_drift: float = MAX_DRIFT,
 ) -> pd.DataFrame:
     """Judge each point × repeat from its window totals (the criterion of the module docstring).
@@ -88,10 +98,11 @@ def judge_windows(
     windows : pandas.DataFrame
         :func:`iobench.results.points.window_totals` of a time series.
     timing : pandas.DataFrame, optional
-        Per point × repeat ``window_s`` (``log_avg_msec``), to word the reasons;
-        every point × repeat in it gets a row, judged or not.
-    last, min_windows, max_excursion, max_drift
-        The criterion's settings (module constants by default).
+        Per point × repeat ``window_s`` (``log_avg_msec``), to word the reasons
+        and place the judged span; every point × repeat in it gets a row,
+        judged or not.
+    last, min_windows, max_deviation, max_drift
+        The criterion's settings (the module's constants by default).
 
     Returns
     -------
@@ -101,61 +112,28 @@ def judge_windows(
         the first judged window, to ``judged_to_s``, the end of the last).
     """
     keys = ["point", "repeat"]
-    rows: list[dict[str, Any]] = []
     metric = "iops" if "iops" in windows else "bw_bytes" if "bw_bytes" in windows else None
-    window_s = {}
+    window_s: dict[tuple[int, int], float] = {}
     if timing is not None and not timing.empty:
         window_s = {
             (int(p), int(r)): float(w)
-            for p, r, w in timing[["point", "repeat", "window_s"]].itertuples(index=False)
+            for p, r, w in zip(timing["point"], timing["repeat"], timing["window_s"], strict=True)
         }
-    seen: set[tuple[int, int]] = set()
+    rows: list[dict[str, Any]] = []
     if metric is not None and not windows.empty:
-        usable = windows[windows["complete"].astype(bool) & windows[metric].notna()].sort_values(
-            [*keys, "window"]
-        )
-        rank = usable.groupby(keys, sort=False).cumcount(ascending=False)
-        judged = usable[rank < last]
-        y = judged[metric].astype(float)
-        x = judged["t_s"].astype(float)
-        frame = pd.DataFrame({"point": judged["point"], "repeat": judged["repeat"], "x": x, "y": y})
-        frame["xy"], frame["xx"] = x * y, x * x
-        sums = frame.groupby(keys, sort=True).agg(
-            n=("y", "size"),
-            sx=("x", "sum"),
-            sy=("y", "sum"),
-            sxy=("xy", "sum"),
-            sxx=("xx", "sum"),
-            lo=("y", "min"),
-            hi=("y", "max"),
-            x0=("x", "min"),
-            x1=("x", "max"),
-        )
-        sizes = usable.groupby(keys, sort=True).size()
-        counted = {
-            (int(p), int(r)): int(n)
-            for p, r, n in zip(
-                sizes.index.get_level_values(0),
-                sizes.index.get_level_values(1),
-                sizes.to_numpy(),
-                strict=True,
-            )
-        }
-        for (point, repeat), s in zip(sums.index.tolist(), (row for _, row in sums.iterrows()), strict=True):
-            key = (int(point), int(repeat))
-            seen.add(key)
+        usable = windows[windows["complete"].astype(bool) & windows[metric].notna()]
+        usable = usable.sort_values([*keys, "window"])
+        for names, group in usable.groupby(keys, sort=True):
+            point, repeat = (int(v) for v in np.asarray(names, dtype=np.int64))
+            key = (point, repeat)
+            x = group["t_s"].to_numpy(dtype=float)[-last:]
+            y = group[metric].to_numpy(dtype=float, na_value=np.nan)[-last:]
             rows.append(
                 _verdict(
-                    key,
-                    s,
-                    counted.get(key, 0),
-                    metric,
-                    window_s.get(key),
-                    min_windows,
-                    max_excursion,
-                    max_drift,
+                    key, x, y, len(group), metric, window_s.get(key), min_windows, max_deviation, max_drift
                 )
             )
+    seen = {(r["point"], r["repeat"]) for r in rows}
     for key in sorted(set(window_s) - seen):
         rows.append(_unjudged(key, 0, window_s[key], min_windows, metric))
     return _typed(pd.DataFrame(rows, columns=list(VERDICT_COLUMNS)))
@@ -182,45 +160,65 @@ def _unjudged(
     }
 
 
+def _trend(x: np.ndarray, y: np.ndarray) -> tuple[float, bool]:
+    """The least-squares slope of ``y`` over ``x``, and whether it is significant at 95 % (two-sided)."""
+    dx = x - x.mean()
+    sxx = float(dx @ dx)
+    if sxx <= 0:
+        return 0.0, False
+    slope = float(dx @ (y - y.mean())) / sxx
+    residual = y - y.mean() - slope * dx
+    if len(x) < 3:
+        return slope, False
+    variance = float(residual @ residual) / (len(x) - 2)
+    if variance <= 0:
+        return slope, slope != 0
+    return slope, abs(slope) / math.sqrt(variance / sxx) > t975(len(x) - 2)
+
+
 def _verdict(
     key: tuple[int, int],
-    s: pd.Series,
+    x: np.ndarray,
+    y: np.ndarray,
     complete: int,
     metric: str,
     window: float | None,
     min_windows: int,
-    max_excursion: float,
+    max_deviation: float,
     max_drift: float,
 ) -> dict[str, Any]:
-    n = int(s["n"])
+    n = len(y)
     if n < min_windows:
         return _unjudged(key, complete, window, min_windows, metric)
-    mean = s["sy"] / n
     name = "IOPS" if metric == "iops" else "bandwidth"
     # A window's time stamp is its end: the judged span begins one window before the first.
-    begin = float(s["x0"]) - (window or 0.0)
-    base = {
-        "point": key[0],
-        "repeat": key[1],
-        "judged_from_s": max(0.0, begin),
-        "judged_to_s": float(s["x1"]),
-    }
-    if not mean > 0:
+    begin = max(0.0, float(x[0]) - (window or 0.0))
+    base = {"point": key[0], "repeat": key[1], "judged_from_s": begin, "judged_to_s": float(x[-1])}
+    pairs = (y[1:] + y[:-1]) / 2
+    centre = float(np.median(pairs))
+    if not centre > 0:
         return {**base, "steady": None, "steady_reason": f"no I/O in the last {n} windows"}
-    denominator = n * s["sxx"] - s["sx"] ** 2
-    slope = (n * s["sxy"] - s["sx"] * s["sy"]) / denominator if denominator > 0 else 0.0
-    excursion = (s["hi"] - s["lo"]) / mean
-    drift = abs(slope) * (s["x1"] - s["x0"]) / mean
+    deviation = float(np.max(np.abs(pairs - centre))) / centre
+    slope, significant = _trend(x, y)
+    drift = abs(slope) * float(x[-1] - x[0]) / centre
+    judged = n >= TREND_WINDOWS
     size = f" of {_secs(window)}" if window else ""
     over = f"over the last {n} windows{size}"
-    if excursion > max_excursion:
-        reason = f"{name} varied {_pct(excursion)} (max − min; limit {_pct(max_excursion)}) {over}"
+    if deviation > max_deviation:
+        reason = (
+            f"{name} moved {_pct(deviation)} from its median (means of window pairs; "
+            f"limit {_pct(max_deviation)}) {over}"
+        )
         return {**base, "steady": False, "steady_reason": reason}
-    if drift > max_drift:
+    if judged and significant and drift > max_drift:
         trend = "rose" if slope > 0 else "fell"
-        reason = f"{name} {trend} {_pct(drift)} along the fitted line (limit {_pct(max_drift)}) {over}"
+        reason = f"{name} {trend} {_pct(drift)} along a significant trend (limit {_pct(max_drift)}) {over}"
         return {**base, "steady": False, "steady_reason": reason}
-    reason = f"{name} within {_pct(excursion)} (max − min), drift {_pct(drift)} {over}"
+    if not judged:
+        trend_text = f"trend not judged (fewer than {TREND_WINDOWS} windows)"
+    else:
+        trend_text = f"trend {_pct(drift)}" + ("" if significant else " (not significant)")
+    reason = f"{name} within {_pct(deviation)} of its median (means of window pairs), {trend_text} {over}"
     return {**base, "steady": True, "steady_reason": reason}
 
 
@@ -307,6 +305,9 @@ def verdicts(run: str | os.PathLike[str] | RunDir | Any, logs: RunLogs | None = 
         (int(r["point"]), int(r["repeat"])): {str(k): v for k, v in r.items()}
         for r in judged.to_dict("records")
     }
+    rates = logs.series[logs.series["metric"].isin(["iops", "bw_bytes"])]
+    ends = rates.groupby(["point", "repeat"])["t_s"].max()
+    last = {(int(p), int(r)): float(t) for (p, r), t in zip(ends.index.tolist(), ends.tolist(), strict=True)}
     rows: list[dict[str, Any]] = []
     for (point_dir, meta), timing in zip(logs.points, logs.timing.to_dict("records"), strict=True):
         key = (int(meta["point"]), int(meta["repeat"]))
@@ -319,6 +320,9 @@ def verdicts(run: str | os.PathLike[str] | RunDir | Any, logs: RunLogs | None = 
         }
         if found is not None:
             row.update(steady=found[0], steady_reason=found[1])
+            if key in last:  # fio judged the rolling window that ended when the job did
+                duration = float(timing["steadystate_s"])
+                row.update(judged_from_s=max(0.0, last[key] - duration), judged_to_s=last[key])
         elif key not in has_logs:
             row.update(steady=None, steady_reason=NO_LOGS)
         else:

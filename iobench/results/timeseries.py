@@ -269,18 +269,29 @@ def _width(data: bytes) -> int:
 def _one_file(path: Path, data: bytes) -> pd.DataFrame:
     """One log, parsed on its own: to say which file and line are wrong."""
     data = b"".join(line + b"\n" for line in data.splitlines() if line.strip())
-    widths = {line.count(b",") + 1 for line in data.splitlines()}
+    width = max([line.count(b",") + 1 for line in data.splitlines()] + [4])
     try:
-        table = _table(data, max(widths | {4}))
+        text = pd.read_csv(
+            io.BytesIO(data),
+            header=None,
+            names=list(range(width)),
+            usecols=[0, 1, 2],
+            dtype=str,
+            skipinitialspace=True,
+            engine="c",
+        )
     except (ValueError, pd.errors.ParserError) as exc:
         raise ResultsError(
             f"{path}: not a fio log (expected lines `time_ms, value, ddir, bs, ...`): {exc}"
         ) from None
-    bad = table.isna().any(axis=1).to_numpy()
+    table = text.apply(pd.to_numeric, errors="coerce")
+    whole = table[[0, 2]].notna().all(axis=1) & (table[[0, 2]].fillna(0) % 1 == 0).all(axis=1)
+    bad = (table.isna().any(axis=1) | ~whole).to_numpy()
     if bad.any():
         line = int(np.flatnonzero(bad)[0]) + 1
         raise ResultsError(f"{path}:{line}: not a fio log line (expected `time_ms, value, ddir, bs, ...`)")
-    return table
+    typed: pd.DataFrame = table.astype(_DTYPES)
+    return typed
 
 
 def _read_lines(files: list[_File]) -> tuple[np.ndarray, pd.DataFrame]:
