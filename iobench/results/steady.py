@@ -123,14 +123,18 @@ def judge_windows(
     if metric is not None and not windows.empty:
         usable = windows[windows["complete"].astype(bool) & windows[metric].notna()]
         usable = usable.sort_values([*keys, "window"])
-        for names, group in usable.groupby(keys, sort=True):
-            point, repeat = (int(v) for v in np.asarray(names, dtype=np.int64))
-            key = (point, repeat)
-            x = group["t_s"].to_numpy(dtype=float)[-last:]
-            y = group[metric].to_numpy(dtype=float, na_value=np.nan)[-last:]
+        points = usable["point"].to_numpy(dtype=np.int64)
+        repeats = usable["repeat"].to_numpy(dtype=np.int64)
+        times = usable["t_s"].to_numpy(dtype=float)
+        values = usable[metric].to_numpy(dtype=float, na_value=np.nan)
+        change = (points[1:] != points[:-1]) | (repeats[1:] != repeats[:-1])
+        starts = np.flatnonzero(np.r_[True, change]) if len(points) else np.array([], dtype=np.int64)
+        for start, end in zip(starts.tolist(), [*starts[1:].tolist(), len(points)], strict=True):
+            key = (int(points[start]), int(repeats[start]))
+            x, y = times[start:end][-last:], values[start:end][-last:]
             rows.append(
                 _verdict(
-                    key, x, y, len(group), metric, window_s.get(key), min_windows, max_deviation, max_drift
+                    key, x, y, end - start, metric, window_s.get(key), min_windows, max_deviation, max_drift
                 )
             )
     seen = {(r["point"], r["repeat"]) for r in rows}
@@ -295,17 +299,19 @@ def verdicts(run: str | os.PathLike[str] | RunDir | Any, logs: RunLogs | None = 
     logs = logs if logs is not None else read_run_logs(run_dir)
     if not logs.points:
         return _typed(pd.DataFrame(columns=list(VERDICT_COLUMNS)))
-    judged = judge_windows(window_totals(logs.series), logs.timing)
+    series = logs.series
+    # Only the throughput is judged: the other logs need not be combined.
+    rate = "iops" if series["metric"].eq("iops").any() else "bw_bytes"
+    judged = judge_windows(window_totals(series[series["metric"].eq(rate)]), logs.timing)
+    present = series[["point", "repeat"]].drop_duplicates()
     has_logs = set(
-        zip(
-            logs.series["point"].astype(int).tolist(), logs.series["repeat"].astype(int).tolist(), strict=True
-        )
+        zip(present["point"].astype(int).tolist(), present["repeat"].astype(int).tolist(), strict=True)
     )
     by_key: dict[tuple[int, int], dict[str, Any]] = {
         (int(r["point"]), int(r["repeat"])): {str(k): v for k, v in r.items()}
         for r in judged.to_dict("records")
     }
-    rates = logs.series[logs.series["metric"].isin(["iops", "bw_bytes"])]
+    rates = series[series["metric"].eq(rate)]
     ends = rates.groupby(["point", "repeat"])["t_s"].max()
     last = {(int(p), int(r)): float(t) for (p, r), t in zip(ends.index.tolist(), ends.tolist(), strict=True)}
     rows: list[dict[str, Any]] = []
