@@ -60,6 +60,7 @@ def make_run(
             "values": spec.get("values", {}),
             "processes": [
                 {
+                    "argv": ["fio", "--output=fio.json", "job.fio"],
                     "jobfile_name": "job.fio",
                     "output": "fio.json",
                     "sections": sections,

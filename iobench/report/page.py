@@ -33,6 +33,7 @@ from iobench.errors import ResultsError, RunStorageError
 from iobench.plots.files import save_figure_file
 from iobench.results.points import parameter_columns, summarize
 from iobench.results.rundir import load
+from iobench.store.records import Manifest
 from iobench.store.rundir import RunDir, remedy, replacing, storage
 
 PAGE_DPI = 110
@@ -151,7 +152,7 @@ def render_page(
         title=run.path.name,
         description=_description(manifest, matrix_text),
         counts=_counts(manifest, frame),
-        when=" → ".join(str(manifest[k]) for k in ("started", "finished") if manifest.get(k)),
+        when=" → ".join(str(when) for when in (manifest.started, manifest.finished) if when),
         figures=list(figures),
         summary=_summary_table(summarize(frame) if summary is None else summary),
         problems=_problems(frame),
@@ -173,15 +174,15 @@ def _template() -> jinja2.Template:
     return environment.get_template("report.html.j2")
 
 
-def _description(manifest: dict[str, Any], matrix_text: str) -> str:
+def _description(manifest: Manifest, matrix_text: str) -> str:
     for line in matrix_text.splitlines():
         if line.startswith("description:"):
             return line.partition(":")[2].strip()
-    return str(manifest.get("name") or "")
+    return manifest.name
 
 
-def _counts(manifest: dict[str, Any], frame: pd.DataFrame) -> list[tuple[str, int]]:
-    counts = manifest.get("counts") or {}
+def _counts(manifest: Manifest, frame: pd.DataFrame) -> list[tuple[str, int]]:
+    counts = manifest.counts
     if not counts and "status" in frame:
         per_point = frame.drop_duplicates(["point", "repeat"])["status"]
         counts = {str(k): int(v) for k, v in per_point.value_counts().items()}
@@ -264,8 +265,8 @@ def _unsteady(frame: pd.DataFrame) -> list[tuple[str, str, str, str]]:
     ]
 
 
-def _machine_rows(manifest: dict[str, Any]) -> list[tuple[str, str]]:
-    machine = manifest.get("machine") or {}
+def _machine_rows(manifest: Manifest) -> list[tuple[str, str]]:
+    machine = manifest.machine.facts()
     fields = (
         ("host", "host"),
         ("kernel", "kernel"),
@@ -297,8 +298,8 @@ def _cpus(cpus: Sequence[int]) -> str:
     return format_cpulist(tuple(cpus)) or "–"
 
 
-def _target_rows(manifest: dict[str, Any]) -> list[tuple[str, str, str, str]]:
-    targets = (manifest.get("machine") or {}).get("targets") or []
+def _target_rows(manifest: Manifest) -> list[tuple[str, str, str, str]]:
+    targets = manifest.machine.targets
     rows = []
     for target in targets:
         disks = target.get("disks") or []

@@ -404,7 +404,7 @@ def _open(source: Source, name: str) -> _Side:
 
 def _manifest(run: RunDir) -> Mapping[str, Any]:
     """The manifest as a mapping: the one place this module reads it."""
-    return dict(run.manifest())
+    return run.manifest().model_dump(mode="json")
 
 
 def _matrix_data(run: RunDir) -> Mapping[str, Any]:

@@ -227,7 +227,8 @@ def read_run_logs(run: RunDir) -> RunLogs:
     files: list[_File] = []
     rows: list[dict[str, Any]] = []
     points: list[tuple[Path, dict[str, Any]]] = []
-    for point_dir, meta in run.point_metas():
+    for point_dir, record in run.point_metas():
+        meta = record.model_dump(mode="json")
         if meta.get("status") != "ok":
             continue
         options = job_options(point_dir, meta)
@@ -407,7 +408,7 @@ def _with_params(series: pd.DataFrame, logs: RunLogs) -> pd.DataFrame:
     """Add each point's parameter columns (its matrix axes, as in the tidy frame)."""
     if series.empty:
         return series
-    values = [meta.get("values") or {} for _, meta in logs.points]
+    values = [meta.get("params") or {} for _, meta in logs.points]
     axes = list(dict.fromkeys(a for v in values for a in v if a not in PLACEMENT))
     if not axes:
         return series
@@ -438,7 +439,7 @@ def series_frame(logs: RunLogs, run: RunDir | None = None) -> pd.DataFrame:
     series = _with_params(logs.series, logs)
     series.attrs["timing"] = logs.timing.to_dict("records")
     if run is not None:
-        machine = run.manifest().get("machine") or {}
+        machine = run.manifest().machine.facts()
         series.attrs["machine"] = {k: machine.get(k) for k in ("host", "cpu_model", "kernel", "fio_version")}
     return series
 
