@@ -74,7 +74,13 @@ def _run_dir(base: Path, template: Path, points: int) -> Path:
             "params": {"iodepth": point},
             "values": {"iodepth": point},
             "processes": [
-                {"jobfile_name": "job.fio", "output": "fio.json", "sections": ["bench"], "targets": ["/x"]}
+                {
+                    "argv": ["fio", "--output-format=json+", "--output=fio.json", "job.fio"],
+                    "jobfile_name": "job.fio",
+                    "output": "fio.json",
+                    "sections": ["bench"],
+                    "targets": ["/x"],
+                }
             ],
         }
         (where / "meta.json").write_text(json.dumps(meta))
@@ -137,7 +143,9 @@ def main() -> None:
                 count = sum(len(r) for r in result)
             elif hasattr(result, "series"):
                 count = len(result.series)
-            print(f"| {name} | {seconds * 1000 / args.points:.2f} | {args.points / seconds:,.0f} | {count:,} |")
+            print(
+                f"| {name} | {seconds * 1000 / args.points:.2f} | {args.points / seconds:,.0f} | {count:,} |"
+            )
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from iobench.plots.timeline import JUDGED_COLOURS, timeline, unsteady_points
 from iobench.report.page import write_report
 from iobench.results.points import summarize, window_totals
 from iobench.results.steady import MAX_DEVIATION, MAX_DRIFT, fio_verdict, judge_windows, verdicts
+from iobench.store.records import PointMeta, ProcessRecord
 
 GOLDEN = Path(__file__).parent / "data" / "fio" / "fio-3.33" / "read.json"
 runner = CliRunner()
@@ -135,7 +136,8 @@ def test_window_totals_sum_jobs_and_weigh_latency_by_iops() -> None:
 
 def test_fio_s_steadystate_json_gives_the_verdict(tmp_path: Path) -> None:
     """fio 3.33, group_reporting: group 'attained' reached iops:5 %, group 'missed' (iops:0) never can."""
-    meta = {"processes": [{"output": "fio.json"}]}
+    process = ProcessRecord(argv=["fio"], jobfile_name="job.fio", output="fio.json", targets=[], sections=[])
+    meta = PointMeta(key="0001-r1", point=1, repeat=1, params={}, status="ok", processes=[process])
     attained = tmp_path / "a"
     attained.mkdir()
     document = json.loads((DATA / "steadystate" / "fio.json").read_text())

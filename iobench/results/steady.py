@@ -50,6 +50,7 @@ import pandas as pd
 from iobench.results.fioout import detect
 from iobench.results.points import FIO_STEADY, t975, window_totals
 from iobench.results.timeseries import RunLogs, read_run_logs, run_dir_of
+from iobench.store.records import PointMeta
 from iobench.store.rundir import RunDir
 
 #: Judge the last this many complete windows (fewer when the run has fewer).
@@ -226,7 +227,7 @@ def _verdict(
     return {**base, "steady": True, "steady_reason": reason}
 
 
-def fio_verdict(point_dir: Path, meta: dict[str, Any]) -> tuple[bool | None, str] | None:
+def fio_verdict(point_dir: Path, meta: PointMeta) -> tuple[bool | None, str] | None:
     """fio's steady-state verdict of one point × repeat, or None when fio reported none.
 
     Parameters
@@ -242,7 +243,7 @@ def fio_verdict(point_dir: Path, meta: dict[str, Any]) -> tuple[bool | None, str
         Whether every job (or group) that fio judged attained steady state,
         and the reason naming fio's criterion and the value it reached.
     """
-    outputs = [p.get("output") for p in meta.get("processes") or [] if p.get("output")]
+    outputs = [p.output for p in meta.processes if p.output]
     entries: list[dict[str, Any]] = []
     for name in outputs:
         try:
@@ -316,7 +317,7 @@ def verdicts(run: str | os.PathLike[str] | RunDir | Any, logs: RunLogs | None = 
     last = {(int(p), int(r)): float(t) for (p, r), t in zip(ends.index.tolist(), ends.tolist(), strict=True)}
     rows: list[dict[str, Any]] = []
     for (point_dir, meta), timing in zip(logs.points, logs.timing.to_dict("records"), strict=True):
-        key = (int(meta["point"]), int(meta["repeat"]))
+        key = (meta.point, meta.repeat)
         found = fio_verdict(point_dir, meta) if float(timing["steadystate_s"]) > 0 else None
         row: dict[str, Any] = {
             "point": key[0],

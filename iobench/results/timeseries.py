@@ -62,6 +62,7 @@ from iobench.errors import ResultsError
 from iobench.matrix.units import parse_seconds
 from iobench.planner.timelogs import DEFAULT_LOG_AVG_MSEC, LOG_FILE
 from iobench.results.points import PLACEMENT
+from iobench.store.records import PointMeta
 from iobench.store.rundir import RunDir
 
 #: The long frame's columns before the parameter columns.
@@ -126,7 +127,7 @@ def _seconds(text: str | None) -> float:
         return float("nan")
 
 
-def job_options(point_dir: Path, meta: dict[str, Any]) -> dict[str, str]:
+def job_options(point_dir: Path, meta: PointMeta) -> dict[str, str]:
     """The ``[global]`` options of a point's (first) job file, as iobench wrote them.
 
     Parameters
@@ -141,8 +142,8 @@ def job_options(point_dir: Path, meta: dict[str, Any]) -> dict[str, str]:
     dict of str to str
         Empty when the point has no job file (a skipped point, a hand-made directory).
     """
-    names = [p.get("jobfile_name") for p in meta.get("processes") or [] if p.get("jobfile_name")]
-    candidates = [point_dir / str(n) for n in names] or sorted(point_dir.glob("job*.fio"))
+    names = [p.jobfile_name for p in meta.processes if p.jobfile_name]
+    candidates = [point_dir / n for n in names] or sorted(point_dir.glob("job*.fio"))
     for path in candidates:
         try:
             text = path.read_text(errors="replace")
@@ -186,7 +187,7 @@ class RunLogs:
 
     series: pd.DataFrame
     timing: pd.DataFrame
-    points: list[tuple[Path, dict[str, Any]]]
+    points: list[tuple[Path, PointMeta]]
 
 
 def _log_files(point_dir: Path, index: int, timing: dict[str, Any], max_value: bool) -> list[_File]:
@@ -226,14 +227,13 @@ def read_run_logs(run: RunDir) -> RunLogs:
     """
     files: list[_File] = []
     rows: list[dict[str, Any]] = []
-    points: list[tuple[Path, dict[str, Any]]] = []
-    for point_dir, record in run.point_metas():
-        meta = record.model_dump(mode="json")
-        if meta.get("status") != "ok":
+    points: list[tuple[Path, PointMeta]] = []
+    for point_dir, meta in run.point_metas():
+        if meta.status != "ok":
             continue
         options = job_options(point_dir, meta)
         timing = timing_of(options)
-        rows.append({"point": int(meta["point"]), "repeat": int(meta["repeat"]), **timing})
+        rows.append({"point": meta.point, "repeat": meta.repeat, **timing})
         files += _log_files(point_dir, len(points), timing, _truthy(options.get("log_max_value")))
         points.append((point_dir, meta))
     timing_frame = pd.DataFrame(rows, columns=list(TIMING))
@@ -408,7 +408,7 @@ def _with_params(series: pd.DataFrame, logs: RunLogs) -> pd.DataFrame:
     """Add each point's parameter columns (its matrix axes, as in the tidy frame)."""
     if series.empty:
         return series
-    values = [meta.get("params") or {} for _, meta in logs.points]
+    values = [meta.params for _, meta in logs.points]
     axes = list(dict.fromkeys(a for v in values for a in v if a not in PLACEMENT))
     if not axes:
         return series
