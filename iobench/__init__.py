@@ -38,6 +38,7 @@ _LAZY = {
     "parse_fio_text": "iobench.results.fioout",
     "summarize": "iobench.results.points",
     "point_totals": "iobench.results.points",
+    "telemetry": "iobench.results.telemetry",
     "discover_topology": "iobench.system.topology",
     "plots": "iobench.plots",
     "report": "iobench.report",
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from iobench.results.fioout import parse_fio, parse_fio_text
     from iobench.results.points import point_totals, summarize
     from iobench.results.rundir import load
+    from iobench.results.telemetry import telemetry
     from iobench.runner.sweep import RunInterrupted, RunResult, run
     from iobench.system.topology import discover_topology
 
@@ -88,4 +90,5 @@ __all__ = [
     "report",
     "run",
     "summarize",
+    "telemetry",
 ]

@@ -75,6 +75,33 @@ EXTRA: tuple[str, ...] = ("reason", "runtime_requested_ms")
 CONTEXT: tuple[str, ...] = ("target", "scheduler", "readahead_kb")
 #: Columns :func:`point_totals` adds besides the metrics.
 ADDED: tuple[str, ...] = ("jobs", "pct_exact")
+#: The telemetry summary of a point (:mod:`iobench.results.telemetry`, docs/telemetry.md), in frame
+#: order: the ``dev_*`` numbers are the row's direction's, the rest the point × repeat's.
+TELEMETRY: tuple[str, ...] = (
+    "dev_iops",
+    "dev_bw_bytes",
+    "dev_await_ms",
+    "dev_util_pct",
+    "dev_fio_ratio",
+    "cpu_busy_pct",
+    "cpu_busy_max_pct",
+    "cpu_sys_pct",
+    "irq_remote_pct",
+    "top_thread",
+    "top_thread_pct",
+    "bottleneck",
+    "bottleneck_reason",
+    "telemetry_note",
+)
+#: The text columns among :data:`TELEMETRY`.
+TELEMETRY_TEXT: frozenset[str] = frozenset(
+    {"top_thread", "bottleneck", "bottleneck_reason", "telemetry_note"}
+)
+#: What :func:`summarize` keeps of them over repeats: the numbers' means, the verdicts and busiest threads seen.
+TELEMETRY_SUMMARY: tuple[str, ...] = tuple(c for c in TELEMETRY if c not in TELEMETRY_TEXT) + (
+    "top_thread",
+    "bottleneck",
+)
 
 #: The percentiles a point carries, by latency kind: ``clat_p99_us``, ``lat_p99_9_us``, ...
 LATENCY_KINDS: tuple[str, ...] = ("clat", "lat", "slat")
@@ -188,6 +215,7 @@ def _not_parameters() -> frozenset[str]:
             *FRAME_METRICS,
             *FRAME_HISTOGRAMS,
             *ADDED,
+            *TELEMETRY,
             *percentiles,
             "source",
         }
@@ -408,6 +436,15 @@ def _totals(rows: pd.DataFrame, keys: list[str], context: list[str]) -> pd.DataF
     totals["pct_exact"] = pct_exact.array
     for column in context:
         totals[column] = _one_or_joined(rows, column, ids, count).array
+    for column in TELEMETRY:
+        if column in present:  # the same on every row of a point × repeat (× direction)
+            if column in TELEMETRY_TEXT:
+                totals[column] = pd.array(_one_or_joined(rows, column, ids, count).array, dtype="string")
+            else:
+                numbers = _floats(rows, column)
+                known = np.bincount(ids, weights=~np.isnan(numbers), minlength=count) > 0
+                top = groups.max(np.where(np.isnan(numbers), -np.inf, numbers))
+                totals[column] = pd.array(np.where(known, top, np.nan), dtype="Float64")
     return totals
 
 
@@ -480,7 +517,8 @@ def point_totals(df: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFr
         module's table that ``df`` allows (``Float64``); ``jobs`` (frame rows
         combined); ``pct_exact`` (the ``clat_p*_us`` are fio's own: merged json+
         bins, or one job's printed value; false: approximated; NA: none); then
-        the :data:`CONTEXT` columns.
+        the :data:`CONTEXT` columns; then the :data:`TELEMETRY` columns the
+        frame has (the same on every row of a point × repeat × direction).
 
     Raises
     ------
@@ -566,7 +604,10 @@ def summarize(df: pd.DataFrame, *, by: Sequence[str] | None = None, noisy_cv: fl
         :data:`SUMMARY_METRICS` present and each ``lat_p*``/``slat_p*`` column
         (NA below two repeats), ``pct_exact`` (every repeat's percentiles are
         fio's own), ``noisy``, ``short_runtime`` (a repeat's longest job ran
-        shorter than ``runtime_requested_ms``), then the :data:`CONTEXT` columns.
+        shorter than ``runtime_requested_ms``), then the :data:`CONTEXT` columns,
+        then, where the frame has telemetry, ``<m>_mean`` of its numbers and
+        the distinct ``top_thread`` and ``bottleneck`` values over the repeats
+        (joined with ``+``).
 
     Raises
     ------
@@ -581,7 +622,10 @@ def summarize(df: pd.DataFrame, *, by: Sequence[str] | None = None, noisy_cv: fl
     extra = [c for cs in list(_PERCENTILES.values())[1:] for c in cs.values() if c in totals]
     metrics = [m for m in SUMMARY_METRICS if m in totals] + extra
     stats = [f"{m}_{s}" for m in metrics for s in ("mean", "std", "ci95", "cv")]
-    columns = [*keys, "n", *stats, "pct_exact", "noisy", "short_runtime", *context]
+    observed = [c for c in TELEMETRY_SUMMARY if c in totals]
+    numbers = [c for c in observed if c not in TELEMETRY_TEXT]
+    telemetry = [f"{c}_mean" if c in numbers else c for c in observed]
+    columns = [*keys, "n", *stats, "pct_exact", "noisy", "short_runtime", *context, *telemetry]
     if totals.empty:
         return pd.DataFrame(columns=columns)
     summary = over_repeats(totals, keys, metrics)
@@ -604,6 +648,13 @@ def summarize(df: pd.DataFrame, *, by: Sequence[str] | None = None, noisy_cv: fl
     summary["short_runtime"] = _flags(short, np.ones(count, dtype=bool)).array
     for column in context:
         summary[column] = _one_or_joined(totals, column, ids, count).array
+    if numbers:
+        means = over_repeats(totals, keys, numbers)
+        for column in numbers:
+            summary[f"{column}_mean"] = means[f"{column}_mean"].astype("Float64").array
+    for column in observed:
+        if column in TELEMETRY_TEXT:
+            summary[column] = pd.array(_one_or_joined(totals, column, ids, count).array, dtype="string")
     return summary[columns]
 
 

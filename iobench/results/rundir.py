@@ -12,7 +12,8 @@ import pandas as pd
 from iobench.errors import ResultsError, RunStorageError
 from iobench.results.fioout import parse_fio_text
 from iobench.results.fioout.frame import FRAME_METRICS
-from iobench.results.points import EXTRA, IDENTITY, PLACEMENT
+from iobench.results.points import EXTRA, IDENTITY, PLACEMENT, TELEMETRY
+from iobench.results.telemetry import with_telemetry
 from iobench.store.rundir import SCHEMA_VERSION, RunDir
 
 Parsed = dict[str, pd.DataFrame]
@@ -128,8 +129,8 @@ def build_frame(run: RunDir, parsed: Parsed | None = None) -> pd.DataFrame:
         axes += [a for a in meta.get("values") or {} if a not in axes and a not in PLACEMENT]
     if not frames:
         return pd.DataFrame({c: pd.Series([], dtype="object") for c in IDENTITY})
-    frame = _tidy_types(pd.concat(frames, ignore_index=True), axes)
-    order = [c for c in (*IDENTITY, *axes, *PLACEMENT, *FRAME_METRICS, *EXTRA) if c in frame]
+    frame = with_telemetry(_tidy_types(pd.concat(frames, ignore_index=True), axes), run)
+    order = [c for c in (*IDENTITY, *axes, *PLACEMENT, *FRAME_METRICS, *EXTRA, *TELEMETRY) if c in frame]
     rest = [c for c in frame.columns if c not in order and c != "source"]
     return _with_machine(frame[order + rest], manifest)
 
