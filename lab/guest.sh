@@ -7,15 +7,16 @@ export HOME=/root LANG=C.UTF-8
 hostname iobench-lab
 exec >/out/guest.log 2>&1
 python=$(sed -n 's/.*labpython=\([^ ]*\).*/\1/p' /proc/cmdline)
+disks=$(sed -n 's/.*labdisks=\([0-9]*\).*/\1/p' /proc/cmdline)
 mkdir -p /dev/pts /run /mnt/guard
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /run
 modprobe nvme
 modprobe ext4
 modprobe kyber-iosched
-# NVMe namespaces appear asynchronously; wait for all three (up to 30 s).
+# NVMe namespaces appear asynchronously; wait for all of them (up to 30 s).
 tries=0
-while [ "$(ls /sys/block | grep -c '^nvme')" -lt 3 ] && [ "$tries" -lt 300 ]; do
+while [ "$(ls /sys/block | grep -c '^nvme')" -lt "${disks:-1}" ] && [ "$tries" -lt 300 ]; do
     tries=$((tries + 1))
     sleep 0.1
 done

@@ -450,7 +450,7 @@ def test_cli_prints_the_pcie_placement_and_warnings(
     shown = runner.invoke(app, ["topology", "--fsroot", root])
     assert shown.exit_code == 0, shown.output
     assert f"root port 0000:00:03.0 is shared by {a}, {b}" in shown.stdout
-    assert f"pcie {a:<10} pci0000:00 > 0000:00:03.0 [8 GT/s x8 of 8 GT/s x8]" in shown.stdout
+    assert f"pcie {a:<10} pci0000:00 > 0000:00:03.0 [8 GT/s x8] > 0000:01:00.0 [8 GT/s x8] >" in shown.stdout
     path = write_matrix(
         f"version: 1\nname: p\ntargets: [{{path: /dev/{a}}}, {{path: /dev/{b}}}]\nfio: {{rw: read}}\n"
     )
@@ -469,6 +469,7 @@ def test_topology_cli_warns_about_a_degraded_link(tmp_path: Path) -> None:
     shown = CliRunner().invoke(app, ["topology", "--fsroot", str(tmp_path)])
     assert shown.exit_code == 0, shown.output
     assert "warning: nvme0n1: the link 0000:00:01.1 → 0000:41:00.0 runs at 8 GT/s x4" in shown.stderr
+    assert "0000:00:01.1 [8 GT/s x4 of 16 GT/s x4] > 0000:41:00.0 [8 GT/s x4 of 16 GT/s x4]" in shown.stdout
     data = json.loads(CliRunner().invoke(app, ["topology", "--fsroot", str(tmp_path), "--json"]).stdout)
     assert [w["kind"] for w in data["warnings"]] == ["link-degraded"]
 

@@ -46,7 +46,7 @@ def pcie_lines(topology: Topology) -> list[str]:
         for hop in reversed(placement.hops):
             link = hop.link
             state = format_link(link.current_gts, link.current_width)
-            if link.max_gts is not None or link.max_width is not None:
+            if link.below_max:
                 state += f" of {format_link(link.max_gts, link.max_width)}"
             hops.append(f"{hop.address} [{state}]" if link.known else hop.address)
         bandwidth = format_bandwidth(placement.link_bw_bytes)
