@@ -503,3 +503,21 @@ def test_snapshot_32bit_pci_domain(snapshots: SnapshotCache) -> None:
     topo = discover_topology(snapshots.root("2pa-pcidomain32bits"))
     vda = _placement(topo, "vda")
     assert (vda.path, vda.root_complex) == (("10000:00:04.0",), "pci10000:00")
+
+
+def test_run_progress_prints_the_plan_warnings_first(two_ports: tuple[Topology, list[str], str]) -> None:
+    import io
+    from types import SimpleNamespace
+
+    from iobench.cli.console import PlainProgress
+
+    topo, (a, b, _c), _ = two_ports
+    warnings = tuple(sweep_findings(topo.placements(), [a, b]))
+    out = io.StringIO()
+    plan = SimpleNamespace(warnings=warnings, matrix=SimpleNamespace(name="shared"))
+    PlainProgress(out).started(plan, [], Path("results/x"))  # type: ignore[arg-type]
+    first, second = out.getvalue().splitlines()
+    assert first == f"warning: {warnings[0].message}" and first.startswith(
+        f"warning: {a}, {b} share root port"
+    )
+    assert second.startswith("iobench: 0 runs of shared")
