@@ -30,15 +30,19 @@ from iobench.plots.figures import KINDS, default_figures, draw, figures_for, sav
 from iobench.plots.heatmap import heatmap
 from iobench.plots.latency import latency_percentiles
 from iobench.plots.numa import local_vs_remote, smt
+from iobench.plots.telemetry import busiest_threads, cpu_where, device_vs_fio
 from iobench.results.points import parameter_columns, point_totals
 
 __all__ = [
     "KINDS",
     "LABELS",
     "SCALES",
+    "busiest_threads",
     "caption",
     "cpu_per_io",
+    "cpu_where",
     "default_figures",
+    "device_vs_fio",
     "draw",
     "figures_for",
     "heatmap",

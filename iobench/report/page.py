@@ -30,8 +30,11 @@ import pandas as pd
 
 from iobench.errors import ResultsError, RunStorageError
 from iobench.plots.files import save_figure_file
+from iobench.report.verdicts import HEADER as VERDICT_HEADER
+from iobench.report.verdicts import verdict_groups
 from iobench.results.points import summarize
 from iobench.results.rundir import load
+from iobench.results.telemetry import telemetry
 from iobench.store.rundir import RunDir, remedy, replacing, storage
 
 PAGE_DPI = 110
@@ -87,7 +90,7 @@ def write_report(
     run = RunDir.open(run_dir)
     frame = load(run.path)
     target = Path(out) if out is not None else run.path / "report"
-    figures = figures_for(frame)
+    figures = figures_for(frame, telemetry(run))
     written: list[Path] = []
     inline: list[tuple[str, str]] = []
     try:
@@ -126,7 +129,7 @@ def render_page(
     figures: Iterable[tuple[str, str]],
     summary: pd.DataFrame | None = None,
 ) -> str:
-    """The HTML text: title, counts, figures (base64 PNG), summary, problems, machine, targets, matrix.
+    """The HTML text: title, counts, figures (base64 PNG), summary, bottlenecks, problems, machine, targets, matrix.
 
     Parameters
     ----------
@@ -149,6 +152,8 @@ def render_page(
         when=" → ".join(str(manifest[k]) for k in ("started", "finished") if manifest.get(k)),
         figures=list(figures),
         summary=_summary_table(summarize(frame) if summary is None else summary),
+        verdicts=verdict_groups(frame),
+        verdict_header=VERDICT_HEADER,
         problems=_problems(frame),
         machine=_machine_rows(manifest),
         targets=_target_rows(manifest),

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from iobench.errors import ResultsError
 from iobench.results.points import TELEMETRY, TELEMETRY_TEXT, parameter_columns, point_totals
 from iobench.store.rundir import RunDir, storage
 from iobench.system.hostfs import CPU_TIME_FIELDS
+from iobench.system.pcie import link_bandwidth
 from iobench.system.sampler import Snapshot
 
 FILE_NAME = "telemetry.parquet"
@@ -548,30 +548,6 @@ def _pct(value: float) -> str:
     return f"{value:.0f} %"
 
 
-def _link_bandwidth(link: Mapping[str, Any] | None) -> float | None:
-    """Bytes/s a PCIe link carries at its current speed and width (after line encoding), or None."""
-    if not link:
-        return None
-    speed = _number(link.get("current_speed"))
-    width = _number(link.get("current_width"))
-    if speed is None or width is None or speed <= 0 or width <= 0:
-        return None
-    encoding = 0.8 if speed < 8 else 128 / 130 if speed < 64 else 242 / 256
-    return speed * 1e9 * width * encoding / 8
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    match = re.search(r"[\d.]+", str(value))
-    try:
-        return float(match[0]) if match else None
-    except ValueError:
-        return None
-
-
 @dataclass
 class _Verdict:
     name: str | None = None
@@ -675,16 +651,14 @@ class _Judge:
             self.notes.append("the target devices' interrupt lines did not fire during the point")
             return
         devices = self.p.context.get("devices") or {}
-        by_entity = {
-            irq_entity(irq, facts.get("name", "")): facts.get("device") for irq, facts in irqs.items()
-        }
         total = remote = 0.0
         known = False
         served: dict[str, float] = defaultdict(float)
         for entity, node, metric, value in rows[["entity", "node", "metric", "value"]].itertuples(
             index=False
         ):
-            home = (devices.get(by_entity.get(entity) or "") or {}).get("home_node")
+            device = (irqs.get(str(entity).split(" ", 1)[0]) or {}).get("device") or ""
+            home = (devices.get(device) or {}).get("home_node")
             total += value
             served[metric.removesuffix("_per_s").removeprefix("cpu")] += value
             if home is not None and not pd.isna(node):
@@ -697,20 +671,35 @@ class _Judge:
         self.row["_irq_served"] = {cpu: 100.0 * v / total for cpu, v in served.items()} if total > 0 else {}
 
     def link(self) -> tuple[str, float, float] | None:
-        """The busiest target disk's share of its PCIe link: (disk, bytes/s, link bytes/s)."""
-        best = None
-        disks = set(self.p.devices("target")) | set(self.p.devices("disk"))
+        """The busiest PCIe way of the targets' disks: (what, bytes/s one way, its bandwidth one way).
+
+        A disk's way up is as fast as its narrowest link (``link_bw_bytes``);
+        disks of the point under one root port also share that port's link.
+        PCIe is full duplex: reads and writes are compared with it separately.
+        """
+        disks = sorted(set(self.p.devices("target")) | set(self.p.devices("disk")))
         table = self.p.means[(self.p.means["source"] == "disk") & self.p.means["entity"].isin(disks)]
-        for disk in sorted(disks):
-            capacity = _link_bandwidth(self.links.get(disk))
-            if capacity is None:
-                continue
-            moved = float(
-                table[(table["entity"] == disk) & table["metric"].str.endswith("_bytes_s")]["value"].sum()
+        moved: dict[str, float] = {}
+        for disk in disks:
+            rates = table[table["entity"] == disk].set_index("metric")["value"]
+            moved[disk] = max(float(rates.get("read_bytes_s", 0.0)), float(rates.get("write_bytes_s", 0.0)))
+        ways: list[tuple[str, float, float]] = []
+        ports: dict[str, list[str]] = defaultdict(list)
+        for disk in disks:
+            facts = self.links.get(disk) or {}
+            if facts.get("bw") is not None:
+                ways.append((disk, moved[disk], float(facts["bw"])))
+            if facts.get("root_port") is not None:
+                ports[str(facts["root_port"])].append(disk)
+        for port, members in ports.items():
+            capacity = next(
+                (self.links[d].get("port_bw") for d in members if self.links[d].get("port_bw")), None
             )
-            if best is None or moved / capacity > best[1] / best[2]:
-                best = (disk, moved, capacity)
-        return best
+            if len(members) > 1 and capacity is not None:
+                ways.append(
+                    (f"root port {port} ({', '.join(members)})", sum(moved[d] for d in members), capacity)
+                )
+        return max(ways, key=lambda way: way[1] / way[2], default=None)
 
     def verdict(self, depth_note: str | None) -> None:
         v = _Verdict()
@@ -742,8 +731,8 @@ class _Judge:
             disk, moved, capacity = link
             v.offer(
                 "link",
-                f"{disk} moved {moved / 1e9:.2f} GB/s, {_pct(100 * moved / capacity)} of its PCIe link "
-                f"({capacity / 1e9:.2f} GB/s at its current speed and width)",
+                f"{disk} moved {moved / 1e9:.2f} GB/s one way, {_pct(100 * moved / capacity)} of what its PCIe "
+                f"link carries ({capacity / 1e9:.2f} GB/s at its current speed and width)",
             )
         util = row.get("dev_util_pct")
         if util is not None and util >= DEVICE_UTIL_PCT:
@@ -808,13 +797,29 @@ class _Judge:
 
 
 def _links(manifest: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Each device's PCIe ``link`` facts from the manifest's topology, where the topology has them."""
+    """Each device's PCIe bandwidth facts from the manifest's topology, where the topology has them (SPEC §9).
+
+    ``bw``: the narrowest link on its way up (``pcie.link_bw_bytes``, else its
+    own link's); ``root_port`` and ``port_bw``: its root port and that port's
+    link, which devices under one port share.
+    """
     devices = ((manifest.get("machine") or {}).get("topology") or {}).get("devices") or []
-    return {
-        str(d.get("name")): d["link"]
-        for d in devices
-        if isinstance(d, dict) and isinstance(d.get("link"), dict)
-    }
+    found: dict[str, dict[str, Any]] = {}
+    for device in devices:
+        if not isinstance(device, dict):
+            continue
+        pcie: dict[str, Any] = device["pcie"] if isinstance(device.get("pcie"), dict) else {}
+        link: dict[str, Any] = device["link"] if isinstance(device.get("link"), dict) else {}
+        bw = pcie.get("link_bw_bytes") or link.get("bw_bytes")
+        if bw is None and link:
+            bw = link_bandwidth(link.get("current_speed"), link.get("current_width"))
+        hops = [h for h in pcie.get("hops") or [] if isinstance(h, dict)]
+        port = next((h for h in hops if h.get("role") == "root-port"), None)
+        port_bw = ((port or {}).get("link") or {}).get("bw_bytes")
+        if bw is None and port_bw is None:
+            continue
+        found[str(device.get("name"))] = {"bw": bw, "root_port": device.get("root_port"), "port_bw": port_bw}
+    return found
 
 
 def _mismatch(direction: str, ratio: float, bytes_ratio: float | None) -> str | None:
@@ -898,6 +903,8 @@ def summaries(run: RunDir, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFr
                 ratio = values["dev_iops"] / mine[0]
                 bytes_ratio = values["dev_bw_bytes"] / mine[1] if mine[1] > 0 else math.nan
                 note = _mismatch(direction, ratio, bytes_ratio if math.isfinite(bytes_ratio) else None)
+                if note and p.context.get("ioengine") == "null":
+                    note = "the null engine does no I/O: the device's counts are other processes'"
                 if note:
                     judge.notes.append(note)
             if mine is None and values["dev_iops"] == 0:
@@ -962,10 +969,12 @@ def with_telemetry(frame: pd.DataFrame, run: RunDir) -> pd.DataFrame:
     if "point" not in frame or "repeat" not in frame:
         return frame
     per_direction, per_point = summaries(run, frame)
-    by_direction: dict[tuple[Any, ...], dict[str, Any]] = {
+    by_direction: dict[tuple[Any, ...], Any] = {
         (int(r["point"]), int(r["repeat"]), str(r["direction"])): r for r in per_direction.to_dict("records")
     }
-    by_point: dict[tuple[Any, ...], dict[str, Any]] = {(int(r["point"]), int(r["repeat"])): r for r in per_point.to_dict("records")}
+    by_point: dict[tuple[Any, ...], Any] = {
+        (int(r["point"]), int(r["repeat"])): r for r in per_point.to_dict("records")
+    }
     points = [None if pd.isna(v) else int(v) for v in frame["point"]]
     repeats = [None if pd.isna(v) else int(v) for v in frame["repeat"]]
     directions = (

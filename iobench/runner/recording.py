@@ -88,8 +88,13 @@ def _watch_irqs(
     for disk in disks:
         lines = system.device_irqs(disk)
         if not lines:
-            if not system.slaves(disk):
-                notes.append(f"{disk}: no interrupt lines in sysfs (a virtual device, or no msi_irqs)")
+            directory = system.block_dir(disk)
+            if directory is not None and not system.exists(directory / "device"):
+                notes.append(f"{disk} is a virtual device: no interrupts of its own")
+            else:
+                notes.append(
+                    f"{disk}: no interrupt lines in sysfs (no msi_irqs nor irq): irq_remote_pct is NA"
+                )
             continue
         for irq in lines:
             name = table.names.get(str(irq), "") if table is not None else ""
@@ -191,8 +196,10 @@ def start(plan: Plan, run: PlannedRun, system: SystemRoot | None = None) -> Poin
     ramp = plan.matrix.setting(run.params, "ramp_time")
     delay = float(ramp) if isinstance(ramp, Duration) else 0.0
     watch = Watch(devices=tuple(devices), irqs=tuple(irqs), avoid_cpus=tuple(cpus))
+    engine = plan.matrix.setting(run.params, "ioengine")
     context: dict[str, Any] = {
         "interval_s": interval,
+        "ioengine": None if engine is None else str(engine),
         "ramp_s": delay,
         "point_cpus": cpus,
         "cpu_nodes": {str(c): n.id for n in plan.topology.nodes for c in n.cpus},
