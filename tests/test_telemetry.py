@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -170,7 +171,11 @@ def test_a_legacy_irq_line_counts_where_there_are_no_msi_vectors(tmp_path: Path)
 
 
 def _comms_of_this_process() -> set[str]:
-    return {(task / "comm").read_text().strip() for task in Path("/proc/self/task").iterdir()}
+    names = set()
+    for task in Path("/proc/self/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):  # a thread that ended meanwhile
+            names.add((task / "comm").read_text().strip())
+    return names
 
 
 def test_the_sampler_samples_on_schedule_off_the_points_cpus_and_names_itself() -> None:
@@ -191,7 +196,18 @@ def test_the_sampler_samples_on_schedule_off_the_points_cpus_and_names_itself() 
     if avoid:
         assert sampler.placed_on is not None and not set(sampler.placed_on) & set(avoid)
     assert 0 < sampler.cpu_s < 0.45 and sampler.read_s > 0
-    assert "iobench-sample" not in _comms_of_this_process()  # the thread ended
+    deadline = time.monotonic() + 5  # the OS thread exits just after join() returns
+    while "iobench-sample" in _comms_of_this_process() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert "iobench-sample" not in _comms_of_this_process()
+
+
+def test_without_a_ramp_the_first_sample_is_taken_before_start_returns() -> None:
+    sampler = Sampler(Watch(), 10.0).start()
+    first = list(sampler.snapshots)
+    snaps = sampler.stop()
+    assert len(first) == 1 and first[0].cpu and first[0].tasks is None  # counters only: threads cost
+    assert len(snaps) == 3 and snaps[1].tasks and snaps[2].tasks  # the thread's first and last
 
 
 def test_a_sampler_stopped_during_the_ramp_takes_nothing() -> None:

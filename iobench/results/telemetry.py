@@ -454,6 +454,10 @@ def telemetry(run: Any) -> pd.DataFrame:
 # --- the summary -----------------------------------------------------------------------
 
 
+Means = dict[tuple[str, str], dict[str, float]]
+"""(source, metric) → entity → its mean over the window."""
+
+
 @dataclass
 class _Point:
     """One point × repeat's telemetry, averaged over its window."""
@@ -461,22 +465,43 @@ class _Point:
     point: int
     repeat: int
     context: dict[str, Any]
-    means: pd.DataFrame  # source, entity, node, metric → value (weighted mean over the window)
+    means: Means
+    nodes: dict[tuple[str, str, str], int | None]  # (source, entity, metric) → node
     notes: list[str]
 
-    def values(self, source: str, metric: str) -> pd.Series:
-        rows = self.means[(self.means["source"] == source) & (self.means["metric"] == metric)]
-        return pd.Series(rows["value"].to_numpy(), index=rows["entity"].to_numpy(), dtype=float)
+    def values(self, source: str, metric: str) -> dict[str, float]:
+        return self.means.get((source, metric), {})
 
     def devices(self, role: str) -> list[str]:
         return [n for n, f in (self.context.get("devices") or {}).items() if f.get("role") == role]
 
 
 _COUNTED = ("_iops", "_bytes_s", "_merges_s", "util_pct", "queue_depth")
+_KEY = ["point", "repeat"]
 
 
-def _means(frame: pd.DataFrame, context: Mapping[str, Any]) -> pd.DataFrame:
-    """Each source × entity × metric over the point's measured window (the rules of the module's note).
+def _spans(contexts: Mapping[tuple[int, int], Mapping[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every point's intervals with their count and share weights, and each point's window and share total."""
+    rows, totals = [], []
+    for (point, repeat), context in contexts.items():
+        intervals = context.get("intervals") or []
+        if not intervals:
+            continue
+        ramped = float(context.get("ramp_s") or 0) > 0
+        inside_total = sum(float(i[1]) for i in intervals)
+        for index, (t_s, inside, length) in enumerate(intervals):
+            counted = inside if ramped and index == 0 else length
+            rows.append((point, repeat, float(t_s), float(counted), float(inside)))
+        window = float(context.get("window_s") or 0.0) or inside_total
+        totals.append((point, repeat, window, inside_total))
+    return (
+        pd.DataFrame(rows, columns=[*_KEY, "t_s", "cw", "sw"]),
+        pd.DataFrame(totals, columns=[*_KEY, "window", "share_total"]),
+    )
+
+
+def _means(frame: pd.DataFrame, contexts: Mapping[tuple[int, int], Mapping[str, Any]]) -> pd.DataFrame:
+    """Each point × repeat × source × entity × metric over the point's measured window.
 
     Rates of counters (a device's I/Os, bytes, merges, busy time and queue
     time; interrupts) count every interval that touches the window in full —
@@ -484,58 +509,66 @@ def _means(frame: pd.DataFrame, context: Mapping[str, Any]) -> pd.DataFrame:
     the window when fio ramped up (``ramp_s``), and are divided by the window's
     length: the device's own count over fio's runtime. Awaits are weighted by
     the I/Os behind them. Shares (CPU, threads) are weighted by each
-    interval's time inside the window; a thread or interrupt line missing from
-    an interval counts as 0 there.
+    interval's time inside the window; a thread missing from an interval
+    counts as 0 there.
     """
-    columns = ["source", "entity", "node", "metric", "value"]
-    intervals = context.get("intervals") or []
-    if frame.empty or not intervals:
+    columns = [*_KEY, "source", "entity", "node", "metric", "value"]
+    spans, totals = _spans(contexts)
+    if frame.empty or spans.empty:
         return pd.DataFrame(columns=columns)
-    spans = pd.DataFrame(intervals, columns=["t_s", "inside", "length"])
-    counted = spans["length"].copy()
-    if float(context.get("ramp_s") or 0) > 0:
-        counted.iloc[0] = spans["inside"].iloc[0]
-    spans["cw"], spans["sw"] = counted, spans["inside"]
-    window = float(context.get("window_s") or spans["inside"].sum()) or float(spans["inside"].sum())
-    share_total = float(spans["inside"].sum())
-    data = frame.merge(spans[["t_s", "cw", "sw"]], on="t_s", how="inner")
+    data = frame.merge(spans, on=[*_KEY, "t_s"], how="inner")
     metric = data["metric"]
     is_count = (data["source"] == "irq") | ((data["source"] == "disk") & metric.str.endswith(_COUNTED))
     is_await = metric.str.endswith("_await_ms")
     data = data.assign(w=np.where(is_count, data["cw"], data["sw"]))
     if is_await.any():
         iops = data[(data["source"] == "disk") & metric.str.endswith("_iops")]
-        iops = iops.assign(metric=iops["metric"].str.replace("_iops", "_await_ms"))[
-            ["t_s", "entity", "metric", "value"]
-        ]
-        waits = data[is_await].merge(
-            iops.rename(columns={"value": "ios"}), on=["t_s", "entity", "metric"], how="left"
-        )
+        iops = iops.assign(metric=iops["metric"].str.replace("_iops", "_await_ms"))
+        iops = iops[[*_KEY, "t_s", "entity", "metric", "value"]].rename(columns={"value": "ios"})
+        waits = data[is_await].merge(iops, on=[*_KEY, "t_s", "entity", "metric"], how="left")
         data = pd.concat(
             [data[~is_await], waits.assign(w=waits["cw"] * waits["ios"].fillna(0))], ignore_index=True
         )
     data = data.assign(vw=data["value"] * data["w"])
-    grouped = data.groupby(["source", "entity", "metric"], sort=False, dropna=False)
+    grouped = data.groupby([*_KEY, "source", "entity", "metric"], sort=False, dropna=False)
     out = grouped.agg(vw=("vw", "sum"), w=("w", "sum"), node=("node", "first")).reset_index()
+    out = out.merge(totals, on=_KEY, how="left")
     name = out["metric"]
     counts = (out["source"] == "irq") | ((out["source"] == "disk") & name.str.endswith(_COUNTED))
     sparse = out["source"] == "thread"
-    awaits = name.str.endswith("_await_ms")
     with np.errstate(divide="ignore", invalid="ignore"):
         out["value"] = np.select(
-            [counts, sparse, awaits | ~(counts | sparse)],
-            [out["vw"] / window, out["vw"] / share_total, out["vw"] / out["w"].where(out["w"] > 0)],
+            [counts, sparse],
+            [out["vw"] / out["window"], out["vw"] / out["share_total"]],
+            out["vw"] / out["w"].where(out["w"] > 0),
         )
     return out[columns]
 
 
 def _load_points(run: RunDir) -> list[_Point]:
-    found = []
+    import pyarrow as pa
+
+    found: dict[tuple[int, int], dict[str, Any]] = {}
+    tables = []
     for meta, table, context in _point_tables(run):
-        frame = table.to_pandas()
-        notes = [str(n) for n in context.get("notes") or []]
-        found.append(_Point(int(meta["point"]), int(meta["repeat"]), context, _means(frame, context), notes))
-    return found
+        found[(int(meta["point"]), int(meta["repeat"]))] = context
+        tables.append(table)
+    if not found:
+        return []
+    frame = pa.concat_tables(tables).to_pandas()
+    means = _means(frame, found)
+    by_point: dict[tuple[int, int], tuple[Means, dict[tuple[str, str, str], int | None]]] = {
+        key: ({}, {}) for key in found
+    }
+    for point, repeat, source, entity, node, metric, value in means.itertuples(index=False, name=None):
+        values, nodes = by_point[(int(point), int(repeat))]
+        if value is not None and not (isinstance(value, float) and math.isnan(value)):
+            values.setdefault((source, metric), {})[str(entity)] = float(value)
+        nodes[(source, str(entity), metric)] = None if pd.isna(node) else int(node)
+    return [
+        _Point(key[0], key[1], context, *by_point[key], [str(n) for n in context.get("notes") or []])
+        for key, context in found.items()
+    ]
 
 
 def _fmt_cpus(cpus: Sequence[int]) -> str:
@@ -569,33 +602,33 @@ class _Judge:
 
     def cpu(self) -> None:
         busy = self.p.values("cpu", "busy_pct")
-        if busy.empty:
+        if not busy:
             self.notes.append("no CPU counters (/proc/stat unreadable)")
             return
         mine = [str(c) for c in self.p.context.get("point_cpus") or []]
-        mine = [c for c in mine if c in busy.index] or list(busy.index)
-        self.row["cpu_busy_pct"] = float(busy[mine].mean())
-        self.row["cpu_busy_max_pct"] = float(busy.max())
-        self.row["_busiest_cpu"] = str(busy.idxmax())
+        mine = [c for c in mine if c in busy] or list(busy)
+        self.row["cpu_busy_pct"] = sum(busy[c] for c in mine) / len(mine)
+        busiest = max(busy, key=lambda c: busy[c])
+        self.row["cpu_busy_max_pct"] = busy[busiest]
+        self.row["_busiest_cpu"] = busiest
         for metric in ("system_pct", "user_pct", "irq_pct", "softirq_pct"):
             values = self.p.values("cpu", metric)
-            self.row[f"_{metric}"] = float(values.reindex(mine).fillna(0).mean())
+            self.row[f"_{metric}"] = sum(values.get(c, 0.0) for c in mine) / len(mine)
         self.row["cpu_sys_pct"] = self.row["_system_pct"]
         self.row["_mine"] = mine
 
     def threads(self) -> None:
         share = self.p.values("thread", "cpu_pct")
-        if share.empty:
+        if not share:
             if self.p.context.get("threads", True):
                 self.notes.append("no thread was seen using CPU")
             return
-        top = str(share.idxmax())
-        self.row["top_thread"] = top
-        self.row["top_thread_pct"] = float(share.max())
+        ranked = sorted(share.items(), key=lambda item: -item[1])
+        self.row["top_thread"], self.row["top_thread_pct"] = ranked[0]
         kinds = self.p.context.get("thread_kinds") or {}
         others = [
             f"{name} ({_pct(value)})"
-            for name, value in share.sort_values(ascending=False).items()
+            for name, value in ranked
             if kinds.get(name) == "other" and value >= OTHER_THREAD_PCT and name != "iobench-sample"
         ]
         if others:
@@ -613,55 +646,61 @@ class _Judge:
                 self.notes.append("no block device under the targets: no device counters")
             return {}
         out: dict[str, dict[str, float]] = {}
-        means = self.p.means[(self.p.means["source"] == "disk") & self.p.means["entity"].isin(targets)]
-        if means.empty:
+        if not any(d in self.p.values("disk", "util_pct") for d in targets):
             self.notes.append(f"no /proc/diskstats line for {', '.join(targets)}")
             return {}
-        table = means.pivot_table(index="entity", columns="metric", values="value", aggfunc="first")
+
+        def total(metric: str) -> float:
+            values = self.p.values("disk", metric)
+            return sum(values.get(d, 0.0) for d in targets)
+
         for direction, prefix in _DIRECTION_PREFIX.items():
-            if f"{prefix}_iops" not in table:
+            iops = self.p.values("disk", f"{prefix}_iops")
+            if not any(d in iops for d in targets):
                 continue
-            iops = table[f"{prefix}_iops"].fillna(0)
-            await_ms = table.get(f"{prefix}_await_ms", pd.Series(np.nan, index=table.index))
-            weight = float(iops.sum())
+            waits = self.p.values("disk", f"{prefix}_await_ms")
+            weight = total(f"{prefix}_iops")
+            waited = sum(waits.get(d, 0.0) * iops.get(d, 0.0) for d in targets)
             out[direction] = {
                 "dev_iops": weight,
-                "dev_bw_bytes": float(
-                    table.get(f"{prefix}_bytes_s", pd.Series(0.0, index=table.index)).fillna(0).sum()
-                ),
-                "dev_await_ms": float((await_ms.fillna(0) * iops).sum() / weight) if weight > 0 else math.nan,
+                "dev_bw_bytes": total(f"{prefix}_bytes_s"),
+                "dev_await_ms": waited / weight if weight > 0 else math.nan,
             }
-        util = table.get("util_pct")
-        if util is not None:
-            self.row["dev_util_pct"] = float(util.max())
-            self.row["_util_device"] = str(util.idxmax())
-        self.row["_queue"] = float(table.get("queue_depth", pd.Series(np.nan)).max())
+        util = {d: v for d, v in self.p.values("disk", "util_pct").items() if d in targets}
+        busiest = max(util, key=lambda d: util[d])
+        self.row["dev_util_pct"] = util[busiest]
+        self.row["_util_device"] = busiest
+        queue = [v for d, v in self.p.values("disk", "queue_depth").items() if d in targets]
+        self.row["_queue"] = max(queue) if queue else math.nan
         all_ios = sum(v["dev_iops"] for v in out.values())
-        waits = [v["dev_await_ms"] * v["dev_iops"] for v in out.values() if v["dev_iops"] > 0]
+        waited_all = sum(v["dev_await_ms"] * v["dev_iops"] for v in out.values() if v["dev_iops"] > 0)
         self.row["_dev_iops"] = all_ios
-        self.row["_dev_await"] = sum(waits) / all_ios if all_ios > 0 else math.nan
+        self.row["_dev_await"] = waited_all / all_ios if all_ios > 0 else math.nan
         return out
 
     def irqs(self) -> None:
         irqs = self.p.context.get("irqs") or {}
         if not irqs:
             return
-        rows = self.p.means[self.p.means["source"] == "irq"]
-        if rows.empty:
+        rows = [
+            (entity, self.p.nodes.get(("irq", entity, metric)), metric, value)
+            for (source, metric), values in self.p.means.items()
+            if source == "irq"
+            for entity, value in values.items()
+        ]
+        if not rows:
             self.notes.append("the target devices' interrupt lines did not fire during the point")
             return
         devices = self.p.context.get("devices") or {}
         total = remote = 0.0
         known = False
         served: dict[str, float] = defaultdict(float)
-        for entity, node, metric, value in rows[["entity", "node", "metric", "value"]].itertuples(
-            index=False
-        ):
+        for entity, node, metric, value in rows:
             device = (irqs.get(str(entity).split(" ", 1)[0]) or {}).get("device") or ""
             home = (devices.get(device) or {}).get("home_node")
             total += value
             served[metric.removesuffix("_per_s").removeprefix("cpu")] += value
-            if home is not None and not pd.isna(node):
+            if home is not None and node is not None:
                 known = True
                 remote += value if int(node) != int(home) else 0.0
         if total > 0 and known:
@@ -678,11 +717,8 @@ class _Judge:
         PCIe is full duplex: reads and writes are compared with it separately.
         """
         disks = sorted(set(self.p.devices("target")) | set(self.p.devices("disk")))
-        table = self.p.means[(self.p.means["source"] == "disk") & self.p.means["entity"].isin(disks)]
-        moved: dict[str, float] = {}
-        for disk in disks:
-            rates = table[table["entity"] == disk].set_index("metric")["value"]
-            moved[disk] = max(float(rates.get("read_bytes_s", 0.0)), float(rates.get("write_bytes_s", 0.0)))
+        reads, writes = self.p.values("disk", "read_bytes_s"), self.p.values("disk", "write_bytes_s")
+        moved = {disk: max(reads.get(disk, 0.0), writes.get(disk, 0.0)) for disk in disks}
         ways: list[tuple[str, float, float]] = []
         ports: dict[str, list[str]] = defaultdict(list)
         for disk in disks:
@@ -765,19 +801,21 @@ class _Judge:
         row["bottleneck"], row["bottleneck_reason"] = v.name, v.reason
 
     def _cpu_value(self, cpu: str, metric: str) -> float:
-        values = self.p.values("cpu", metric)
-        return float(values.get(cpu, 0.0))
+        return self.p.values("cpu", metric).get(cpu, 0.0)
 
     def _saturating_thread(self) -> tuple[str, float, float] | None:
-        busiest = self.p.values("thread", "max_thread_pct")
         kinds = self.p.context.get("thread_kinds") or {}
-        mine = busiest[[kinds.get(name) in ("fio", "kernel") for name in busiest.index]]
-        if mine.empty or mine.max() < THREAD_BUSY_PCT:
+        mine = {
+            name: value
+            for name, value in self.p.values("thread", "max_thread_pct").items()
+            if kinds.get(name) in ("fio", "kernel")
+        }
+        if not mine or max(mine.values()) < THREAD_BUSY_PCT:
             return None
-        name = str(mine.idxmax())
-        threads = max(1.0, float(self.p.values("thread", "threads").get(name, 1.0)))
-        system = float(self.p.values("thread", "system_pct").get(name, 0.0)) / threads
-        return name, float(mine.max()), system
+        name = max(mine, key=lambda n: mine[n])
+        threads = max(1.0, self.p.values("thread", "threads").get(name, 1.0))
+        system = self.p.values("thread", "system_pct").get(name, 0.0) / threads
+        return name, mine[name], system
 
     def _nothing(self) -> str:
         row = self.row

@@ -114,10 +114,10 @@ class PointTelemetry:
     ended: float | None = None
 
     def stop(self) -> None:
-        """End sampling (fio has ended); the last sample is taken now."""
+        """End sampling (fio has ended): the last sample is taken now, while the runner reads fio's output."""
         if self.ended is None:
             self.ended = time.monotonic()
-            self.sampler.stop()
+            self.sampler.stop(wait=False)
 
     def window(self, outputs: Sequence[Path], frames: Sequence[pd.DataFrame]) -> tuple[float, float, str]:
         """The measured window (monotonic seconds) and how it was found.
@@ -147,7 +147,7 @@ class PointTelemetry:
             When the file cannot be written.
         """
         self.stop()
-        snaps = self.sampler.snapshots
+        snaps = self.sampler.stop()
         context = self.context
         context.update(
             status=status,

@@ -23,7 +23,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from iobench.system.hostfs import DiskStat, Interrupts, SystemRoot, TaskStat
 
@@ -151,14 +151,30 @@ class Sampler:
     _thread: threading.Thread | None = field(default=None, repr=False)
 
     def start(self) -> Sampler:
-        """Start the thread; returns ``self``."""
+        """Start the thread; returns ``self``.
+
+        Without a delay, a first sample of the counters (threads left out:
+        the costly part) is taken here, before the caller starts anything, so
+        that no I/O can come before the first sample however late the thread
+        gets a CPU.
+        """
+        if self.delay <= 0:
+            begun = time.perf_counter()
+            self.snapshots.append(take_snapshot(self.system, replace(self.watch, threads=False)))
+            self.read_s += time.perf_counter() - begun
         self._thread = threading.Thread(target=self._loop, name=THREAD_NAME, daemon=True)
         self._thread.start()
         return self
 
-    def stop(self) -> list[Snapshot]:
-        """Take the last sample now (when sampling had begun), end the thread and return every snapshot."""
+    def stop(self, *, wait: bool = True) -> list[Snapshot]:
+        """Take the last sample now (when sampling had begun), end the thread and return every snapshot.
+
+        With ``wait=False`` the thread is only told to stop (its last sample is
+        taken while the caller goes on); a later ``stop()`` waits for it.
+        """
         self._stop.set()
+        if not wait:
+            return []
         if self._thread is not None:
             self._thread.join(JOIN_TIMEOUT_S)
         return list(self.snapshots)
@@ -183,7 +199,7 @@ class Sampler:
             _name_thread(THREAD_NAME)
             self._place()
             start = time.monotonic() + self.delay
-            if self._stop.wait(self.delay):
+            if self.delay > 0 and self._stop.wait(self.delay):
                 return  # fio ended during its ramp: nothing was measured
             step = 0
             while True:
