@@ -39,6 +39,8 @@ _LAZY = {
     "summarize": "iobench.results.points",
     "point_totals": "iobench.results.points",
     "telemetry": "iobench.results.telemetry",
+    "timeseries": "iobench.results.timeseries",
+    "compare": "iobench.results.compare",
     "discover_topology": "iobench.system.topology",
     "plots": "iobench.plots",
     "report": "iobench.report",
@@ -48,10 +50,12 @@ if TYPE_CHECKING:
     from iobench import plots, report
     from iobench.matrix.model import Matrix, load_matrix
     from iobench.planner.plans import Plan, plan
+    from iobench.results.compare import compare
     from iobench.results.fioout import parse_fio, parse_fio_text
     from iobench.results.points import point_totals, summarize
     from iobench.results.rundir import load
     from iobench.results.telemetry import telemetry
+    from iobench.results.timeseries import timeseries
     from iobench.runner.sweep import RunInterrupted, RunResult, run
     from iobench.system.topology import discover_topology
 
@@ -79,6 +83,7 @@ __all__ = [
     "TopologyError",
     "TuningError",
     "__version__",
+    "compare",
     "discover_topology",
     "load",
     "load_matrix",
@@ -91,4 +96,5 @@ __all__ = [
     "run",
     "summarize",
     "telemetry",
+    "timeseries",
 ]

@@ -19,6 +19,7 @@ from iobench.errors import MatrixError
 from iobench.matrix.model import parse_matrix
 from iobench.results import telemetry as tm
 from iobench.results.points import TELEMETRY, parameter_columns, point_totals, summarize
+from iobench.store.records import MachineFacts, Manifest, PointMeta
 from iobench.store.rundir import RunDir
 from iobench.system.hostfs import DiskStat, Interrupts, SystemRoot, TaskStat
 from iobench.system.sampler import Sampler, Snapshot, Watch
@@ -333,7 +334,9 @@ def fake_run(tmp_path: Path) -> Callable[..., FakeRun]:
     def make(points: Sequence[Mapping[str, Any]], *, links: Mapping[str, Any] | None = None) -> FakeRun:
         run = RunDir.create(tmp_path, "fake", "version: 1\n")
         devices = [{"name": name, **facts} for name, facts in (links or {}).items()]
-        run.write_manifest({"name": "fake", "machine": {"host": "h", "topology": {"devices": devices}}})
+        run.write_manifest(
+            Manifest(name="fake", machine=MachineFacts(host="h", topology={"devices": devices}))
+        )
         rows = []
         for index, spec in enumerate(points, start=1):
             key = f"{index:04d}-r1"
@@ -345,14 +348,7 @@ def fake_run(tmp_path: Path) -> Callable[..., FakeRun]:
                 window = spec.get("window", (snaps[0].t, snaps[-1].t))
                 table = tm.build_table(snaps, point=index, repeat=1, window=window, context=ctx)
                 tm.write_table(staging / tm.FILE_NAME, table, ctx)
-            meta = {
-                "key": key,
-                "point": index,
-                "repeat": 1,
-                "params": params,
-                "values": params,
-                "status": "ok",
-            }
+            meta = PointMeta(key=key, point=index, repeat=1, params=params, status="ok")
             run.commit(staging, key, meta)
             for direction, iops in spec.get("fio", {"read": 1000.0}).items():
                 rows.append(

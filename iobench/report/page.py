@@ -3,6 +3,7 @@
 The page needs nothing but itself to open offline: figures are inline PNGs,
 the style is inline, there is no script. It holds the figures, a summary table
 (mean ± 95 % CI per point), the points that did not run or failed and why, the
+points that were not steady (with their throughput and latency over time), the
 machine (host, kernel, CPU, software versions, NUMA nodes), each target's
 devices with their original settings, and the matrix as given.
 
@@ -32,9 +33,10 @@ from iobench.errors import ResultsError, RunStorageError
 from iobench.plots.files import save_figure_file
 from iobench.report.verdicts import HEADER as VERDICT_HEADER
 from iobench.report.verdicts import verdict_groups
-from iobench.results.points import summarize
+from iobench.results.points import parameter_columns, summarize
 from iobench.results.rundir import load
 from iobench.results.telemetry import telemetry
+from iobench.store.records import Manifest
 from iobench.store.rundir import RunDir, remedy, replacing, storage
 
 PAGE_DPI = 110
@@ -83,6 +85,7 @@ def write_report(
     """
     from iobench.plots import figures_for
     from iobench.plots.figures import FORMATS
+    from iobench.plots.timeline import unsteady_timeline
 
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
@@ -91,6 +94,9 @@ def write_report(
     frame = load(run.path)
     target = Path(out) if out is not None else run.path / "report"
     figures = figures_for(frame, telemetry(run))
+    not_steady = unsteady_timeline(run.path, frame)
+    if not_steady is not None:
+        figures["timeline-not-steady"] = not_steady
     written: list[Path] = []
     inline: list[tuple[str, str]] = []
     try:
@@ -149,12 +155,13 @@ def render_page(
         title=run.path.name,
         description=_description(manifest, matrix_text),
         counts=_counts(manifest, frame),
-        when=" → ".join(str(manifest[k]) for k in ("started", "finished") if manifest.get(k)),
+        when=" → ".join(str(when) for when in (manifest.started, manifest.finished) if when),
         figures=list(figures),
         summary=_summary_table(summarize(frame) if summary is None else summary),
         verdicts=verdict_groups(frame),
         verdict_header=VERDICT_HEADER,
         problems=_problems(frame),
+        unsteady=_unsteady(frame),
         machine=_machine_rows(manifest),
         targets=_target_rows(manifest),
         matrix=matrix_text,
@@ -172,15 +179,15 @@ def _template() -> jinja2.Template:
     return environment.get_template("report.html.j2")
 
 
-def _description(manifest: dict[str, Any], matrix_text: str) -> str:
+def _description(manifest: Manifest, matrix_text: str) -> str:
     for line in matrix_text.splitlines():
         if line.startswith("description:"):
             return line.partition(":")[2].strip()
-    return str(manifest.get("name") or "")
+    return manifest.name
 
 
-def _counts(manifest: dict[str, Any], frame: pd.DataFrame) -> list[tuple[str, int]]:
-    counts = manifest.get("counts") or {}
+def _counts(manifest: Manifest, frame: pd.DataFrame) -> list[tuple[str, int]]:
+    counts = manifest.counts
     if not counts and "status" in frame:
         per_point = frame.drop_duplicates(["point", "repeat"])["status"]
         counts = {str(k): int(v) for k, v in per_point.value_counts().items()}
@@ -204,7 +211,7 @@ def _summary_table(summary: pd.DataFrame) -> dict[str, Any]:
     if summary.empty:
         return {"rows": []}
     stats = [c for c in summary.columns if c.endswith(("_mean", "_std", "_ci95", "_cv"))]
-    fixed = {"n", "pct_exact", "noisy", "short_runtime", *stats}
+    fixed = {"n", "pct_exact", "noisy", "short_runtime", "unsteady", *stats}
     keys = [
         c
         for c in summary.columns
@@ -216,6 +223,9 @@ def _summary_table(summary: pd.DataFrame) -> dict[str, Any]:
         flags = [name for name in ("noisy", "short_runtime") if row.get(name) is True]
         if row.get("pct_exact") is False:
             flags.append("approx. percentiles")
+        unsteady = row.get("unsteady")
+        if unsteady is not None and not pd.isna(unsteady) and int(unsteady) > 0:
+            flags.append(f"not steady ({int(unsteady)} of {int(row['n'])})")
         cv = row.get("iops_cv")
         numbers = [str(int(row["n"]))] + [_mean_ci(row, m, scale) for m, _, scale in metrics]
         numbers.append("–" if cv is None or pd.isna(cv) else f"{float(cv):.1%}")
@@ -241,8 +251,27 @@ def _problems(frame: pd.DataFrame) -> list[tuple[str, str, str, str]]:
     return [(_plain(r.point), _plain(r.repeat), _plain(r.status), _plain(r.reason)) for r in bad.itertuples()]
 
 
-def _machine_rows(manifest: dict[str, Any]) -> list[tuple[str, str]]:
-    machine = manifest.get("machine") or {}
+def _unsteady(frame: pd.DataFrame) -> list[tuple[str, str, str, str]]:
+    """Point, repeat, parameters and reason of every repeat judged not steady."""
+    if "steady" not in frame:
+        return []
+    bad = frame[frame["steady"].astype("boolean").eq(False).fillna(False)].drop_duplicates(
+        ["point", "repeat"]
+    )
+    params = [c for c in parameter_columns(frame) if frame[c].nunique(dropna=False) > 1]
+    return [
+        (
+            _plain(r["point"]),
+            _plain(r["repeat"]),
+            " ".join(f"{c}={_plain(r[c])}" for c in params) or "–",
+            _plain(r.get("steady_reason")),
+        )
+        for _, r in bad.iterrows()
+    ]
+
+
+def _machine_rows(manifest: Manifest) -> list[tuple[str, str]]:
+    machine = manifest.machine.facts()
     fields = (
         ("host", "host"),
         ("kernel", "kernel"),
@@ -274,8 +303,8 @@ def _cpus(cpus: Sequence[int]) -> str:
     return format_cpulist(tuple(cpus)) or "–"
 
 
-def _target_rows(manifest: dict[str, Any]) -> list[tuple[str, str, str, str]]:
-    targets = (manifest.get("machine") or {}).get("targets") or []
+def _target_rows(manifest: Manifest) -> list[tuple[str, str, str, str]]:
+    targets = manifest.machine.targets
     rows = []
     for target in targets:
         disks = target.get("disks") or []

@@ -12,19 +12,21 @@ import pandas as pd
 from iobench.errors import ResultsError, RunStorageError
 from iobench.results.fioout import parse_fio_text
 from iobench.results.fioout.frame import FRAME_METRICS
-from iobench.results.points import EXTRA, IDENTITY, PLACEMENT, TELEMETRY
+from iobench.results.points import EXTRA, IDENTITY, PLACEMENT, STEADY, TELEMETRY
+from iobench.results.steady import with_steady
 from iobench.results.telemetry import with_telemetry
-from iobench.store.rundir import SCHEMA_VERSION, RunDir
+from iobench.store.records import FRAME_VERSION, Manifest, PointMeta, ProcessRecord
+from iobench.store.rundir import RunDir
 
 Parsed = dict[str, pd.DataFrame]
 """fio outputs already parsed during the run, keyed ``<point key>/<output file>``."""
 
 
 def _process_rows(
-    point_dir: Path, meta: dict[str, Any], process: dict[str, Any], parsed: Parsed
+    point_dir: Path, meta: PointMeta, process: ProcessRecord, parsed: Parsed
 ) -> pd.DataFrame | None:
-    output = point_dir / process["output"]
-    cached = parsed.get(f"{point_dir.name}/{process['output']}")
+    output = point_dir / process.output
+    cached = parsed.get(f"{point_dir.name}/{process.output}")
     if cached is not None:
         frame = cached.copy()
     elif not output.is_file():
@@ -36,14 +38,14 @@ def _process_rows(
             return None
     if frame.empty:
         return None
-    sections = dict(zip(process["sections"], process["targets"], strict=True))
+    sections = dict(zip(process.sections, process.targets, strict=True))
     frame["target"] = frame["jobname"].map(sections).astype("string")
-    frame["target_node"] = process.get("target_node")
-    frame["cpu_node"] = process.get("cpu_node")
-    frame["cpus"] = process.get("cpus")
+    frame["target_node"] = process.target_node
+    frame["cpu_node"] = process.cpu_node
+    frame["cpus"] = process.cpus
     frame["cpus_observed"] = _observed_per_job(frame, process)
-    settings = meta.get("settings") or {}
-    disks = process.get("target_disks") or {}
+    settings = meta.settings
+    disks = process.target_disks
     for column in ("scheduler", "readahead_kb"):
         frame[column] = [
             next((settings.get(d, {}).get(column) for d in disks.get(t, []) if d in settings), None)
@@ -52,48 +54,49 @@ def _process_rows(
     return frame
 
 
-def _observed_per_job(frame: pd.DataFrame, process: dict[str, Any]) -> list[Any]:
+def _observed_per_job(frame: pd.DataFrame, process: ProcessRecord) -> list[Any]:
     """Each row's worker CPUs when fio's workers map one-to-one onto its jobs, else the union."""
-    workers = [o for o in process.get("observed") or [] if not o.get("leader")]
+    workers = [o for o in process.observed if not o.leader]
     jobs = sorted(frame["job_index"].dropna().unique())
     if workers and len(workers) == len(jobs):
-        by_job = {job: w["cpus"] for job, w in zip(jobs, workers, strict=True)}
-        return [by_job.get(j, process.get("cpus_observed")) for j in frame["job_index"]]
-    return [process.get("cpus_observed")] * len(frame)
+        by_job = {job: w.cpus for job, w in zip(jobs, workers, strict=True)}
+        return [by_job.get(j, process.cpus_observed) for j in frame["job_index"]]
+    return [process.cpus_observed] * len(frame)
 
 
-def _empty_row(meta: dict[str, Any]) -> pd.DataFrame:
-    process = (meta.get("processes") or [{}])[0]
-    targets = process.get("targets") or [None]
+def _empty_row(meta: PointMeta) -> pd.DataFrame:
+    if not meta.processes:
+        return pd.DataFrame([{"target": None}])
+    process = meta.processes[0]
     return pd.DataFrame(
         [
             {
-                "target": targets[0] if len(targets) == 1 else None,
-                "target_node": process.get("target_node"),
-                "cpu_node": process.get("cpu_node"),
-                "cpus": process.get("cpus"),
-                "cpus_observed": process.get("cpus_observed"),
+                "target": process.targets[0] if len(process.targets) == 1 else None,
+                "target_node": process.target_node,
+                "cpu_node": process.cpu_node,
+                "cpus": process.cpus,
+                "cpus_observed": process.cpus_observed,
             }
         ]
     )
 
 
 def point_frame(
-    point_dir: Path, meta: dict[str, Any], run_id: str, host: str | None, parsed: Parsed | None = None
+    point_dir: Path, meta: PointMeta, run_id: str, host: str | None, parsed: Parsed | None = None
 ) -> pd.DataFrame:
     """The rows of one saved point × repeat (one empty row when fio reported nothing)."""
-    parts = [_process_rows(point_dir, meta, p, parsed or {}) for p in meta.get("processes") or []]
+    parts = [_process_rows(point_dir, meta, p, parsed or {}) for p in meta.processes]
     found = [p for p in parts if p is not None]
     frame = pd.concat(found, ignore_index=True) if found else _empty_row(meta)
     frame["run_id"] = run_id
-    frame["point"] = meta["point"]
-    frame["repeat"] = meta["repeat"]
-    frame["status"] = meta["status"]
-    frame["reason"] = meta.get("reason")
-    frame["runtime_requested_ms"] = meta.get("runtime_requested_ms")
+    frame["point"] = meta.point
+    frame["repeat"] = meta.repeat
+    frame["status"] = meta.status
+    frame["reason"] = meta.reason
+    frame["runtime_requested_ms"] = meta.runtime_requested_ms
     if "host" not in frame or frame["host"].isna().all():
         frame["host"] = host
-    for name, value in (meta.get("values") or {}).items():
+    for name, value in meta.params.items():
         if name not in PLACEMENT:  # scheduler/readahead_kb: what the device had, read during the point
             frame[name] = value
     return frame
@@ -122,23 +125,27 @@ def build_frame(run: RunDir, parsed: Parsed | None = None) -> pd.DataFrame:
     """Assemble the tidy frame from every saved point of ``run`` (``parsed`` spares re-reading outputs)."""
     manifest = run.manifest()
     run_id = run.path.name
-    host = (manifest.get("machine") or {}).get("host")
+    host = manifest.machine.host
     frames, axes = [], []
     for point_dir, meta in run.point_metas():
         frames.append(point_frame(point_dir, meta, run_id, host, parsed))
-        axes += [a for a in meta.get("values") or {} if a not in axes and a not in PLACEMENT]
+        axes += [a for a in meta.params if a not in axes and a not in PLACEMENT]
     if not frames:
         return pd.DataFrame({c: pd.Series([], dtype="object") for c in IDENTITY})
-    frame = with_telemetry(_tidy_types(pd.concat(frames, ignore_index=True), axes), run)
-    order = [c for c in (*IDENTITY, *axes, *PLACEMENT, *FRAME_METRICS, *EXTRA, *TELEMETRY) if c in frame]
+    frame = with_steady(_tidy_types(pd.concat(frames, ignore_index=True), axes), run)
+    frame = with_telemetry(frame, run)
+    order = [
+        c for c in (*IDENTITY, *axes, *PLACEMENT, *FRAME_METRICS, *EXTRA, *STEADY, *TELEMETRY) if c in frame
+    ]
     rest = [c for c in frame.columns if c not in order and c != "source"]
     return _with_machine(frame[order + rest], manifest)
 
 
-def _with_machine(frame: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataFrame:
+def _with_machine(frame: pd.DataFrame, manifest: Manifest) -> pd.DataFrame:
     """Carry the machine facts (host, kernel, CPU model, versions) in ``frame.attrs["machine"]`` for captions."""
-    machine = manifest.get("machine") or {}
-    frame.attrs["machine"] = {k: v for k, v in machine.items() if k not in ("topology", "targets")}
+    frame.attrs["machine"] = {
+        k: v for k, v in manifest.machine.facts().items() if k not in ("topology", "targets")
+    }
     return frame
 
 
@@ -169,10 +176,14 @@ def load(path: str | os.PathLike[str], *, rebuild: bool = False) -> pd.DataFrame
 
         metadata = pq.read_schema(run.frame_path).metadata or {}
         version = int(metadata.get(b"iobench_schema_version", b"0"))
-        if version == SCHEMA_VERSION:
+        if version == FRAME_VERSION:
             return _with_machine(pd.read_parquet(run.frame_path), run.manifest())
-        if version > SCHEMA_VERSION:
-            raise ResultsError(f"{run.frame_path}: schema version {version} is newer than this iobench reads")
+        if version > FRAME_VERSION:
+            raise ResultsError(
+                f"{run.frame_path}: frame schema version {version} was written by a newer iobench "
+                f"(this one reads {FRAME_VERSION}); upgrade iobench, or `iobench.load(path, rebuild=True)` "
+                "rebuilds it from the points"
+            )
     frame = build_frame(run)
     # Saving is only a cache: a full or read-only disk must not keep anyone from their results.
     with contextlib.suppress(RunStorageError):

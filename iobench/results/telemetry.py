@@ -33,6 +33,7 @@ import pandas as pd
 
 from iobench.errors import ResultsError
 from iobench.results.points import TELEMETRY, TELEMETRY_TEXT, parameter_columns, point_totals
+from iobench.store.records import PointMeta
 from iobench.store.rundir import RunDir, storage
 from iobench.system.hostfs import CPU_TIME_FIELDS
 from iobench.system.pcie import link_bandwidth
@@ -401,7 +402,7 @@ def _empty() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in types.items()})
 
 
-def _point_tables(run: RunDir) -> Iterable[tuple[dict[str, Any], Any, dict[str, Any]]]:
+def _point_tables(run: RunDir) -> Iterable[tuple[PointMeta, Any, dict[str, Any]]]:
     for point_dir, meta in run.point_metas():
         path = point_dir / FILE_NAME
         if path.is_file():
@@ -551,7 +552,7 @@ def _load_points(run: RunDir) -> list[_Point]:
     found: dict[tuple[int, int], dict[str, Any]] = {}
     tables = []
     for meta, table, context in _point_tables(run):
-        found[(int(meta["point"]), int(meta["repeat"]))] = context
+        found[(meta.point, meta.repeat)] = context
         tables.append(table)
     if not found:
         return []
@@ -924,7 +925,7 @@ def summaries(run: RunDir, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFr
         ``repeat`` and :data:`POINT_COLUMNS`.
     """
     points = _load_points(run)
-    links = _links(run.manifest())
+    links = _links(run.manifest().model_dump(mode="json"))
     per_direction: list[dict[str, Any]] = []
     judges = []
     fio = _fio_numbers(frame)

@@ -98,6 +98,8 @@ class Device:
         ``queue/rotational``.
     model : str or None
         ``device/model``.
+    firmware : str or None
+        ``device/firmware_rev`` (NVMe), else ``device/rev`` (SCSI, SATA).
     size_bytes : int or None
         Capacity (``size`` is in 512-byte sectors whatever the block size).
     partitions, holders, slaves : tuple of str
@@ -121,6 +123,7 @@ class Device:
     holders: tuple[str, ...]
     slaves: tuple[str, ...]
     pcie: PciePlacement | None = None
+    firmware: str | None = None
 
 
 @dataclass(frozen=True)
@@ -478,6 +481,9 @@ def _read_device(system: SystemRoot, name: str, nodes: tuple[Node, ...]) -> Devi
         holders=system.holders(name),
         slaves=system.slaves(name),
         pcie=read_placement(system, path),
+        firmware=system.read_text(path / "device" / "firmware_rev")
+        or system.read_text(path / "device" / "rev")
+        or None,
     )
 
 
@@ -529,6 +535,7 @@ def _device_dict(device: Device) -> dict[str, Any]:
         "readahead_kb": device.readahead_kb,
         "rotational": device.rotational,
         "model": device.model,
+        "firmware": device.firmware,
         "size_bytes": device.size_bytes,
         "partitions": list(device.partitions),
         "holders": list(device.holders),
