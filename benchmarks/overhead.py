@@ -59,6 +59,7 @@ def telemetry_main(args: argparse.Namespace, depths: list[int]) -> None:
     on: list[float] = []
     off: list[float] = []
     cpu: list[float] = []
+    loop: dict[str, list[float]] = {"on": [], "off": []}
     with tempfile.TemporaryDirectory(prefix="iobench-overhead-") as tmp:
         base = Path(tmp)
         text = MATRIX.format(target=base / "null.dat", iodepths=depths)
@@ -69,23 +70,30 @@ def telemetry_main(args: argparse.Namespace, depths: list[int]) -> None:
             for mode in order:
                 wall, run_dir = iobench_run(base / f"{mode}.yaml", base / f"results-{mode}-{n}")
                 (on if mode == "on" else off).append(wall)
+                loop[mode].append(in_loop_overhead(run_dir) * 1000)
                 if mode == "on":
                     cpu.append(sampler_cpu(run_dir))
                 shutil.rmtree(run_dir)
     on_s, off_s = statistics.median(on), statistics.median(off)
     diff = (on_s - off_s) / off_s * 100
     cpu_ms = statistics.median(cpu) / args.points * 1000
+    loop_on, loop_off = statistics.median(loop["on"]), statistics.median(loop["off"])
     if args.markdown:
         print(
-            "| points | rounds | telemetry off (s) | telemetry on (s) | difference | sampler CPU/point (ms) |"
+            "| points | rounds | telemetry off (s) | telemetry on (s) | difference "
+            "| in-loop/point off → on (ms) | sampler CPU/point (ms) |"
         )
-        print("|---|---|---|---|---|---|")
-        print(f"| {args.points} | {args.rounds} | {off_s:.2f} | {on_s:.2f} | {diff:+.1f} % | {cpu_ms:.1f} |")
+        print("|---|---|---|---|---|---|---|")
+        print(
+            f"| {args.points} | {args.rounds} | {off_s:.2f} | {on_s:.2f} | {diff:+.1f} % "
+            f"| {loop_off:.1f} → {loop_on:.1f} | {cpu_ms:.1f} |"
+        )
     else:
         print(f"points: {args.points}, rounds: {args.rounds} (medians; on/off alternating)")
         print(f"telemetry off: {off_s:8.2f} s   {sorted(round(v, 2) for v in off)}")
         print(f"telemetry on:  {on_s:8.2f} s   {sorted(round(v, 2) for v in on)}")
         print(f"difference:    {diff:+8.1f} %   (target ≤ 2 %)")
+        print(f"in the loop:   {loop_off:8.1f} → {loop_on:.1f} ms/point around fio (off → on)")
         print(f"sampler CPU:   {cpu_ms:8.1f} ms/point")
 
 

@@ -19,7 +19,7 @@ from iobench.errors import MatrixError
 from iobench.matrix.model import parse_matrix
 from iobench.results import telemetry as tm
 from iobench.results.points import TELEMETRY, parameter_columns, point_totals, summarize
-from iobench.store.records import Manifest, PointMeta
+from iobench.store.records import MachineFacts, Manifest, PointMeta
 from iobench.store.rundir import RunDir
 from iobench.system.hostfs import DiskStat, Interrupts, SystemRoot, TaskStat
 from iobench.system.sampler import Sampler, Snapshot, Watch
@@ -335,9 +335,7 @@ def fake_run(tmp_path: Path) -> Callable[..., FakeRun]:
         run = RunDir.create(tmp_path, "fake", "version: 1\n")
         devices = [{"name": name, **facts} for name, facts in (links or {}).items()]
         run.write_manifest(
-            Manifest.model_validate(
-                {"name": "fake", "machine": {"host": "h", "topology": {"devices": devices}}}
-            )
+            Manifest(name="fake", machine=MachineFacts(host="h", topology={"devices": devices}))
         )
         rows = []
         for index, spec in enumerate(points, start=1):
