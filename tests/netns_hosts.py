@@ -11,8 +11,9 @@ test ends, also when it fails or is interrupted::
         hosts = netns_hosts(2)                 # hosts named "a" and "b"
         a = hosts["a"]
         ssh = ["ssh", "-F", str(hosts.ssh_config), a.ssh, "hostname"]   # a.ssh == "root@a"
-        # or without the config file, as a matrix's ``ssh:`` + ``ssh_options:``:
-        ssh = ["ssh", *(f"-o{o}" for o in a.ssh_options), a.ssh, "hostname"]
+        # or without the config file, as a matrix's ``ssh:`` + ``ssh_options:`` (BatchMode and
+        # ConnectTimeout are left to the caller: iobench refuses them in a matrix):
+        ssh = ["ssh", "-oBatchMode=yes", *(f"-o{o}" for o in a.ssh_options), a.ssh, "hostname"]
         a.listeners()                          # [Listener("10.213.0.2", 22, ("sshd",))]
         a.pids()                               # every process inside a's namespace
 
@@ -365,10 +366,12 @@ def _client_options(host: NetnsHost, identity: Path, known_hosts: Path) -> tuple
         f"UserKnownHostsFile={known_hosts}",
         "GlobalKnownHostsFile=/dev/null",
         "StrictHostKeyChecking=yes",
-        "BatchMode=yes",
-        "ConnectTimeout=5",
         "LogLevel=ERROR",
     )
+
+
+# In the config file only: iobench sets these itself and refuses them in a matrix's ssh_options.
+_CONFIG_ONLY = ("BatchMode yes", "ConnectTimeout 5")
 
 
 def _wait_listening(host: NetnsHost, deadline: float) -> None:
@@ -399,9 +402,30 @@ def _start_sshd(host: NetnsHost, config: Path) -> None:
         )
 
 
-def _teardown(hosts: list[NetnsHost]) -> list[str]:
-    """Kill everything in each namespace, delete namespaces and veths; returns what could not be removed."""
+def _naming(text: str) -> list[int]:
+    """Processes (not zombies, not this one) whose command line contains ``text``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+            state = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and text.encode() in cmdline:
+            found.append(int(entry))
+    return found
+
+
+def _teardown(hosts: list[NetnsHost], directory: Path) -> list[str]:
+    """Kill everything in each namespace and every ssh here using our keys/config, delete namespaces and veths.
+
+    Returns what could not be removed.
+    """
     problems = []
+    # ssh clients of the code under test (control masters, forwards) name our key or config.
+    _kill_all(functools.partial(_naming, f"{directory}/"))
     for host in hosts:
         if host.sshd is not None and host.sshd.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -512,6 +536,7 @@ def netns_hosts(
             host.ssh_options = _client_options(host, identity, known_hosts)
             config_lines.append(f"Host {host.name}")
             config_lines += [f"    {option.replace('=', ' ', 1)}" for option in host.ssh_options]
+            config_lines += [f"    {line}" for line in _CONFIG_ONLY]
             _start_sshd(host, config)
         known_hosts.write_text("\n".join(known_lines) + "\n")
         ssh_config = base / "ssh_config"
@@ -521,7 +546,7 @@ def netns_hosts(
             _wait_listening(host, deadline)
         yield NetnsHosts(hosts, base, ssh_config, identity, known_hosts)
     finally:
-        problems = _teardown(hosts)
+        problems = _teardown(hosts, base)
         if own_dir:
             shutil.rmtree(base, ignore_errors=True)
         if problems:

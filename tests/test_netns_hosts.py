@@ -58,7 +58,9 @@ def test_two_hosts_by_name_each_listening_on_its_own_address_only(
         via_config = _ssh(hosts.ssh_argv(host, "hostname"))
         assert (via_config.returncode, via_config.stdout.strip()) == (0, host.name), via_config.stderr
         # The same host as a matrix names it: a destination plus `ssh -o` options, no config file.
-        via_options = _ssh(["ssh", *(f"-o{o}" for o in host.ssh_options), host.ssh, "hostname"])
+        via_options = _ssh(
+            ["ssh", "-oBatchMode=yes", *(f"-o{o}" for o in host.ssh_options), host.ssh, "hostname"]
+        )
         assert (via_options.returncode, via_options.stdout.strip()) == (0, host.name), via_options.stderr
 
         listening = host.listeners()
@@ -82,9 +84,16 @@ def test_teardown_leaves_no_namespace_veth_or_process() -> None:
         done = _ssh(hosts.ssh_argv("a", "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!"))
         assert done.returncode == 0, done.stderr
         leftover = int(done.stdout.strip())
+        # So is a control master here that outlived its session (ssh -f: reparented, in its own session).
+        control = f"ControlPath={hosts.directory}/cm-%h"
+        master = ["ssh", "-F", str(hosts.ssh_config), "-oControlMaster=yes", f"-o{control}", "-fN", "root@b"]
+        assert _ssh(master).returncode == 0
+        check = _ssh(["ssh", "-F", str(hosts.ssh_config), f"-o{control}", "-Ocheck", "root@b"])
+        assert "Master running" in check.stderr
+        masters = [int(p) for p in check.stderr.split("pid=")[1].split(")")[:1]]
         pids = [p for h in hosts for p in h.pids()]
         assert leftover in pids and all(h.sshd is not None and h.sshd.pid in pids for h in hosts)
-    _gone(hosts, pids)
+    _gone(hosts, pids + masters)
 
 
 def test_interrupt_inside_tears_down() -> None:
