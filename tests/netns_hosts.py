@@ -317,7 +317,9 @@ def _free_subnets(count: int) -> list[ipaddress.IPv4Network | ipaddress.IPv6Netw
         with contextlib.suppress(ValueError):
             if dest not in ("default", "local", "broadcast", "unreachable", "blackhole", "prohibit"):
                 taken.append(ipaddress.ip_network(dest, strict=False))
-    free = []
+    free: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+    if count == 0:
+        return free
     for subnet in SUBNETS.subnets(new_prefix=30):
         if not any(subnet.overlaps(t) and t.prefixlen > 0 for t in taken):
             free.append(subnet)
