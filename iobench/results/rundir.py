@@ -11,6 +11,7 @@ import pandas as pd
 
 from iobench.errors import ResultsError, RunStorageError
 from iobench.results.fioout import parse_fio_text
+from iobench.results.fioout.clients import parse_client_output
 from iobench.results.fioout.frame import FRAME_METRICS
 from iobench.results.points import EXTRA, IDENTITY, PLACEMENT
 from iobench.store.rundir import SCHEMA_VERSION, RunDir
@@ -19,18 +20,33 @@ Parsed = dict[str, pd.DataFrame]
 """fio outputs already parsed during the run, keyed ``<point key>/<output file>``."""
 
 
+def parsed_key(point: str, process: dict[str, Any]) -> str:
+    """The :data:`Parsed` key of a process's rows: ``<point>/<output>``, ``@<host>`` for a host's share."""
+    host = process.get("host")
+    return f"{point}/{process['output']}" + (f"@{host}" if host is not None else "")
+
+
+def _read_output(output: Path, process: dict[str, Any]) -> pd.DataFrame:
+    text = output.read_text(errors="replace")
+    if process.get("client_port") is not None:  # one host's rows of a fio client's output
+        return parse_client_output(
+            text, {int(process["client_port"]): str(process["host"])}, origin=str(output)
+        )
+    return parse_fio_text(text, origin=str(output))
+
+
 def _process_rows(
     point_dir: Path, meta: dict[str, Any], process: dict[str, Any], parsed: Parsed
 ) -> pd.DataFrame | None:
     output = point_dir / process["output"]
-    cached = parsed.get(f"{point_dir.name}/{process['output']}")
+    cached = parsed.get(parsed_key(point_dir.name, process))
     if cached is not None:
         frame = cached.copy()
     elif not output.is_file():
         return None
     else:
         try:
-            frame = parse_fio_text(output.read_text(errors="replace"), origin=str(output))
+            frame = _read_output(output, process)
         except ResultsError:
             return None
     if frame.empty:
@@ -62,27 +78,37 @@ def _observed_per_job(frame: pd.DataFrame, process: dict[str, Any]) -> list[Any]
 
 
 def _empty_row(meta: dict[str, Any]) -> pd.DataFrame:
-    process = (meta.get("processes") or [{}])[0]
-    targets = process.get("targets") or [None]
-    return pd.DataFrame(
-        [
+    processes = meta.get("processes") or [{}]
+    # One row per host where a point ran on hosts, so each host's failure shows under its name.
+    chosen = processes if processes[0].get("host") is not None else processes[:1]
+    rows = []
+    for process in chosen:
+        targets = process.get("targets") or [None]
+        rows.append(
             {
                 "target": targets[0] if len(targets) == 1 else None,
                 "target_node": process.get("target_node"),
                 "cpu_node": process.get("cpu_node"),
                 "cpus": process.get("cpus"),
                 "cpus_observed": process.get("cpus_observed"),
+                "host": process.get("host"),
             }
-        ]
-    )
+        )
+    return pd.DataFrame(rows)
 
 
 def point_frame(
     point_dir: Path, meta: dict[str, Any], run_id: str, host: str | None, parsed: Parsed | None = None
 ) -> pd.DataFrame:
     """The rows of one saved point × repeat (one empty row when fio reported nothing)."""
-    parts = [_process_rows(point_dir, meta, p, parsed or {}) for p in meta.get("processes") or []]
+    processes = meta.get("processes") or []
+    parts = [_process_rows(point_dir, meta, p, parsed or {}) for p in processes]
     found = [p for p in parts if p is not None]
+    silent = [
+        p for p, part in zip(processes, parts, strict=True) if part is None and p.get("host") is not None
+    ]
+    if found and silent:  # hosts that reported nothing keep a row each, as a job without I/O does
+        found.append(_empty_row({"processes": silent}))
     frame = pd.concat(found, ignore_index=True) if found else _empty_row(meta)
     frame["run_id"] = run_id
     frame["point"] = meta["point"]
