@@ -16,6 +16,7 @@ test ends, also when it fails or is interrupted::
         ssh = ["ssh", "-oBatchMode=yes", *(f"-o{o}" for o in a.ssh_options), a.ssh, "hostname"]
         a.listeners()                          # [Listener("10.213.0.2", 22, ("sshd",))]
         a.pids()                               # every process inside a's namespace
+        a.session_pids()                       # ... but the host's own (unshare, sshd listener)
 
 Outside a test (a benchmark, a shell session) use the context manager:
 ``with netns_hosts(8) as hosts: ...``.
@@ -23,12 +24,15 @@ Outside a test (a benchmark, a shell session) use the context manager:
 Each host is a network namespace (``iobt-<owner pid>-<n>``) joined to the root
 namespace by a veth pair with a private /30 from 10.213.0.0/16 (root end .1,
 host end .2), ``lo`` up inside; an ``sshd`` (``/usr/sbin/sshd -D -e``, its own
-config, host key and log in a temp directory) runs in the namespace under its
-own UTS name, so ``hostname`` over SSH prints the host's name, listening on the
-host's veth address only; root logs in with a throwaway key. Processes started
-over SSH (fio, ``fio --server``) run inside the namespace: ``ss`` there shows
-what they listen on, ``pids()`` finds them. The hosts share this machine's
-filesystem, so fio and every other tool is there.
+config, host key and log in a temp directory) runs in the namespace as pid 1 of
+its own pid namespace, under its own UTS name (``hostname`` over SSH prints the
+host's name) and with its own home for root (a directory bind-mounted over
+``~root`` in its own mount namespace), listening on the host's veth address
+only; root logs in with a throwaway key. Processes started over SSH (fio,
+``fio --server``) run inside: ``ss`` there shows what they listen on,
+``pids()`` finds them, and they see only their host's processes and home, as
+on separate machines. Everything else of the filesystem is this machine's, so
+fio and every other tool is there.
 
 Teardown kills every process in each namespace (sshd, sessions, anything code
 under test left behind), deletes the namespaces and veths and the temp
@@ -69,10 +73,15 @@ COMMAND_TIMEOUT_S = 10.0
 READY_TIMEOUT_S = 10.0
 KILL_GRACE_S = 3.0
 
-# Runs in the new UTS namespace: set the hostname, then become sshd (no shell involved).
-_SET_HOSTNAME_AND_EXEC = (
-    "import os, socket, sys; socket.sethostname(sys.argv[1]); os.execv(sys.argv[2], sys.argv[2:])"
-)
+# Runs as pid 1 of the host's new namespaces (UTS, mount, pid): a private home for root over the
+# real one (what a command there leaves in ~ stays on that host), the hostname, then become sshd.
+_HOST_INIT = """
+import os, pwd, socket, subprocess, sys
+name, home, sshd = sys.argv[1:4]
+subprocess.run(["mount", "--bind", home, pwd.getpwuid(0).pw_dir], check=True, timeout=10)
+socket.sethostname(name)
+os.execv(sshd, sys.argv[3:])
+"""
 
 _counter = 0
 
@@ -151,6 +160,7 @@ class NetnsHost:
     veth_host: str
     directory: Path
     ssh_options: tuple[str, ...]
+    #: ``unshare``, whose only child is the host's sshd (pid 1 of the host's pid namespace).
     sshd: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -175,6 +185,17 @@ class NetnsHost:
     def pids(self) -> list[int]:
         """Every process whose network namespace is this host's."""
         return _pids_in_netns(self.inode())
+
+    def session_pids(self) -> list[int]:
+        """Processes in the namespace other than the host's own (``unshare`` and the sshd listener).
+
+        What code under test started there (and sshd's per-connection
+        processes while a session is open); zombies are left out.
+        """
+        own = set()
+        if self.sshd is not None:
+            own = {self.sshd.pid, *_children(self.sshd.pid)}
+        return [p for p in self.pids() if p not in own and _running(p)]
 
     def exec(self, *argv: str, timeout: float = COMMAND_TIMEOUT_S, check: bool = True) -> str:
         """Run ``argv`` inside the namespace (as root, not over SSH) and return its stdout."""
@@ -244,6 +265,21 @@ def _pids_in_netns(inode: int) -> list[int]:
         except OSError:  # gone, or a kernel thread
             continue
     return pids
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _running(pid: int) -> bool:
+    """Exists and has not exited (a zombie waiting to be reaped has)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def _kill_all(pids_of: Callable[[], list[int]]) -> list[int]:
@@ -391,8 +427,11 @@ def _wait_listening(host: NetnsHost, deadline: float) -> None:
 
 
 def _start_sshd(host: NetnsHost, config: Path) -> None:
-    argv = ["ip", "netns", "exec", host.netns, "unshare", "--uts", sys.executable, "-c"]
-    argv += [_SET_HOSTNAME_AND_EXEC, host.name, SSHD, "-D", "-e", "-f", str(config)]
+    home = host.directory / "home"
+    home.mkdir(mode=0o700)
+    argv = ["ip", "netns", "exec", host.netns]
+    argv += ["unshare", "--uts", "--mount", "--pid", "--fork", "--mount-proc", "--kill-child"]
+    argv += [sys.executable, "-c", _HOST_INIT, host.name, str(home), SSHD, "-D", "-e", "-f", str(config)]
     with host.sshd_log.open("wb") as log:
         host.sshd = subprocess.Popen(  # noqa: S603 - argv list
             argv,

@@ -30,6 +30,13 @@ def _ssh(argv: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return ""
+
+
 def _running(pid: int) -> bool:
     """Not exited: zombies (waiting for this machine's init to reap them) do not count."""
     try:
@@ -70,6 +77,13 @@ def test_two_hosts_by_name_each_listening_on_its_own_address_only(
         assert ipaddress.ip_address(host.address) in ipaddress.ip_network(f"{host.gateway}/30", strict=False)
     a, b = hosts["a"], hosts["b"]
     assert a.address != b.address and set(a.pids()).isdisjoint(b.pids())
+    # Like separate machines: each host sees its own processes (sshd is its pid 1) and its own home.
+    mark = ".iobench-netns-hosts-mark"
+    seen = _ssh(hosts.ssh_argv("a", f"cat /proc/1/comm; ps -e --no-headers | wc -l; touch ~/{mark}; ls -A ~"))
+    comm, count, *home = seen.stdout.split()
+    assert (seen.returncode, comm, home) == (0, "sshd", [mark]) and int(count) < 10, seen
+    assert _ssh(hosts.ssh_argv("b", "ls -A ~")).stdout.split() == []
+    assert not (Path.home() / mark).exists()
     # No sshd of ours in the root namespace: nothing here listens on a test address.
     root = subprocess.run(["ss", "-ltnH"], capture_output=True, text=True, timeout=10, check=True).stdout
     assert a.address not in root and b.address not in root
@@ -81,9 +95,15 @@ def test_teardown_leaves_no_namespace_veth_or_process() -> None:
         pytest.skip(f"namespace test hosts need: {', '.join(missing_requirements())}")
     with netns_hosts(2) as hosts:
         # Something left behind in a host (as a detached fio server would be) is stopped too.
-        done = _ssh(hosts.ssh_argv("a", "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!"))
+        done = _ssh(hosts.ssh_argv("a", "setsid sleep 300 </dev/null >/dev/null 2>&1 &"))
         assert done.returncode == 0, done.stderr
-        leftover = int(done.stdout.strip())
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # until sshd's session processes are gone and sleep runs
+            leftover = hosts["a"].session_pids()
+            if [_cmdline(p) for p in leftover] == ["sleep 300"]:
+                break
+            time.sleep(0.05)
+        assert [_cmdline(p) for p in leftover] == ["sleep 300"]
         # So is a control master here that outlived its session (ssh -f: reparented, in its own session).
         control = f"ControlPath={hosts.directory}/cm-%h"
         master = ["ssh", "-F", str(hosts.ssh_config), "-oControlMaster=yes", f"-o{control}", "-fN", "root@b"]
@@ -92,7 +112,7 @@ def test_teardown_leaves_no_namespace_veth_or_process() -> None:
         assert "Master running" in check.stderr
         masters = [int(p) for p in check.stderr.split("pid=")[1].split(")")[:1]]
         pids = [p for h in hosts for p in h.pids()]
-        assert leftover in pids and all(h.sshd is not None and h.sshd.pid in pids for h in hosts)
+        assert leftover[0] in pids and all(h.sshd is not None and h.sshd.pid in pids for h in hosts)
     _gone(hosts, pids + masters)
 
 
