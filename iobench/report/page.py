@@ -98,7 +98,7 @@ def write_report(
             buffer = io.BytesIO()
             fig.savefig(buffer, format="png", dpi=PAGE_DPI)
             inline.append((name, base64.b64encode(buffer.getvalue()).decode("ascii")))
-        summary = summarize(frame)
+        summary = summarize(frame, by=_split_by(frame))
         table = target / "summary.csv"
         with replacing(table) as tmp:
             summary.to_csv(tmp, index=False)
@@ -148,10 +148,11 @@ def render_page(
         counts=_counts(manifest, frame),
         when=" → ".join(str(manifest[k]) for k in ("started", "finished") if manifest.get(k)),
         figures=list(figures),
-        summary=_summary_table(summarize(frame) if summary is None else summary),
+        summary=_summary_table(summarize(frame, by=_split_by(frame)) if summary is None else summary),
         problems=_problems(frame),
         machine=_machine_rows(manifest),
         targets=_target_rows(manifest),
+        hosts=_host_sections(manifest),
         matrix=matrix_text,
     )
 
@@ -236,8 +237,38 @@ def _problems(frame: pd.DataFrame) -> list[tuple[str, str, str, str]]:
     return [(_plain(r.point), _plain(r.repeat), _plain(r.status), _plain(r.reason)) for r in bad.itertuples()]
 
 
-def _machine_rows(manifest: dict[str, Any]) -> list[tuple[str, str]]:
+def _split_by(frame: pd.DataFrame) -> list[str] | None:
+    """``["host"]`` when every point ran on one host of several (the ``host`` axis): the table then names it."""
+    if "host" not in frame or frame["host"].nunique(dropna=True) < 2:
+        return None
+    keys = [c for c in ("run_id", "point") if c in frame]
+    return ["host"] if keys and frame.groupby(keys)["host"].nunique().max() == 1 else None
+
+
+def _host_sections(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per host of a sweep across hosts (SPEC §11): its machine facts and its targets."""
+    sections = []
+    for host in manifest.get("hosts") or []:
+        rows = _machine_rows({"machine": host}, hosts=True)
+        sections.append(
+            {"name": str(host.get("host")), "rows": rows, "targets": _target_rows({"machine": host})}
+        )
+    return sections
+
+
+def _machine_rows(manifest: dict[str, Any], *, hosts: bool = False) -> list[tuple[str, str]]:
     machine = manifest.get("machine") or {}
+    if hosts:
+        fields: tuple[tuple[str, str], ...] = (
+            ("hostname", "hostname"),
+            ("ssh", "ssh"),
+            ("kernel", "kernel"),
+            ("cpu_model", "CPU"),
+            ("cpu_count", "CPUs"),
+            ("fio_version", "fio"),
+            ("numactl", "numactl"),
+        )
+        return _with_topology(machine, [(label, str(machine.get(key) or "–")) for key, label in fields])
     fields = (
         ("host", "host"),
         ("kernel", "kernel"),
@@ -249,6 +280,10 @@ def _machine_rows(manifest: dict[str, Any]) -> list[tuple[str, str]]:
         ("python", "Python"),
     )
     rows = [(label, str(machine.get(key, "–"))) for key, label in fields]
+    return _with_topology(machine, rows)
+
+
+def _with_topology(machine: dict[str, Any], rows: list[tuple[str, str]]) -> list[tuple[str, str]]:
     topology = machine.get("topology") or {}
     for node in topology.get("nodes", []):
         rows.append(

@@ -151,7 +151,9 @@ def build_frame(run: RunDir, parsed: Parsed | None = None) -> pd.DataFrame:
     frames, axes = [], []
     for point_dir, meta in run.point_metas():
         frames.append(point_frame(point_dir, meta, run_id, host, parsed))
-        axes += [a for a in meta.get("values") or {} if a not in axes and a not in PLACEMENT]
+        axes += [
+            a for a in meta.get("values") or {} if a not in axes and a not in PLACEMENT and a not in IDENTITY
+        ]
     if not frames:
         return pd.DataFrame({c: pd.Series([], dtype="object") for c in IDENTITY})
     frame = _tidy_types(pd.concat(frames, ignore_index=True), axes)
@@ -164,6 +166,15 @@ def _with_machine(frame: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataFrame
     """Carry the machine facts (host, kernel, CPU model, versions) in ``frame.attrs["machine"]`` for captions."""
     machine = manifest.get("machine") or {}
     frame.attrs["machine"] = {k: v for k, v in machine.items() if k not in ("topology", "targets")}
+    hosts = manifest.get("hosts") or []
+    if hosts:  # fio ran on these machines, not on the client that wrote the manifest's `machine`
+        frame.attrs["hosts"] = [
+            {k: v for k, v in h.items() if k not in ("topology", "targets")} for h in hosts
+        ]
+        for key in ("cpu_model", "kernel"):
+            frame.attrs["machine"][key] = ", ".join(
+                dict.fromkeys(str(h.get(key)) for h in hosts if h.get(key))
+            )
     return frame
 
 

@@ -174,7 +174,7 @@ class _HostPointRunner(_PointRunner):
         hosts = self._hosts_of(run)
         down = [h for h in hosts if not h.alive() or h.server is None]
         if down:
-            reason = "; ".join(f"{h.describe()} is down: {h.down or 'no fio server'}" for h in down)
+            reason = "; ".join(h.down or f"{h.describe()}: no fio server" for h in down)
             return self._failed_early(run, cwd, meta, reason)
         clients = {h.name: h.server.client for h in hosts if h.server is not None}
         argv = client_argv(self.plan.matrix.fio_binary, run.processes, clients, OUTPUT)
@@ -213,9 +213,8 @@ class _HostPointRunner(_PointRunner):
         meta["processes"] = [
             self._host_meta(p, done, observers, per_host.get(p.host or "")) for p in run.processes
         ]
-        self.run_dir.commit(cwd, run.key, meta)
-        self._remember_files(run)
         iops, lat = headline(frames)
+        self.run_dir.commit(cwd, run.key, meta)
         return PointOutcome(run.key, status, why, time.monotonic() - started, iops, lat)
 
     def _stop_jobs(self, hosts: Sequence[Host]) -> None:
@@ -321,7 +320,11 @@ class _HostPointRunner(_PointRunner):
             )
         return data
 
-    def _remember_files(self, run: PlannedRun) -> None:
+    def _process_meta(self, process: FioProcess, result: Any) -> dict[str, Any]:
+        """A process's meta where the point stopped without results (Ctrl-C)."""
+        return self._host_meta(process, None, None)
+
+    def remember_files(self, run: PlannedRun) -> None:
         """Files fio just created on a host may be written by later runs (the registry keys them by host)."""
         assert self.fleet is not None
         for host in self._hosts_of(run):
@@ -332,6 +335,35 @@ class _HostPointRunner(_PointRunner):
                     remember_created(paths, RemoteMachine(host, facts.snapshot))
 
 
+def _target_facts(target: Any, host: Host) -> dict[str, Any]:
+    """A target as located on its host, with its disks' facts (the shape of :meth:`Plan.target_facts`)."""
+    assert host.facts is not None
+    location = host.facts.locations[target.path]
+    disks = [host.facts.topology.device(name) for name in location.disks]
+    return {
+        "path": target.path,
+        "section": target.section,
+        "kind": location.kind,
+        "device": location.device,
+        "home_node": location.home_node if location.home_node is not None else target.home_node,
+        "size": target.size,
+        "allow_write": target.allow_write,
+        "disks": [
+            {
+                "name": d.name,
+                "model": d.model,
+                "size_bytes": d.size_bytes,
+                "rotational": d.rotational,
+                "numa_node": d.numa_node,
+                "scheduler": d.scheduler,
+                "readahead_kb": d.readahead_kb,
+            }
+            for d in disks
+            if d is not None
+        ],
+    }
+
+
 def _host_manifest(
     manifest: dict[str, Any], matrix: Matrix, the_plan: Plan, fleet: Fleet, *, resumed: bool
 ) -> None:
@@ -340,18 +372,7 @@ def _host_manifest(
     for spec, host in zip(matrix.hosts, fleet.hosts, strict=True):
         assert host.facts is not None
         machine = host.facts.machine()
-        machine["targets"] = [
-            {
-                "path": t.path,
-                "section": t.section,
-                "kind": host.facts.locations[t.path].kind,
-                "device": host.facts.locations[t.path].device,
-                "disks": list(host.facts.locations[t.path].disks),
-                "home_node": host.facts.locations[t.path].home_node,
-                "size": t.size,
-            }
-            for t in host_targets(matrix, spec)
-        ]
+        machine["targets"] = [_target_facts(t, host) for t in host_targets(matrix, spec)]
         facts_by_host.append(machine)
     manifest.update(
         name=matrix.name,
@@ -398,6 +419,8 @@ def _sweep_hosts(
             if matrix.drop_caches and planned.status == "run":
                 runner.fleet.each(_drop_caches, [h for h in runner._hosts_of(planned) if h.down is None])
             outcome = runner(planned)
+            if planned.status == "run":
+                runner.remember_files(planned)
             show.point_finished(planned, outcome)
             if fail_fast and outcome.status in ("failed", "timeout"):
                 break

@@ -423,9 +423,10 @@ class _PointRunner:
                 self.run_dir.commit(cwd, run.key, meta)
                 return PointOutcome(run.key, "failed", str(exc), 0.0)
             except KeyboardInterrupt:
-                meta.update(status="interrupted", reason="interrupted while fio ran", finished=now())
-                meta["processes"] = [self._process_meta(p, None) for p in run.processes]
-                self.run_dir.commit(cwd, run.key, meta)
+                if cwd.is_dir():  # gone: the point was saved just before the interrupt came
+                    meta.update(status="interrupted", reason="interrupted while fio ran", finished=now())
+                    meta["processes"] = [self._process_meta(p, None) for p in run.processes]
+                    self.run_dir.commit(cwd, run.key, meta)
                 raise
         except RunStorageError as fault:
             self.run_dir.discard(cwd)

@@ -322,7 +322,8 @@ class Host:
     def alive(self) -> bool:
         """Whether the host still answers through its connection."""
         if self.down is None and not self.connection.alive():
-            self.down = f"{self.describe()}: the SSH connection closed"
+            said = getattr(self.connection, "lost_reason", lambda: "")()
+            self.down = f"{self.describe()}: the SSH connection closed" + (f" ({said})" if said else "")
         return self.down is None
 
 

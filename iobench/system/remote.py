@@ -46,14 +46,14 @@ __all__ = [
 
 SNAPSHOT_TIMEOUT_S = 120.0
 
-# $1: the record delimiter; $2...: target paths. Prints, for the topology, every file it reads
+# $1: the record delimiter; $2...: target paths. (sh functions share their variables: x is theirs.) Prints, for the topology, every file it reads
 # (F: path, then the text), every symlink (L: path and target) and folder (D); for each target the
 # nearest existing path, its realpath and its stat (T); then the stat of / and /dev (R).
 SNAPSHOT_SCRIPT = r"""
 d=$1; shift
-f() { for p; do [ -f "$p" ] && [ -r "$p" ] || continue; printf '%s F %s\n' "$d" "$p"; cat "$p" 2>/dev/null; echo; done; }
-l() { for p; do [ -L "$p" ] && printf '%s L %s\n%s\n' "$d" "$p" "$(readlink "$p")"; done; return 0; }
-dr() { for p; do [ -d "$p" ] && printf '%s D %s\n' "$d" "$p"; done; return 0; }
+f() { for x; do [ -f "$x" ] && [ -r "$x" ] || continue; printf '%s F %s\n' "$d" "$x"; cat "$x" 2>/dev/null; echo; done; }
+l() { for x; do [ -L "$x" ] && printf '%s L %s\n%s\n' "$d" "$x" "$(readlink "$x")"; done; return 0; }
+dr() { for x; do [ -d "$x" ] && printf '%s D %s\n' "$d" "$x"; done; return 0; }
 st() { stat -L -c '%f %t %T %d %i %s' -- "$1" 2>/dev/null || echo '- - - - - -'; }
 c=/sys/devices/system/cpu; n=/sys/devices/system/node
 dr $c $c/cpu[0-9]* $c/cpu[0-9]*/topology $n $n/node[0-9]* /sys/class/block /sys/block /sys/dev/block
@@ -258,9 +258,8 @@ class Snapshot:
         for target in self.targets.values():
             if path == target.existing and target.stat is not None:
                 return target.stat.as_stat_result()
-            if target.path == path or target.path.startswith(path.rstrip("/") + "/"):
-                raise FileNotFoundError(errno.ENOENT, "No such file or directory", path)
-        raise FileNotFoundError(errno.ENOENT, "not looked up on the host", path)
+        # Between a target and its nearest existing parent everything is missing.
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory (or not looked up)", path)
 
 
 class SnapshotError(IobenchError):

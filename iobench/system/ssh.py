@@ -294,6 +294,13 @@ class Ssh:
         """Whether the control connection still stands (its master process runs)."""
         return self.master is not None and self.master.poll() is None and self.lost is None
 
+    def lost_reason(self) -> str:
+        """What ssh said when the connection went (its last line of error output), or empty."""
+        try:
+            return _last_line(self._stderr_path.read_text(errors="replace"))
+        except OSError:
+            return ""
+
     def run(self, argv: Sequence[str], *, timeout: float = COMMAND_TIMEOUT_S) -> Completed:
         """Run ``argv`` on the host; exit status 255 is ssh's own failure (connection lost).
 
