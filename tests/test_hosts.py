@@ -795,3 +795,21 @@ def test_frame_of_a_failed_host_point_names_the_host(tmp_path: Path) -> None:
     frame = point_frame(tmp_path, meta, "run", "client-host")
     assert list(frame["host"]) == ["a", "b"]
     assert isinstance(frame, pd.DataFrame)
+
+
+def test_the_guard_asks_the_host_for_device_numbers(tmp_path: Path) -> None:
+    from iobench.system.hostfs import block_node_devno
+    from iobench.system.hosts import Host, RemoteMachine
+
+    disk = next(f"/dev/{d.name}" for d in discover_topology("/").devices if os.path.exists(f"/dev/{d.name}"))
+    connection = _local(tmp_path)
+    snapshot = fetch_snapshot(connection, tmp_path / "snap", [disk])
+    machine = RemoteMachine(Host(HostSpec(connection.target, ()), connection), snapshot)
+    assert machine.devno(disk) == block_node_devno(disk) is not None
+    assert machine.devno(str(tmp_path)) is None and machine.devno("tmpfs") is None
+    assert machine.devno("/dev/null") is None  # a character device
+    connection.calls.clear()
+    assert machine.devno("/dev/null") is None and connection.calls == []  # asked once
+    assert machine.root_devno() == f"{os.major(os.stat('/').st_dev)}:{os.minor(os.stat('/').st_dev)}"
+    assert machine.realpath(disk) == os.path.realpath(disk)
+    assert machine.prefix == "host h (root@h): "

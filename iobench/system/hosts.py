@@ -26,6 +26,7 @@ import os
 import random
 import re
 import shutil
+import stat
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -355,11 +356,12 @@ class RemoteMachine(Machine):
         if not path.startswith("/"):
             return None
         if path not in self._devnos:
-            done = self.host.run(["stat", "-L", "-c", "%F %t %T", "--", path])
+            done = self.host.run(["stat", "-L", "-c", "%f %t %T", "--", path])
             words = done.stdout.split()
             found = None
-            if done.returncode == 0 and len(words) >= 4 and words[0] == "block":
-                found = f"{int(words[2], 16)}:{int(words[3], 16)}"
+            with contextlib.suppress(ValueError):
+                if done.returncode == 0 and len(words) == 3 and stat.S_ISBLK(int(words[0], 16)):
+                    found = f"{int(words[1], 16)}:{int(words[2], 16)}"
             self._devnos[path] = found
         return self._devnos[path]
 
