@@ -813,3 +813,55 @@ def test_the_guard_asks_the_host_for_device_numbers(tmp_path: Path) -> None:
     assert machine.root_devno() == f"{os.major(os.stat('/').st_dev)}:{os.minor(os.stat('/').st_dev)}"
     assert machine.realpath(disk) == os.path.realpath(disk)
     assert machine.prefix == "host h (root@h): "
+
+
+@pytest.mark.fio
+def test_per_target_launch_on_a_host_keeps_each_target_once(
+    write_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    path = write_matrix(
+        textwrap.dedent(
+            f"""\
+            version: 1
+            name: per-target
+            launch: per-target
+            fio: {{ioengine: 'null', rw: randread, bs: 4k, runtime: 1, time_based: 1}}
+            hosts:
+              - {{name: a, ssh: root@a, targets: [{{path: {tmp_path}/x.dat, size: 8M}}, {{path: {tmp_path}/y.dat, size: 8M}}]}}
+            matrix: {{iodepth: [1]}}
+            """
+        )
+    )
+    result = run_hosts(load_matrix(path), out=tmp_path / "results", connector=LocalHosts(tmp_path / "homes"))
+    assert result.counts == {"ok": 1}
+    frame = result.frame
+    assert frame is not None
+    assert sorted(frame["jobname"]) == ["x.dat", "y.dat"] and set(frame["host"]) == {"a"}
+    argv = json.loads((result.run_dir / "points" / "0001-r1" / "argv.json").read_text())[0]
+    assert [a for a in argv if a.endswith(".fio")] == ["job-a-x.dat.fio", "job-a-y.dat.fio"]
+    assert sorted(load(result.run_dir, rebuild=True)["jobname"]) == ["x.dat", "y.dat"]
+
+
+@pytest.mark.root
+@pytest.mark.loopdev
+def test_a_hosts_device_with_a_filesystem_is_refused_naming_the_host(loops: object, tmp_path: Path) -> None:
+    from loopdev import LoopFactory
+
+    assert isinstance(loops, LoopFactory)
+    loop = loops.attach(16)
+    loops.mkfs_ext4(loop)
+    target = _Target(loop.path, size=None, allow_write=True)
+    spec = HostSpec(SshTarget("root@h", (), "h"), (target,), writes=True)
+    with Fleet([spec], fio_version="fio-3.33", connector=LocalHosts(tmp_path)) as fleet:
+        with pytest.raises(HostsRefused) as caught:
+            fleet.preflight()
+    assert f"host h (root@h): target {loop.path} holds TYPE=ext4 (filesystem) at byte offset 1080" in str(
+        caught.value
+    )
+    assert f"pass --allow-write {loop.path}" in str(caught.value)
+    # Named on the command line, it may be written: the same rule as here.
+    with Fleet(
+        [spec], fio_version="fio-3.33", allow_write=[loop.path], connector=LocalHosts(tmp_path)
+    ) as fleet:
+        (facts,) = fleet.preflight()
+    assert facts.locations[loop.path].kind == "block" and facts.locations[loop.path].device == loop.name

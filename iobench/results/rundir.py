@@ -21,17 +21,21 @@ Parsed = dict[str, pd.DataFrame]
 
 
 def parsed_key(point: str, process: dict[str, Any]) -> str:
-    """The :data:`Parsed` key of a process's rows: ``<point>/<output>``, ``@<host>`` for a host's share."""
+    """The :data:`Parsed` key of a process's rows: ``<point>/<output>``, ``@<host>/<sections>`` for a host's share."""
     host = process.get("host")
-    return f"{point}/{process['output']}" + (f"@{host}" if host is not None else "")
+    if host is None:
+        return f"{point}/{process['output']}"
+    return f"{point}/{process['output']}@{host}/" + ",".join(process.get("sections") or ())
 
 
 def _read_output(output: Path, process: dict[str, Any]) -> pd.DataFrame:
     text = output.read_text(errors="replace")
     if process.get("client_port") is not None:  # one host's rows of a fio client's output
-        return parse_client_output(
+        frame = parse_client_output(
             text, {int(process["client_port"]): str(process["host"])}, origin=str(output)
         )
+        # With `launch: per-target` one host runs several job files through the same port.
+        return frame[frame["jobname"].isin(process["sections"])].reset_index(drop=True)
     return parse_fio_text(text, origin=str(output))
 
 

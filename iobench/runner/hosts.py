@@ -248,7 +248,8 @@ class _HostPointRunner(_PointRunner):
                 failed.setdefault(host.name, problem)
             elif frame is not None:
                 frames.append(frame)
-                self.parsed[parsed_key(run.key, {"output": OUTPUT, "host": host.name})] = frame
+                key = parsed_key(run.key, {"output": OUTPUT, "host": host.name, "sections": process.sections})
+                self.parsed[key] = frame
         if not failed and done.returncode != 0:
             return (
                 "failed",
@@ -267,7 +268,9 @@ class _HostPointRunner(_PointRunner):
         frame = None
         if text:
             with contextlib.suppress(ResultsError):
-                frame = parse_client_output(text, {host.server.port: host.name}, origin=str(output))
+                found = parse_client_output(text, {host.server.port: host.name}, origin=str(output))
+                # With `launch: per-target` one host runs several job files through the same port.
+                frame = found[found["jobname"].isin(process.sections)].reset_index(drop=True)
         if frame is None or frame.empty:
             if not host.alive() or not self.fleet.server_alive(host):
                 host.down = host.down or f"{host.describe()}: its fio server is gone"
