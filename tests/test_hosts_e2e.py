@@ -298,7 +298,8 @@ def test_unreachable_host_is_refused_before_anything_runs(
     out = tmp_path / "results"
 
     started = time.monotonic()
-    result = CliRunner().invoke(app, ["run", str(matrix), "--out", str(out)])
+    with ListenerWatch(two_hosts) as watch:
+        result = CliRunner().invoke(app, ["run", str(matrix), "--out", str(out)])
     elapsed = time.monotonic() - started
 
     assert result.exit_code == 2, result.output
@@ -307,7 +308,8 @@ def test_unreachable_host_is_refused_before_anything_runs(
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert not out.exists() or not any(out.iterdir()), "a run directory was created"
     assert elapsed < 60
-    # Nothing was started on the host that was reachable, nor left here.
+    # Nothing was started on the host that was reachable (no fio server ever listened), nor left here.
+    assert watch.errors == [] and watch.fio_listeners()["alpha"] == set()
     deadline = time.monotonic() + SETTLE_S
     while alpha.session_pids() and time.monotonic() < deadline:
         time.sleep(0.1)
