@@ -13,12 +13,13 @@ from __future__ import annotations
 import contextlib
 import selectors
 import socket
+import subprocess
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from iobench.system.hosts import PROBE_SCRIPT, Connector
-from iobench.system.process import Completed, run_process
+from iobench.system.process import Completed, run_process, spawn_process
 from iobench.system.ssh import COMMAND_TIMEOUT_S, HostUnreachable, SshTarget
 
 Answer = Callable[[Sequence[str]], Completed | None]
@@ -139,6 +140,11 @@ class LocalConnection:
             if found is not None:
                 return found
         return run_process(args, cwd=self.home, timeout=timeout)
+
+    def stream(self, argv: Sequence[str]) -> subprocess.Popen[bytes]:
+        if self.cut_reason is not None:
+            raise HostUnreachable(f"host {self.target.describe()} stopped answering: {self.cut_reason}")
+        return spawn_process([str(a) for a in argv], stdout=True, cwd=self.home)
 
     def forward(self, local_port: int, remote_port: int) -> str:
         self.relays.append(Relay(local_port, remote_port))

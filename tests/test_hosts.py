@@ -865,3 +865,28 @@ def test_a_hosts_device_with_a_filesystem_is_refused_naming_the_host(loops: obje
     ) as fleet:
         (facts,) = fleet.preflight()
     assert facts.locations[loop.path].kind == "block" and facts.locations[loop.path].device == loop.name
+
+
+def test_observers_keep_job_processes_seen_twice(tmp_path: Path) -> None:
+    from iobench.system.hosts import Host, Observers, Server
+    from iobench.system.remote import ProcEntry
+
+    connection = _local(tmp_path)
+    host = Host(HostSpec(connection.target, ()), connection, server=Server("127.0.0.1,1", 1, pid=100))
+    host.facts = None
+    observers = Observers(None, [host], 0.25, 10.0)  # type: ignore[arg-type]
+    pid = os.getpid()  # a real process, so its numa_maps can be read
+    table = {
+        100: ProcEntry(100, 1, "0-1", "0", "fio"),  # the server
+        101: ProcEntry(101, 100, "0-1", "0", "fio"),  # its connection
+        102: ProcEntry(102, 101, "0-1", "0", "fio"),  # the backend
+        pid: ProcEntry(pid, 102, "0-1", "0", "fio"),  # a job, as it started
+        7: ProcEntry(7, 1, "0", "0", "fio"),  # someone else's fio
+    }
+    observers.look(host, table)
+    (first,) = observers.seen[host.name].values()
+    assert (first.pid, first.looks, first.settled, first.policy) == (pid, 1, False, None)
+    table[pid] = ProcEntry(pid, 102, "1", "0", "fio")  # its cpus_allowed applied
+    observers.look(host, table)
+    (worker,) = observers.seen[host.name].values()
+    assert worker.settled and worker.cpus == "1" and worker.policy is not None

@@ -153,7 +153,8 @@ def test_placement_is_seen_per_host_and_a_dead_host_fails_only_its_points(
     result = run(load_matrix(matrix), out=tmp_path / "results", progress=progress)
 
     statuses = {key: outcome.status for key, outcome in progress.outcomes.items()}
-    assert statuses == {"0001-r1": "ok", "0002-r1": "ok", "0001-r2": "ok", "0002-r2": "failed"}
+    reasons = {key: outcome.reason for key, outcome in progress.outcomes.items()}
+    assert statuses == {"0001-r1": "ok", "0002-r1": "ok", "0001-r2": "ok", "0002-r2": "failed"}, reasons
     reason = progress.outcomes["0002-r2"].reason or ""
     assert "host b" in reason, reason
     assert result.exit_code == 1

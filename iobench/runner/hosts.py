@@ -78,6 +78,8 @@ def _watcher(observers: Observers | None, host: str) -> GroupWatcher:
     """What a host's /proc showed of its fio jobs, as the local placement check reads it."""
     watcher = GroupWatcher()
     for worker in (observers.seen.get(host, {}) if observers is not None else {}).values():
+        if not worker.settled:
+            continue
         with contextlib.suppress(IobenchError):
             cpus = parse_cpulist(worker.cpus)
             watcher.seen[worker.pid] = Observed(
@@ -188,7 +190,7 @@ class _HostPointRunner(_PointRunner):
         meta["settings"] = self._settings_now(run)
         started = time.monotonic()
         token = f"{os.getpid()}-{run.key}-{time.monotonic_ns()}"
-        observers = self.fleet.observe(hosts)
+        observers = self.fleet.observe(hosts, limit_s=run.timeout_s)
         try:
             with observers:
                 done = self.executor(

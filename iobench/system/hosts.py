@@ -27,6 +27,7 @@ import random
 import re
 import shutil
 import stat
+import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -38,14 +39,17 @@ from typing import Any, Protocol
 
 from iobench.errors import IobenchError
 from iobench.system.hostfs import SystemRoot
-from iobench.system.process import Completed
+from iobench.system.process import Completed, stop_process
 from iobench.system.remote import (
+    PROC_AWK,
+    WATCH_SCRIPT,
     ProcEntry,
     Snapshot,
     SnapshotError,
     descendants_in,
     fetch_snapshot,
     numa_policies,
+    parse_proc_line,
     proc_table,
 )
 from iobench.system.safety import FileInfo, Machine, ProbeError, Target, check_targets
@@ -159,6 +163,9 @@ class Connection(Protocol):
 
     def run(self, argv: Sequence[str], *, timeout: float = COMMAND_TIMEOUT_S) -> Completed:
         """Run argv on the host."""
+
+    def stream(self, argv: Sequence[str]) -> subprocess.Popen[bytes]:
+        """Start argv on the host, its output a pipe here."""
 
     def forward(self, local_port: int, remote_port: int) -> str:
         """Forward 127.0.0.1:local_port here to 127.0.0.1:remote_port there."""
@@ -538,8 +545,11 @@ class Fleet:
         self.fio_version = fio_version
         self.allow_write = tuple(allow_write)
         self.fio = fio
-        self.workdir = Path(tempfile.mkdtemp(prefix="iobench-hosts-"))
+        # Control sockets and snapshots share one folder with an owner file: what a killed run
+        # leaves there is removed by the next (close_stale_masters).
         self._sockets = control_dir()
+        self.workdir = self._sockets / "snapshots"
+        self.workdir.mkdir()
         self.hosts = [
             Host(spec, connector(spec.target, self._sockets / f"{i}.sock")) for i, spec in enumerate(specs)
         ]
@@ -781,13 +791,11 @@ class Fleet:
                 with contextlib.suppress(IobenchError, OSError):
                     host.connection.close()
             shutil.rmtree(self._sockets, ignore_errors=True)
-            shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def observe(self, hosts: Sequence[Host], interval: float = 0.25) -> Observers:
-        """Watch the fio workers of ``hosts``' servers while a point runs (see :class:`Observers`)."""
-        return Observers(
-            self, [h for h in hosts if h.server is not None and h.server.pid is not None], interval
-        )
+    def observe(self, hosts: Sequence[Host], limit_s: float, interval: float = 0.25) -> Observers:
+        """Watch the fio workers of ``hosts``' servers for at most ``limit_s`` seconds (see :class:`Observers`)."""
+        watched = [h for h in hosts if h.server is not None and h.server.pid is not None and h.down is None]
+        return Observers(self, watched, interval, limit_s)
 
 
 @contextlib.contextmanager
@@ -811,13 +819,25 @@ def _signals_held() -> Iterator[None]:
 
 @dataclass(frozen=True)
 class Worker:
-    """A fio job process on a host, as its ``/proc`` showed it."""
+    """A fio job process on a host, as its ``/proc`` showed it last.
+
+    ``looks`` counts the views it was in. fio applies a job's ``cpus_allowed``
+    and ``numa_mem_policy`` in the job process once it has started, so the
+    first view may show what it inherited; its memory policy is read on its
+    second view, and only workers seen twice are compared with the plan.
+    """
 
     pid: int
     cpus: str
     mems: str
     name: str
     policy: str | None
+    looks: int = 1
+
+    @property
+    def settled(self) -> bool:
+        """Seen at least twice: its CPUs and memory policy are the job's own."""
+        return self.looks >= 2
 
 
 # The server forks a process per connection, which forks the backend, which forks the jobs.
@@ -825,41 +845,71 @@ WORKER_DEPTH = 3
 
 
 class Observers:
-    """One thread per host polls its ``/proc`` while a point runs; :meth:`stop` ends them.
+    """Watches the fio jobs of each host's server while a point runs; :meth:`stop` ends it.
 
-    Only the job processes (:data:`WORKER_DEPTH` below the server) are kept:
-    the binding is in the job file, so the server and the backend above the
-    jobs run unbound.
+    One remote command per host and point streams the host's process table
+    every ``interval`` seconds (:data:`~iobench.system.remote.WATCH_SCRIPT`),
+    read by a thread here; the memory policy of new job processes costs one
+    more command per batch of them. Only the job processes
+    (:data:`WORKER_DEPTH` below the server) are kept: the binding is in the job
+    file, so the server and the backend above the jobs run unbound.
     """
 
-    def __init__(self, fleet: Fleet, hosts: Sequence[Host], interval: float) -> None:
+    def __init__(self, fleet: Fleet, hosts: Sequence[Host], interval: float, limit_s: float) -> None:
         self.fleet = fleet
+        self.hosts = list(hosts)
         self.interval = interval
+        self.looks = max(1, int(limit_s / interval) + 1)
         self.seen: dict[str, dict[int, Worker]] = {h.name: {} for h in hosts}
-        self._stop = threading.Event()
-        self._threads = [
-            threading.Thread(target=self._watch, args=(h,), name=f"iobench-watch-{h.name}", daemon=True)
-            for h in hosts
-        ]
+        self._streams: list[subprocess.Popen[bytes]] = []
+        self._threads: list[threading.Thread] = []
 
     def __enter__(self) -> Observers:
-        for thread in self._threads:
+        for host in self.hosts:
+            argv = ["sh", "-c", WATCH_SCRIPT, "sh", f"{self.interval:g}", str(self.looks), PROC_AWK]
+            try:
+                stream = host.connection.stream(argv)
+            except IobenchError:
+                continue
+            self._streams.append(stream)
+            thread = threading.Thread(
+                target=self._read, args=(host, stream), name=f"iobench-watch-{host.name}"
+            )
+            thread.daemon = True
             thread.start()
+            self._threads.append(thread)
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def stop(self) -> None:
-        """Stop watching (waits for the threads, bounded)."""
-        self._stop.set()
+        """Stop watching: the streams end, the threads finish (bounded)."""
+        for stream in self._streams:
+            stop_process(stream)
         for thread in self._threads:
             thread.join(timeout=COMMAND_TIMEOUT_S)
+        self._streams.clear()
+        self._threads.clear()
 
-    def poll(self, host: Host) -> None:
-        """Look at the host's workers once."""
+    def _read(self, host: Host, stream: subprocess.Popen[bytes]) -> None:
+        assert stream.stdout is not None
+        table: dict[int, ProcEntry] = {}
+        for raw in stream.stdout:
+            line = raw.decode(errors="replace")
+            if line.startswith("@@"):
+                with contextlib.suppress(IobenchError):
+                    self.look(host, table)
+                table = {}
+                continue
+            entry = parse_proc_line(line)
+            if entry is not None:
+                table[entry.pid] = entry
+        stream.stdout.close()
+
+    def look(self, host: Host, table: dict[int, ProcEntry]) -> None:
+        """Take in one view of the host's process table."""
         assert host.server is not None and host.server.pid is not None
-        table: dict[int, ProcEntry] = proc_table(host.connection, timeout=30)
         depth = descendants_in(table, host.server.pid)
         seen = self.seen[host.name]
         fresh = []
@@ -868,16 +918,11 @@ class Observers:
             if level < WORKER_DEPTH or not entry.name.startswith("fio"):
                 continue
             old = seen.get(pid)
-            seen[pid] = Worker(pid, entry.cpus, entry.mems, entry.name, old.policy if old else None)
-            if old is None or old.policy is None:
+            looks = old.looks + 1 if old else 1
+            seen[pid] = Worker(pid, entry.cpus, entry.mems, entry.name, old.policy if old else None, looks)
+            if looks == 2:
                 fresh.append(pid)
         for pid, policy in numa_policies(host.connection, fresh).items():
             if policy is not None and pid in seen:
                 old = seen[pid]
-                seen[pid] = Worker(old.pid, old.cpus, old.mems, old.name, policy)
-
-    def _watch(self, host: Host) -> None:
-        while not self._stop.is_set():
-            with contextlib.suppress(IobenchError):
-                self.poll(host)
-            self._stop.wait(self.interval)
+                seen[pid] = Worker(old.pid, old.cpus, old.mems, old.name, policy, old.looks)

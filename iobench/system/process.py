@@ -203,11 +203,14 @@ def spawn_process(
     *,
     env: Mapping[str, str] | None = None,
     stderr: str | os.PathLike[str] | None = None,
+    stdout: bool = False,
+    cwd: str | os.PathLike[str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start ``argv`` in the background, in its own session, for a caller that stops it with :func:`stop_process`.
 
-    For children that live as long as a run (an SSH control connection),
-    where :func:`run_process`, which waits for the end, does not fit.
+    For children that live as long as a run (an SSH control connection) or
+    stream what they print (``stdout=True``), where :func:`run_process`, which
+    waits for the end, does not fit.
 
     Parameters
     ----------
@@ -217,6 +220,10 @@ def spawn_process(
         The child's complete environment; :func:`minimal_env` when omitted.
     stderr
         A file that receives the child's error output (truncated first); discarded when None.
+    stdout
+        Give the caller a pipe of the child's output (``proc.stdout``); discarded otherwise.
+    cwd
+        Working directory of the child.
 
     Raises
     ------
@@ -229,8 +236,9 @@ def spawn_process(
         return subprocess.Popen(  # noqa: S603 - argv list, no shell
             args,
             env=dict(env) if env is not None else minimal_env(),
+            cwd=Path(cwd) if cwd is not None else None,
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if stdout else subprocess.DEVNULL,
             stderr=sink,
             start_new_session=True,
         )

@@ -101,6 +101,17 @@ FNR == 1 { p = ""; pp = ""; c = ""; m = ""; n = "" }
 /^Mems_allowed_list:/ { m = $2; print p, pp, c, m, n }
 """
 
+# $1: seconds between looks; $2: how many looks at most; $3: PROC_AWK. Every process's status
+# line (as PROC_SCRIPT), then a line "@@", again and again: one remote command watches a point.
+WATCH_SCRIPT = r"""
+i=0
+while [ "$i" -lt "$2" ]; do
+  awk "$3" /proc/[0-9]*/status 2>/dev/null
+  echo @@
+  sleep "$1"; i=$((i + 1))
+done
+"""
+
 # $1: bytes to read; $2...: pids. The head of each numa_maps, after a line naming the pid.
 NUMA_MAPS_SCRIPT = r"""
 n=$1; shift
@@ -379,6 +390,14 @@ class ProcEntry:
     name: str
 
 
+def parse_proc_line(line: str) -> ProcEntry | None:
+    """One line of :data:`PROC_AWK`'s output, or None for anything else."""
+    parts = line.rstrip("\n").split(" ", 4)
+    if len(parts) == 5 and parts[0].isdigit() and parts[1].isdigit():
+        return ProcEntry(int(parts[0]), int(parts[1]), parts[2], parts[3], parts[4])
+    return None
+
+
 def proc_table(transport: Transport, *, timeout: float = COMMAND_TIMEOUT_S) -> dict[int, ProcEntry]:
     """Every process of the host, by pid: parent, ``Cpus_allowed_list``, ``Mems_allowed_list``, name.
 
@@ -386,12 +405,8 @@ def proc_table(transport: Transport, *, timeout: float = COMMAND_TIMEOUT_S) -> d
     while it is read is left out.
     """
     done = transport.run(["sh", "-c", PROC_SCRIPT, "sh", PROC_AWK], timeout=timeout)
-    table = {}
-    for line in done.stdout.splitlines():
-        parts = line.split(" ", 4)
-        if len(parts) == 5 and parts[0].isdigit() and parts[1].isdigit():
-            table[int(parts[0])] = ProcEntry(int(parts[0]), int(parts[1]), parts[2], parts[3], parts[4])
-    return table
+    entries = (parse_proc_line(line) for line in done.stdout.splitlines())
+    return {entry.pid: entry for entry in entries if entry is not None}
 
 
 def descendants_in(table: dict[int, ProcEntry], root: int) -> dict[int, int]:

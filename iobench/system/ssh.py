@@ -323,6 +323,14 @@ class Ssh:
             raise HostUnreachable(self.lost)
         return done
 
+    def stream(self, argv: Sequence[str]) -> subprocess.Popen[bytes]:
+        """Start ``argv`` on the host and hand back its output as a pipe (``proc.stdout``).
+
+        The caller stops it with :func:`~iobench.system.process.stop_process`;
+        the remote side ends at its next write once this end is gone.
+        """
+        return self.spawner(self.argv(argv), env=ssh_env(), stdout=True)
+
     def script(self, script: str, *args: str, timeout: float = COMMAND_TIMEOUT_S) -> Completed:
         """Run one of iobench's constant shell scripts on the host with ``args`` as ``$1``…"""
         return self.run(["sh", "-c", script, "sh", *args], timeout=timeout)
