@@ -364,6 +364,8 @@ def test_server_of_a_crashed_run_is_stopped_by_the_next(two_hosts: NetnsHosts, t
     matrix = hosts_matrix(two_hosts, tmp_path, names={"alpha": "left", "bravo": None}, iodepths=(1,))
     with _killed_mid_run(matrix, tmp_path / "crashed"):
         pass
+    servers = {h.name: [p for p in h.session_pids() if "fio --server" in _cmdline(p)] for h in two_hosts}
+    assert all(servers.values()), f"the crashed run left no server to find: {servers}"
     result = run(load_matrix(matrix), out=tmp_path / "results")
     assert result.exit_code == 0 and result.counts == {"ok": 1}
     # The unnamed host is labelled with its hostname (SPEC §11), the named one with its name.
