@@ -717,7 +717,22 @@ def test_a_run_on_two_hosts_names_rows_by_host(write_matrix: Callable[..., Path]
     manifest = json.loads((result.run_dir / "manifest.json").read_text())
     assert [h["host"] for h in manifest["hosts"]] == ["a", "b"]
     # The frame rebuilt from the files alone says the same.
-    assert set(load(result.run_dir, rebuild=True)["host"]) == {"a", "b"}
+    rebuilt = load(result.run_dir, rebuild=True)
+    assert set(rebuilt["host"]) == {"a", "b"}
+    assert [h["host"] for h in rebuilt.attrs["hosts"]] == ["a", "b"]
+    # Figures split by host; the report has a section per host and says the client only drove fio.
+    from iobench.plots import _data
+    from iobench.plots._style import caption
+    from iobench.report.page import write_report
+
+    totals = _data.point_totals(rebuilt)
+    assert sorted(totals["host"].unique()) == ["a", "b"] and len(totals) == 4
+    assert "host" in _data.splitting_axes(totals, ["iodepth"])
+    assert caption(rebuilt).startswith("a, b · ")
+    report = write_report(result.run_dir)
+    html = report.html.read_text()
+    assert "<h2>Host a</h2>" in html and "<h2>Host b</h2>" in html
+    assert "Client (fio --client" in html and f"{tmp_path}/a.dat" in html
     # Nothing left: servers stopped, forwards closed.
     for connection in hosts.made.values():
         assert connection.closed and not connection.relays

@@ -28,15 +28,30 @@ def parsed_key(point: str, process: dict[str, Any]) -> str:
     return f"{point}/{process['output']}@{host}/" + ",".join(process.get("sections") or ())
 
 
-def _read_output(output: Path, process: dict[str, Any]) -> pd.DataFrame:
-    text = output.read_text(errors="replace")
-    if process.get("client_port") is not None:  # one host's rows of a fio client's output
-        frame = parse_client_output(
-            text, {int(process["client_port"]): str(process["host"])}, origin=str(output)
-        )
-        # With `launch: per-target` one host runs several job files through the same port.
-        return frame[frame["jobname"].isin(process["sections"])].reset_index(drop=True)
-    return parse_fio_text(text, origin=str(output))
+def host_shares(point_dir: Path, processes: list[dict[str, Any]], parsed: Parsed) -> Parsed:
+    """Each host's rows of a fio client's output, keyed as :func:`parsed_key`; the output parsed once.
+
+    A host's rows are those of its client port (``client_port``), and of its
+    job sections: with ``launch: per-target`` one host runs several job files
+    through the same port.
+    """
+    shares: Parsed = {}
+    by_output: dict[str, list[dict[str, Any]]] = {}
+    for process in processes:
+        if process.get("client_port") is not None and parsed_key(point_dir.name, process) not in parsed:
+            by_output.setdefault(process["output"], []).append(process)
+    for name, group in by_output.items():
+        output = point_dir / name
+        try:
+            text = output.read_text(errors="replace")
+            ports = {int(p["client_port"]): str(p["host"]) for p in group}
+            frame = parse_client_output(text, ports, origin=str(output))
+        except (OSError, ResultsError):
+            continue
+        for p in group:
+            mine = frame["host"].eq(str(p["host"])) & frame["jobname"].isin(p["sections"])
+            shares[parsed_key(point_dir.name, p)] = frame[mine.fillna(False)].reset_index(drop=True)
+    return shares
 
 
 def _process_rows(
@@ -49,8 +64,10 @@ def _process_rows(
     elif not output.is_file():
         return None
     else:
+        if process.get("client_port") is not None:
+            return None  # a host's share: from host_shares, or nothing when the output is unreadable
         try:
-            frame = _read_output(output, process)
+            frame = parse_fio_text(output.read_text(errors="replace"), origin=str(output))
         except ResultsError:
             return None
     if frame.empty:
@@ -106,7 +123,8 @@ def point_frame(
 ) -> pd.DataFrame:
     """The rows of one saved point × repeat (one empty row when fio reported nothing)."""
     processes = meta.get("processes") or []
-    parts = [_process_rows(point_dir, meta, p, parsed or {}) for p in processes]
+    known = {**(parsed or {}), **host_shares(point_dir, processes, parsed or {})}
+    parts = [_process_rows(point_dir, meta, p, known) for p in processes]
     found = [p for p in parts if p is not None]
     silent = [
         p for p, part in zip(processes, parts, strict=True) if part is None and p.get("host") is not None

@@ -240,12 +240,23 @@ class _HostPointRunner(_PointRunner):
             return "timeout", reason, [], {}
         output = cwd / OUTPUT
         text = output.read_text(errors="replace") if output.is_file() else ""
+        assert self.fleet is not None
+        named = self.fleet.by_name()
+        hosts = [named[p.host] for p in run.processes if p.host is not None]
+        ports = {h.server.port: h.name for h in hosts if h.server is not None}
+        everything = None
+        # Parsed once for every host (not once per host: the output grows with the hosts).
+        if text:
+            with contextlib.suppress(ResultsError):
+                everything = parse_client_output(text, ports, origin=str(output))
         failed: dict[str, str] = {}
         frames: list[pd.DataFrame] = []
-        for process in run.processes:
-            assert process.host is not None and self.fleet is not None
-            host = self.fleet.by_name()[process.host]
-            problem, frame = self._judge_one(host, process, text, output, observers)
+        for process, host in zip(run.processes, hosts, strict=True):
+            frame = None
+            if everything is not None:
+                mine = everything["host"].eq(host.name) & everything["jobname"].isin(process.sections)
+                frame = everything[mine.fillna(False)].reset_index(drop=True)
+            problem, frame = self._judge_one(host, process, frame, text, observers)
             if problem is not None:
                 failed.setdefault(host.name, problem)
             elif frame is not None:
@@ -264,15 +275,9 @@ class _HostPointRunner(_PointRunner):
         return "ok", None, frames, {}
 
     def _judge_one(
-        self, host: Host, process: FioProcess, text: str, output: Path, observers: Observers
+        self, host: Host, process: FioProcess, frame: pd.DataFrame | None, text: str, observers: Observers
     ) -> tuple[str | None, pd.DataFrame | None]:
-        assert self.fleet is not None and host.server is not None
-        frame = None
-        if text:
-            with contextlib.suppress(ResultsError):
-                found = parse_client_output(text, {host.server.port: host.name}, origin=str(output))
-                # With `launch: per-target` one host runs several job files through the same port.
-                frame = found[found["jobname"].isin(process.sections)].reset_index(drop=True)
+        assert self.fleet is not None
         if frame is None or frame.empty:
             if not host.alive() or not self.fleet.server_alive(host):
                 host.down = host.down or f"{host.describe()}: its fio server is gone"
