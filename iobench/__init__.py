@@ -38,6 +38,8 @@ _LAZY = {
     "parse_fio_text": "iobench.results.fioout",
     "summarize": "iobench.results.points",
     "point_totals": "iobench.results.points",
+    "timeseries": "iobench.results.timeseries",
+    "compare": "iobench.results.compare",
     "discover_topology": "iobench.system.topology",
     "plots": "iobench.plots",
     "report": "iobench.report",
@@ -47,9 +49,11 @@ if TYPE_CHECKING:
     from iobench import plots, report
     from iobench.matrix.model import Matrix, load_matrix
     from iobench.planner.plans import Plan, plan
+    from iobench.results.compare import compare
     from iobench.results.fioout import parse_fio, parse_fio_text
     from iobench.results.points import point_totals, summarize
     from iobench.results.rundir import load
+    from iobench.results.timeseries import timeseries
     from iobench.runner.sweep import RunInterrupted, RunResult, run
     from iobench.system.topology import discover_topology
 
@@ -77,6 +81,7 @@ __all__ = [
     "TopologyError",
     "TuningError",
     "__version__",
+    "compare",
     "discover_topology",
     "load",
     "load_matrix",
@@ -88,4 +93,5 @@ __all__ = [
     "report",
     "run",
     "summarize",
+    "timeseries",
 ]

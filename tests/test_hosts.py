@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from fakehosts import LocalConnection, LocalHosts, completed, probe_answer
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from sysfs_snapshots import SnapshotCache
 
@@ -224,6 +224,7 @@ def test_ssh_argv_puts_iobench_options_first(tmp_path: Path) -> None:
     assert shlex.split(argv[-1]) == ["cat", "--", "/sys/block/sda/queue/scheduler", "a b; rm -rf /"]
 
 
+@settings(deadline=None)  # a shared machine's pauses are not the quoting's
 @given(
     st.lists(
         st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")), min_size=1
@@ -796,17 +797,23 @@ def test_unreachable_host_leaves_no_run_directory(write_matrix: Callable[..., Pa
 
 def test_frame_of_a_failed_host_point_names_the_host(tmp_path: Path) -> None:
     from iobench.results.rundir import point_frame
+    from iobench.store.records import PointMeta
 
-    meta = {
-        "point": 1,
-        "repeat": 1,
-        "status": "failed",
-        "reason": "host b: lost",
-        "processes": [
-            {"host": "a", "output": "fio.json", "targets": ["/x"], "sections": ["x"], "client_port": 1},
-            {"host": "b", "output": "fio.json", "targets": ["/x"], "sections": ["x"], "client_port": 2},
-        ],
-    }
+    process = {"argv": [], "jobfile_name": "j", "output": "fio.json", "targets": ["/x"], "sections": ["x"]}
+    meta = PointMeta.model_validate(
+        {
+            "key": "0001-r1",
+            "point": 1,
+            "repeat": 1,
+            "params": {},
+            "status": "failed",
+            "reason": "host b: lost",
+            "processes": [
+                {**process, "host": "a", "client_port": 1},
+                {**process, "host": "b", "client_port": 2},
+            ],
+        }
+    )
     frame = point_frame(tmp_path, meta, "run", "client-host")
     assert list(frame["host"]) == ["a", "b"]
     assert isinstance(frame, pd.DataFrame)

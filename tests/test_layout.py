@@ -47,7 +47,9 @@ def _upward_imports() -> list[str]:
         for name in _imported(ast.parse(path.read_text())):
             other = name.split(".")[1]
             if other != own and FLOOR[other] > FLOOR[own]:
-                found.append(f"iobench/{relative} ({own}, floor {FLOOR[own]}) imports {name} (floor {FLOOR[other]})")
+                found.append(
+                    f"iobench/{relative} ({own}, floor {FLOOR[own]}) imports {name} (floor {FLOOR[other]})"
+                )
     return found
 
 

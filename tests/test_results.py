@@ -40,7 +40,7 @@ def test_a_newer_schema_is_refused_with_the_fix(run_dir: Path) -> None:
     manifest = json.loads((run_dir / "manifest.json").read_text())
     manifest["schema_version"] = 99
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(ResultsError, match="newer than this iobench reads.*upgrade iobench"):
+    with pytest.raises(ResultsError, match="written by a newer iobench.*upgrade iobench"):
         iobench.load(run_dir)
 
 

@@ -25,7 +25,7 @@ def test_real_sweep_leaves_the_spec_run_directory(null_matrix: Callable[..., Pat
     assert run_dir.parent == tmp_path / "results" and run_dir.name.startswith("nulltest-")
     assert (run_dir / "matrix.yaml").read_text() == m.text
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert manifest["schema_version"] == 1 and manifest["status"] == "finished"
+    assert manifest["schema_version"] == 2 and manifest["status"] == "finished"
     assert manifest["machine"]["fio_version"].startswith("fio-3")
     assert manifest["machine"]["kernel"] and manifest["machine"]["topology"]["nodes"]
     assert manifest["counts"] == {"ok": 4}

@@ -273,7 +273,8 @@ def plot(
     kind: Annotated[
         str,
         typer.Argument(
-            help="local-vs-remote, smt, heatmap, latency, cpu-per-io, sweep or line.", show_default=False
+            help="local-vs-remote, smt, heatmap, latency, cpu-per-io, sweep, line or timeline.",
+            show_default=False,
         ),
     ],
     output: Annotated[Path, typer.Option("-o", "--output", help="The figure file: .png, .svg or .pdf.")],
@@ -290,12 +291,13 @@ def plot(
 ) -> None:
     """Draw one figure of a run (or a parsed frame) into a PNG, SVG or PDF file."""
     from iobench.plots import draw
+    from iobench.plots.figures import RUN_KINDS
     from iobench.plots.files import save_figure_file
     from iobench.results.rundir import load
 
     try:
-        frame = load(results)
-        save_figure_file(draw(kind, frame, x=x, y=y, hue=hue, col=col), output)
+        data = results if kind in RUN_KINDS else load(results)
+        save_figure_file(draw(kind, data, x=x, y=y, hue=hue, col=col), output)
     except IobenchError as exc:
         raise _fail(exc) from None
     print(output)
@@ -325,6 +327,57 @@ def report(
     print(f"summary: {written.summary}")
     if written.figures:
         print("figures: " + "  ".join(str(f) for f in written.figures))
+
+
+@app.command()
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="The baseline run directory (A).", show_default=False)],
+    run_b: Annotated[Path, typer.Argument(help="The run compared with it (B).", show_default=False)],
+    by: Annotated[
+        list[str] | None,
+        typer.Option("--by", help="Columns that match points, comma-separated (default: the shared axes)."),
+    ] = None,
+    metric: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--metric",
+            help="A metric to compare (repeatable; default iops, bw_bytes, lat_mean_us, clat_p99_us).",
+        ),
+    ] = None,
+    min_effect: Annotated[
+        float, typer.Option("--min-effect", help="Smallest change that counts, as a fraction (0.01 = 1 %).")
+    ] = 0.01,
+    out: Annotated[
+        Path | None,
+        typer.Option("-o", "--out", help="Write compare.html, compare.csv and the ratio figure here."),
+    ] = None,
+) -> None:
+    """Compare two runs point by point: ratio B/A with its 95 % CI, Welch's p, better/worse/no change.
+
+    Exit status: 0 compared (whatever the verdicts), 2 invalid input (not run
+    directories, no point in common, an unknown column or metric).
+    """
+    from iobench.cli.compare_view import show_comparison
+    from iobench.report.compare_page import write_compare
+    from iobench.results.compare import compare as compare_runs
+
+    columns = [c.strip() for option in by or [] for c in option.split(",") if c.strip()]
+    try:
+        result = compare_runs(
+            run_a, run_b, by=columns if by else None, metrics=metric or None, min_effect=min_effect
+        )
+        page = write_compare(result, out) if out is not None else None
+    except IobenchError as exc:
+        raise _fail(exc) from None
+    except OSError as exc:
+        raise _os_fault(exc) from None
+    console = Console(highlight=False) if sys.stdout.isatty() else Console(highlight=False, width=200)
+    show_comparison(console, result)
+    if page is not None:
+        print(f"page:    {page.html}")
+        print(f"table:   {page.table}")
+        if page.figures:
+            print("figures: " + "  ".join(str(f) for f in page.figures))
 
 
 @app.command()

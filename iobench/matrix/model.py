@@ -46,6 +46,10 @@ MANAGED_OPTIONS = {
     "opendir": "set the target in `targets:`",
     "name": "iobench names the jobs after their targets",
     "readonly": "iobench passes --readonly itself for read points on block devices",
+    **dict.fromkeys(
+        ("write_bw_log", "write_iops_log", "write_lat_log"),
+        "iobench writes fio's bw, iops and lat logs of every point itself; set `log_avg_msec` for their window",
+    ),
 }
 PLACEMENT_OPTIONS = ("cpus_allowed", "cpumask", "cpus_allowed_policy", "numa_cpu_nodes", "numa_mem_policy")
 LOG_OPTIONS = ("write_bw_log", "write_lat_log", "write_iops_log", "write_hist_log", "write_iolog")

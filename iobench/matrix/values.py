@@ -40,8 +40,9 @@ BINDINGS = "none, local, remote or node:N (N a NUMA node number, e.g. node:1)"
 SECONDS_BY_DEFAULT = frozenset(
     {"runtime", "timeout", "ramp_time", "startdelay", "steadystate_duration", "steadystate_ramp_time"}
 )
-# Ranges iobench itself needs beyond what fio allows (fio takes numjobs=0, and caps jobs at 4096).
-RANGES = {"numjobs": (1, 4096), "iodepth": (1, 65536)}
+# Ranges iobench itself needs beyond what fio allows (fio takes numjobs=0, and caps jobs at 4096;
+# log_avg_msec=0 would log every I/O instead of the windows iobench's time series are made of).
+RANGES = {"numjobs": (1, 4096), "iodepth": (1, 65536), "log_avg_msec": (1, 86_400_000)}
 # fio describes these as strings, but they are sizes (or percentages) in the one size grammar.
 SIZE_OPTIONS = frozenset({"size", "filesize", "io_size", "offset", "offset_increment"})
 

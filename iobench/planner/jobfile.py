@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from iobench.matrix.model import Target
+from iobench.planner.timelogs import global_log_options, section_log_options
 
 
 def fio_filename(path: str) -> str:
@@ -31,7 +32,10 @@ def render_jobfile(
     options
         ``[global]`` options in the order they are written.
     targets
-        One job section each, named after the target.
+        One job section each, named after the target. Each section writes
+        fio's bandwidth, IOPS and latency logs under its name, averaged over
+        ``log_avg_msec`` (added when ``options`` lack it):
+        :mod:`iobench.planner.timelogs`.
     job_cpus
         Per job, the CPUs it is pinned to (fio's ``cpus_allowed_policy=split``
         gives job *i* the *i*-th CPU of ``cpus_allowed``); None leaves jobs unpinned.
@@ -40,7 +44,7 @@ def render_jobfile(
     if params:
         lines.append("; " + " ".join(f"{k}={v}" for k, v in params.items()))
     lines.append("[global]")
-    lines += [f"{name}={value}" for name, value in options.items()]
+    lines += [f"{name}={value}" for name, value in {**options, **global_log_options(options)}.items()]
     if job_cpus is not None:
         order = [cpu for cpus in job_cpus for cpu in cpus]
         lines.append(f"cpus_allowed={','.join(str(c) for c in order)}")
@@ -51,4 +55,5 @@ def render_jobfile(
         lines.append(f"filename={fio_filename(target.path)}")
         if target.size is not None:
             lines.append(f"size={target.size}")
+        lines += [f"{name}={value}" for name, value in section_log_options(target.section).items()]
     return "\n".join(lines) + "\n"

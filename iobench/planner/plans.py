@@ -141,6 +141,7 @@ class Plan:
                         {
                             "name": d.name,
                             "model": d.model,
+                            "firmware": d.firmware,
                             "size_bytes": d.size_bytes,
                             "rotational": d.rotational,
                             "numa_node": d.numa_node,

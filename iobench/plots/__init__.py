@@ -9,6 +9,7 @@ definition), then its repeats: the mean, with 95 % confidence bars when there
 are two repeats or more. Axes that vary but have no role in a
 figure get panels or line styles of their own; nothing but repeats is averaged.
 
+:func:`timeline` draws a run's points over time from fio's logs (:func:`iobench.timeseries`).
 :func:`figures_for` picks the figures that fit a run, :func:`default_figures`
 writes them, and :data:`KINDS` maps the names ``iobench plot`` takes to the
 functions.
@@ -30,6 +31,8 @@ from iobench.plots.figures import KINDS, default_figures, draw, figures_for, sav
 from iobench.plots.heatmap import heatmap
 from iobench.plots.latency import latency_percentiles
 from iobench.plots.numa import local_vs_remote, smt
+from iobench.plots.ratios import ratios
+from iobench.plots.timeline import timeline
 from iobench.results.points import parameter_columns, point_totals
 
 __all__ = [
@@ -48,8 +51,10 @@ __all__ = [
     "parameter_columns",
     "plot",
     "point_totals",
+    "ratios",
     "save_figure",
     "smt",
     "sweep",
     "throughput_metric",
+    "timeline",
 ]

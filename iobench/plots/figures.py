@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,6 +19,7 @@ from iobench.plots.cpu import cpu_per_io
 from iobench.plots.heatmap import heatmap
 from iobench.plots.latency import latency_percentiles, percentile_layout
 from iobench.plots.numa import local_vs_remote, smt
+from iobench.plots.timeline import timeline
 
 #: ``iobench plot RESULTS KIND``: each kind's function.
 KINDS: dict[str, Callable[..., Figure]] = {
@@ -28,7 +30,10 @@ KINDS: dict[str, Callable[..., Figure]] = {
     "cpu-per-io": cpu_per_io,
     "sweep": sweep,
     "line": plot,
+    "timeline": timeline,
 }
+#: Kinds drawn from a run directory itself (fio's logs), not from its frame: ``draw`` takes the directory.
+RUN_KINDS = frozenset({"timeline"})
 #: Settings that get a CPU-per-I/O figure when they vary.
 CPU_SETTINGS = ("scheduler", "readahead_kb", "direct")
 #: A percentile figure with more curves than this in one panel is left out of :func:`figures_for`.
@@ -173,12 +178,13 @@ _OPTIONS: dict[str, dict[str, str]] = {
     "cpu-per-io": {"x": "by", "y": "metric", "hue": "hue"},
     "sweep": {"y": "y"},
     "line": {"x": "x", "y": "y", "hue": "hue", "col": "col"},
+    "timeline": {"y": "y"},
 }
 
 
 def draw(
     kind: str,
-    df: pd.DataFrame,
+    df: pd.DataFrame | str | os.PathLike[str],
     *,
     x: str | None = None,
     y: str | None = None,
@@ -192,11 +198,11 @@ def draw(
     kind
         A key of :data:`KINDS`.
     df
-        A tidy frame.
+        A tidy frame; for the kinds of :data:`RUN_KINDS` (``timeline``), the run directory.
     x
         The horizontal parameter (for ``cpu-per-io``, the setting the bars compare).
     y
-        The metric.
+        The metric (for ``timeline``: ``iops`` or ``bw_bytes``).
     hue
         What gets a line or bar colour each (for ``heatmap``, the parameter of the rows).
     col
@@ -219,6 +225,10 @@ def draw(
     if extra:
         takes = ", ".join(f"--{n}" for n in accepted) or "no options"
         raise ResultsError(f"figure kind {kind!r} does not take {', '.join(extra)} (it takes {takes})")
+    if kind in RUN_KINDS:
+        return KINDS[kind](df, **{accepted[name]: v for name, v in given.items() if v is not None})
+    if not isinstance(df, pd.DataFrame):
+        raise ResultsError(f"figure kind {kind!r} draws a frame: load the run first (iobench.load)")
     missing = [v for v in given.values() if v is not None and v not in df.columns]
     if missing:
         raise ResultsError(

@@ -3,6 +3,7 @@
 The page needs nothing but itself to open offline: figures are inline PNGs,
 the style is inline, there is no script. It holds the figures, a summary table
 (mean ± 95 % CI per point), the points that did not run or failed and why, the
+points that were not steady (with their throughput and latency over time), the
 machine (host, kernel, CPU, software versions, NUMA nodes), each target's
 devices with their original settings, and the matrix as given.
 
@@ -30,8 +31,9 @@ import pandas as pd
 
 from iobench.errors import ResultsError, RunStorageError
 from iobench.plots.files import save_figure_file
-from iobench.results.points import summarize
+from iobench.results.points import parameter_columns, summarize
 from iobench.results.rundir import load
+from iobench.store.records import Manifest
 from iobench.store.rundir import RunDir, remedy, replacing, storage
 
 PAGE_DPI = 110
@@ -80,6 +82,7 @@ def write_report(
     """
     from iobench.plots import figures_for
     from iobench.plots.figures import FORMATS
+    from iobench.plots.timeline import unsteady_timeline
 
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
@@ -88,6 +91,9 @@ def write_report(
     frame = load(run.path)
     target = Path(out) if out is not None else run.path / "report"
     figures = figures_for(frame)
+    not_steady = unsteady_timeline(run.path, frame)
+    if not_steady is not None:
+        figures["timeline-not-steady"] = not_steady
     written: list[Path] = []
     inline: list[tuple[str, str]] = []
     try:
@@ -146,10 +152,11 @@ def render_page(
         title=run.path.name,
         description=_description(manifest, matrix_text),
         counts=_counts(manifest, frame),
-        when=" → ".join(str(manifest[k]) for k in ("started", "finished") if manifest.get(k)),
+        when=" → ".join(str(when) for when in (manifest.started, manifest.finished) if when),
         figures=list(figures),
         summary=_summary_table(summarize(frame, by=_split_by(frame)) if summary is None else summary),
         problems=_problems(frame),
+        unsteady=_unsteady(frame),
         machine=_machine_rows(manifest),
         targets=_target_rows(manifest),
         hosts=_host_sections(manifest),
@@ -168,15 +175,15 @@ def _template() -> jinja2.Template:
     return environment.get_template("report.html.j2")
 
 
-def _description(manifest: dict[str, Any], matrix_text: str) -> str:
+def _description(manifest: Manifest, matrix_text: str) -> str:
     for line in matrix_text.splitlines():
         if line.startswith("description:"):
             return line.partition(":")[2].strip()
-    return str(manifest.get("name") or "")
+    return manifest.name
 
 
-def _counts(manifest: dict[str, Any], frame: pd.DataFrame) -> list[tuple[str, int]]:
-    counts = manifest.get("counts") or {}
+def _counts(manifest: Manifest, frame: pd.DataFrame) -> list[tuple[str, int]]:
+    counts = manifest.counts
     if not counts and "status" in frame:
         per_point = frame.drop_duplicates(["point", "repeat"])["status"]
         counts = {str(k): int(v) for k, v in per_point.value_counts().items()}
@@ -200,7 +207,7 @@ def _summary_table(summary: pd.DataFrame) -> dict[str, Any]:
     if summary.empty:
         return {"rows": []}
     stats = [c for c in summary.columns if c.endswith(("_mean", "_std", "_ci95", "_cv"))]
-    fixed = {"n", "pct_exact", "noisy", "short_runtime", *stats}
+    fixed = {"n", "pct_exact", "noisy", "short_runtime", "unsteady", *stats}
     keys = [
         c
         for c in summary.columns
@@ -212,6 +219,9 @@ def _summary_table(summary: pd.DataFrame) -> dict[str, Any]:
         flags = [name for name in ("noisy", "short_runtime") if row.get(name) is True]
         if row.get("pct_exact") is False:
             flags.append("approx. percentiles")
+        unsteady = row.get("unsteady")
+        if unsteady is not None and not pd.isna(unsteady) and int(unsteady) > 0:
+            flags.append(f"not steady ({int(unsteady)} of {int(row['n'])})")
         cv = row.get("iops_cv")
         numbers = [str(int(row["n"]))] + [_mean_ci(row, m, scale) for m, _, scale in metrics]
         numbers.append("–" if cv is None or pd.isna(cv) else f"{float(cv):.1%}")
@@ -237,6 +247,25 @@ def _problems(frame: pd.DataFrame) -> list[tuple[str, str, str, str]]:
     return [(_plain(r.point), _plain(r.repeat), _plain(r.status), _plain(r.reason)) for r in bad.itertuples()]
 
 
+def _unsteady(frame: pd.DataFrame) -> list[tuple[str, str, str, str]]:
+    """Point, repeat, parameters and reason of every repeat judged not steady."""
+    if "steady" not in frame:
+        return []
+    bad = frame[frame["steady"].astype("boolean").eq(False).fillna(False)].drop_duplicates(
+        ["point", "repeat"]
+    )
+    params = [c for c in parameter_columns(frame) if frame[c].nunique(dropna=False) > 1]
+    return [
+        (
+            _plain(r["point"]),
+            _plain(r["repeat"]),
+            " ".join(f"{c}={_plain(r[c])}" for c in params) or "–",
+            _plain(r.get("steady_reason")),
+        )
+        for _, r in bad.iterrows()
+    ]
+
+
 def _split_by(frame: pd.DataFrame) -> list[str] | None:
     """``["host"]`` when every point ran on one host of several (the ``host`` axis): the table then names it."""
     if "host" not in frame or frame["host"].nunique(dropna=True) < 2:
@@ -245,30 +274,28 @@ def _split_by(frame: pd.DataFrame) -> list[str] | None:
     return ["host"] if keys and frame.groupby(keys)["host"].nunique().max() == 1 else None
 
 
-def _host_sections(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+def _host_sections(manifest: Manifest) -> list[dict[str, Any]]:
     """Per host of a sweep across hosts (SPEC §11): its machine facts and its targets."""
+    fields = (
+        ("hostname", "hostname"),
+        ("ssh", "ssh"),
+        ("kernel", "kernel"),
+        ("cpu_model", "CPU"),
+        ("cpu_count", "CPUs"),
+        ("fio_version", "fio"),
+        ("numactl", "numactl"),
+    )
     sections = []
-    for host in manifest.get("hosts") or []:
-        rows = _machine_rows({"machine": host}, hosts=True)
+    for host in manifest.hosts:
+        rows = _with_topology(host, [(label, str(host.get(key) or "–")) for key, label in fields])
         sections.append(
-            {"name": str(host.get("host")), "rows": rows, "targets": _target_rows({"machine": host})}
+            {"name": str(host.get("host")), "rows": rows, "targets": _targets(host.get("targets") or [])}
         )
     return sections
 
 
-def _machine_rows(manifest: dict[str, Any], *, hosts: bool = False) -> list[tuple[str, str]]:
-    machine = manifest.get("machine") or {}
-    if hosts:
-        fields: tuple[tuple[str, str], ...] = (
-            ("hostname", "hostname"),
-            ("ssh", "ssh"),
-            ("kernel", "kernel"),
-            ("cpu_model", "CPU"),
-            ("cpu_count", "CPUs"),
-            ("fio_version", "fio"),
-            ("numactl", "numactl"),
-        )
-        return _with_topology(machine, [(label, str(machine.get(key) or "–")) for key, label in fields])
+def _machine_rows(manifest: Manifest) -> list[tuple[str, str]]:
+    machine = manifest.machine.facts()
     fields = (
         ("host", "host"),
         ("kernel", "kernel"),
@@ -304,8 +331,11 @@ def _cpus(cpus: Sequence[int]) -> str:
     return format_cpulist(tuple(cpus)) or "–"
 
 
-def _target_rows(manifest: dict[str, Any]) -> list[tuple[str, str, str, str]]:
-    targets = (manifest.get("machine") or {}).get("targets") or []
+def _target_rows(manifest: Manifest) -> list[tuple[str, str, str, str]]:
+    return _targets(manifest.machine.targets)
+
+
+def _targets(targets: list[dict[str, Any]]) -> list[tuple[str, str, str, str]]:
     rows = []
     for target in targets:
         disks = target.get("disks") or []

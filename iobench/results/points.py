@@ -75,6 +75,11 @@ EXTRA: tuple[str, ...] = ("reason", "runtime_requested_ms")
 CONTEXT: tuple[str, ...] = ("target", "scheduler", "readahead_kb")
 #: Columns :func:`point_totals` adds besides the metrics.
 ADDED: tuple[str, ...] = ("jobs", "pct_exact")
+#: The steady-state verdict of each point × repeat (:mod:`iobench.results.steady`), and the
+#: count :func:`summarize` makes of it: not parameters.
+STEADY: tuple[str, ...] = ("steady", "steady_reason")
+#: How ``steady_reason`` begins when fio's own steady-state detection (``steadystate=``) judged.
+FIO_STEADY = "fio steadystate"
 
 #: The percentiles a point carries, by latency kind: ``clat_p99_us``, ``lat_p99_9_us``, ...
 LATENCY_KINDS: tuple[str, ...] = ("clat", "lat", "slat")
@@ -188,6 +193,8 @@ def _not_parameters() -> frozenset[str]:
             *FRAME_METRICS,
             *FRAME_HISTOGRAMS,
             *ADDED,
+            *STEADY,
+            "unsteady",
             *percentiles,
             "source",
         }
@@ -408,7 +415,22 @@ def _totals(rows: pd.DataFrame, keys: list[str], context: list[str]) -> pd.DataF
     totals["pct_exact"] = pct_exact.array
     for column in context:
         totals[column] = _one_or_joined(rows, column, ids, count).array
+    if "steady" in present:
+        totals["steady"] = _all_of(rows["steady"], ids, count)
+    if "steady_reason" in present:
+        totals["steady_reason"] = _one_or_joined(rows, "steady_reason", ids, count).astype("string").array
     return totals
+
+
+def _all_of(column: pd.Series, ids: np.ndarray, count: int) -> pd.api.extensions.ExtensionArray:
+    """Per group: False when any row is False, else NA when any is NA, else True."""
+    values = column.astype("boolean")
+    false = (
+        np.bincount(ids, weights=values.eq(False).fillna(False).to_numpy(dtype=float), minlength=count) > 0
+    )
+    unknown = np.bincount(ids, weights=values.isna().to_numpy(dtype=float), minlength=count) > 0
+    flags: pd.api.extensions.ExtensionArray = _flags(~false, false | ~unknown).array
+    return flags
 
 
 def _percentiles(
@@ -480,7 +502,8 @@ def point_totals(df: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFr
         module's table that ``df`` allows (``Float64``); ``jobs`` (frame rows
         combined); ``pct_exact`` (the ``clat_p*_us`` are fio's own: merged json+
         bins, or one job's printed value; false: approximated; NA: none); then
-        the :data:`CONTEXT` columns.
+        the :data:`CONTEXT` columns; then ``steady`` and ``steady_reason`` when
+        ``df`` has them (a point × repeat judged as a whole).
 
     Raises
     ------
@@ -499,6 +522,89 @@ def point_totals(df: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFr
     if "iops" not in rows and "total_ios" not in rows:
         raise ResultsError("point_totals: the frame has no `iops` column (nor `total_ios`)")
     return _totals(rows, keys, context)
+
+
+#: A window's throughput metrics (summed over a point's jobs) and latency metrics (weighted by I/Os).
+WINDOW_RATES: tuple[str, ...] = ("iops", "bw_bytes")
+WINDOW_LATENCIES: tuple[str, ...] = ("lat_mean_us", "clat_mean_us", "slat_mean_us")
+
+
+def window_totals(series: pd.DataFrame) -> pd.DataFrame:
+    """One row per point × repeat × window: its jobs and directions combined, as :func:`point_totals` does.
+
+    Parameters
+    ----------
+    series : pandas.DataFrame
+        The long frame of :func:`iobench.timeseries` (``point``, ``repeat``,
+        ``jobname``, ``job``, ``direction``, ``window``, ``t_s``, ``metric``,
+        ``value``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``point``, ``repeat`` (and ``run_id`` when present), ``window``,
+        ``t_s`` (the window's latest time stamp), ``iops`` and ``bw_bytes``
+        (summed over the jobs and directions that logged the window; a job with
+        two samples in one window counts their mean), ``lat_mean_us``,
+        ``clat_mean_us``, ``slat_mean_us`` (the jobs' means weighted by the
+        IOPS each logged for the same direction and window; unweighted where
+        the IOPS log lacks it), ``jobs`` (jobs with a throughput sample in the
+        window) and ``complete`` (every job of the point × repeat has one: fio
+        logs no sample for a window without I/O, and may miss a job's last
+        window, so an incomplete window's sum is not the point's), in point,
+        repeat and window order. Metrics the logs do not have are left out.
+    """
+    keys = [c for c in ("run_id", "point", "repeat") if c in series]
+    job = [c for c in ("jobname", "job") if c in series]
+    cell_keys = [*keys, *job, "direction", "window"]
+    wanted = series[series["metric"].isin([*WINDOW_RATES, *WINDOW_LATENCIES])]
+    if wanted.empty:
+        return pd.DataFrame(columns=[*keys, "window", "t_s", "jobs", "complete"])
+    cells = wanted.groupby([*cell_keys, "metric"], dropna=False, sort=True, observed=True).agg(
+        value=("value", "mean"), t_s=("t_s", "max")
+    )
+    wide = cells["value"].unstack("metric")
+    stamp = cells["t_s"].groupby(level=cell_keys, dropna=False, sort=True).max()
+    wide = wide.assign(_t=stamp).reset_index()
+    window_keys = [*keys, "window"]
+    grouped = wide.groupby(window_keys, dropna=False, sort=True)
+    out = grouped["_t"].max().rename("t_s").to_frame()
+    rate = next((m for m in WINDOW_RATES if m in wide), None)
+    for metric in WINDOW_RATES:
+        if metric in wide:
+            out[metric] = grouped[metric].sum(min_count=1)
+    weight = wide[rate].astype(float) if rate == "iops" else pd.Series(np.nan, index=wide.index)
+    for metric in WINDOW_LATENCIES:
+        if metric not in wide:
+            continue
+        value = wide[metric].astype(float)
+        usable = value.notna() & weight.notna() & (weight > 0)
+        weighted = _ratio(
+            (value * weight)
+            .where(usable)
+            .groupby([wide[k] for k in window_keys], dropna=False)
+            .sum()
+            .to_numpy(),
+            weight.where(usable).groupby([wide[k] for k in window_keys], dropna=False).sum().to_numpy(),
+        )
+        plain = grouped[metric].mean().to_numpy(dtype=float)
+        out[metric] = np.where(np.isnan(weighted), plain, weighted)
+    if rate is not None:
+        logged = wide[rate].notna()
+        jobs = wide[logged].drop_duplicates([*keys, *job, "window"])
+        out["jobs"] = jobs.groupby(window_keys, dropna=False).size().reindex(out.index, fill_value=0)
+        every = wide[logged].drop_duplicates([*keys, *job]).groupby(keys, dropna=False).size()
+        out = out.reset_index()
+        needed = every.reindex(pd.MultiIndex.from_frame(out[keys]) if len(keys) > 1 else out[keys[0]])
+        out["complete"] = out["jobs"].to_numpy() == needed.fillna(-1).to_numpy()
+    else:
+        out = out.reset_index()
+        out["jobs"], out["complete"] = 0, False
+    for column in (*WINDOW_RATES, *WINDOW_LATENCIES):
+        if column in out:
+            out[column] = out[column].astype("Float64")
+    out["jobs"] = out["jobs"].astype("Int64")
+    return out
 
 
 def over_repeats(totals: pd.DataFrame, by: Sequence[str], metrics: Sequence[str]) -> pd.DataFrame:
@@ -543,7 +649,13 @@ def over_repeats(totals: pd.DataFrame, by: Sequence[str], metrics: Sequence[str]
     return out.drop(columns="_all", errors="ignore")
 
 
-def summarize(df: pd.DataFrame, *, by: Sequence[str] | None = None, noisy_cv: float = 0.05) -> pd.DataFrame:
+def summarize(
+    df: pd.DataFrame,
+    *,
+    by: Sequence[str] | None = None,
+    noisy_cv: float = 0.05,
+    steady_only: bool = False,
+) -> pd.DataFrame:
     """Summarise each point over its repeats.
 
     Parameters
@@ -556,6 +668,9 @@ def summarize(df: pd.DataFrame, *, by: Sequence[str] | None = None, noisy_cv: fl
     noisy_cv : float, default 0.05
         A point is ``noisy`` when the CV of its IOPS over repeats (of its
         bandwidth where IOPS is absent) exceeds this.
+    steady_only : bool, default False
+        Leave out the repeats judged not steady (``steady`` false; see
+        :mod:`iobench.results.steady`); repeats that could not be judged stay.
 
     Returns
     -------
@@ -566,7 +681,10 @@ def summarize(df: pd.DataFrame, *, by: Sequence[str] | None = None, noisy_cv: fl
         :data:`SUMMARY_METRICS` present and each ``lat_p*``/``slat_p*`` column
         (NA below two repeats), ``pct_exact`` (every repeat's percentiles are
         fio's own), ``noisy``, ``short_runtime`` (a repeat's longest job ran
-        shorter than ``runtime_requested_ms``), then the :data:`CONTEXT` columns.
+        shorter than ``runtime_requested_ms``, unless fio stopped it on reaching
+        steady state), ``unsteady`` (repeats judged not steady, counted before
+        ``steady_only`` leaves them out; NA when the frame has no ``steady``
+        column), then the :data:`CONTEXT` columns.
 
     Raises
     ------
@@ -581,9 +699,19 @@ def summarize(df: pd.DataFrame, *, by: Sequence[str] | None = None, noisy_cv: fl
     extra = [c for cs in list(_PERCENTILES.values())[1:] for c in cs.values() if c in totals]
     metrics = [m for m in SUMMARY_METRICS if m in totals] + extra
     stats = [f"{m}_{s}" for m in metrics for s in ("mean", "std", "ci95", "cv")]
-    columns = [*keys, "n", *stats, "pct_exact", "noisy", "short_runtime", *context]
+    columns = [*keys, "n", *stats, "pct_exact", "noisy", "short_runtime", "unsteady", *context]
     if totals.empty:
         return pd.DataFrame(columns=columns)
+    not_steady = _not_steady(totals)
+    unsteady = (
+        not_steady.groupby([totals[k] for k in keys], dropna=False, sort=False).transform("sum")
+        if keys
+        else pd.Series(int(not_steady.sum()), index=totals.index)
+    )
+    if steady_only:
+        totals, unsteady = totals[~not_steady], unsteady[~not_steady]
+        if totals.empty:
+            return pd.DataFrame(columns=columns)
     summary = over_repeats(totals, keys, metrics)
     ids = totals.groupby(keys, dropna=False, sort=True).ngroup().to_numpy()
     count = len(summary)
@@ -600,11 +728,29 @@ def summarize(df: pd.DataFrame, *, by: Sequence[str] | None = None, noisy_cv: fl
     short = np.zeros(count, dtype=bool)
     if "runtime_requested_ms" in totals and "runtime_ms" in totals:
         ran_short = (totals["runtime_ms"] < totals["runtime_requested_ms"]).fillna(False).to_numpy(dtype=bool)
-        short = np.bincount(ids, weights=ran_short, minlength=count) > 0
+        short = np.bincount(ids, weights=ran_short & ~_stopped_steady(totals), minlength=count) > 0
     summary["short_runtime"] = _flags(short, np.ones(count, dtype=bool)).array
+    first = np.unique(ids, return_index=True)[1]
+    counted = pd.array(unsteady.to_numpy()[first], dtype="Int64")
+    summary["unsteady"] = counted if "steady" in totals else pd.array([pd.NA] * count, dtype="Int64")
     for column in context:
         summary[column] = _one_or_joined(totals, column, ids, count).array
     return summary[columns]
+
+
+def _not_steady(totals: pd.DataFrame) -> pd.Series:
+    """Each row's repeat was judged not steady."""
+    if "steady" not in totals:
+        return pd.Series(False, index=totals.index)
+    return totals["steady"].astype("boolean").eq(False).fillna(False).astype(bool)
+
+
+def _stopped_steady(totals: pd.DataFrame) -> np.ndarray:
+    """Each row's repeat ended early because fio's ``steadystate=`` detection was satisfied."""
+    if "steady" not in totals or "steady_reason" not in totals:
+        return np.zeros(len(totals), dtype=bool)
+    by_fio = totals["steady_reason"].astype("string").str.startswith(FIO_STEADY).fillna(False)
+    return (totals["steady"].astype("boolean").fillna(False) & by_fio).to_numpy(dtype=bool)
 
 
 def headline(frames: pd.DataFrame | Sequence[pd.DataFrame]) -> tuple[float | None, float | None]:

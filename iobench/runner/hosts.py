@@ -47,6 +47,7 @@ from iobench.runner.sweep import (
     RunInterrupted,
     RunResult,
     _create,
+    _ended,
     _finish,
     _fio_message,
     _job_error,
@@ -58,6 +59,7 @@ from iobench.runner.sweep import (
     _stopped,
     matrix_fingerprint,
 )
+from iobench.store.records import MachineFacts, Manifest, PointMeta, ProcessRecord, Status
 from iobench.store.rundir import RunDir, now, write_text
 from iobench.system.cpulist import parse_cpulist
 from iobench.system.hosts import Connector, Fleet, Host, Observers, RemoteMachine, kill_trees, ssh_connector
@@ -165,13 +167,13 @@ class _HostPointRunner(_PointRunner):
         self.fleet.each(read, self._hosts_of(run))
         return found
 
-    def _failed_early(self, run: PlannedRun, cwd: Path, meta: dict[str, Any], reason: str) -> PointOutcome:
-        meta.update(status="failed", reason=reason, finished=now())
-        meta["processes"] = [self._host_meta(p, None, None) for p in run.processes]
+    def _failed_early(self, run: PlannedRun, cwd: Path, meta: PointMeta, reason: str) -> PointOutcome:
+        _ended(meta, "failed", reason)
+        meta.processes = [self._host_meta(p, None, None) for p in run.processes]
         self.run_dir.commit(cwd, run.key, meta)
         return PointOutcome(run.key, "failed", reason, 0.0)
 
-    def _execute(self, run: PlannedRun, cwd: Path, meta: dict[str, Any]) -> PointOutcome:
+    def _execute(self, run: PlannedRun, cwd: Path, meta: PointMeta) -> PointOutcome:
         assert self.fleet is not None
         hosts = self._hosts_of(run)
         down = [h for h in hosts if not h.alive() or h.server is None]
@@ -187,7 +189,7 @@ class _HostPointRunner(_PointRunner):
             self._apply_settings(run)
         except TuningError as exc:
             return self._failed_early(run, cwd, meta, str(exc))
-        meta["settings"] = self._settings_now(run)
+        meta.settings = self._settings_now(run)
         started = time.monotonic()
         token = f"{os.getpid()}-{run.key}-{time.monotonic_ns()}"
         observers = self.fleet.observe(hosts, limit_s=run.timeout_s)
@@ -207,14 +209,10 @@ class _HostPointRunner(_PointRunner):
             _reap(token, self.system)
         if done.timed_out:
             self._stop_jobs(hosts)
-        status, why, frames, per_host = self._judge_hosts(run, cwd, done, observers)
+        status, why, frames = self._judge_hosts(run, cwd, done, observers)
         write_text(cwd / "stderr.txt", done.stderr)
-        meta.update(
-            status=status, reason=why, finished=now(), duration_s=round(time.monotonic() - started, 3)
-        )
-        meta["processes"] = [
-            self._host_meta(p, done, observers, per_host.get(p.host or "")) for p in run.processes
-        ]
+        _ended(meta, status, why, started)
+        meta.processes = [self._host_meta(p, done, observers) for p in run.processes]
         iops, lat = headline(frames)
         self.run_dir.commit(cwd, run.key, meta)
         return PointOutcome(run.key, status, why, time.monotonic() - started, iops, lat)
@@ -233,11 +231,11 @@ class _HostPointRunner(_PointRunner):
 
     def _judge_hosts(
         self, run: PlannedRun, cwd: Path, done: Completed, observers: Observers
-    ) -> tuple[str, str | None, list[pd.DataFrame], dict[str, str]]:
-        """The point's status and reason, its frames, and each failed host's reason."""
+    ) -> tuple[Status, str | None, list[pd.DataFrame]]:
+        """The point's status and reason (each failed host's, named), and its frames."""
         if done.timed_out:
             reason = f"fio did not finish within {run.timeout_s:g} s and was stopped"
-            return "timeout", reason, [], {}
+            return "timeout", reason, []
         output = cwd / OUTPUT
         text = output.read_text(errors="replace") if output.is_file() else ""
         assert self.fleet is not None
@@ -261,18 +259,12 @@ class _HostPointRunner(_PointRunner):
                 failed.setdefault(host.name, problem)
             elif frame is not None:
                 frames.append(frame)
-                key = parsed_key(run.key, {"output": OUTPUT, "host": host.name, "sections": process.sections})
-                self.parsed[key] = frame
+                self.parsed[parsed_key(run.key, process)] = frame
         if not failed and done.returncode != 0:
-            return (
-                "failed",
-                f"fio client exited with status {done.returncode}: {_fio_message(done)}",
-                frames,
-                {},
-            )
+            return "failed", f"fio client exited with status {done.returncode}: {_fio_message(done)}", frames
         if failed:
-            return "failed", "; ".join(f"host {name}: {why}" for name, why in failed.items()), frames, failed
-        return "ok", None, frames, {}
+            return "failed", "; ".join(f"host {name}: {why}" for name, why in failed.items()), frames
+        return "ok", None, frames
 
     def _judge_one(
         self, host: Host, process: FioProcess, frame: pd.DataFrame | None, text: str, observers: Observers
@@ -299,12 +291,8 @@ class _HostPointRunner(_PointRunner):
         return None, frame
 
     def _host_meta(
-        self,
-        process: FioProcess,
-        done: Completed | None,
-        observers: Observers | None,
-        problem: str | None = None,
-    ) -> dict[str, Any]:
+        self, process: FioProcess, done: Completed | None, observers: Observers | None
+    ) -> ProcessRecord:
         assert process.host is not None and self.fleet is not None
         host = self.fleet.by_name()[process.host]
         facts = self._facts(process.host)
@@ -325,12 +313,10 @@ class _HostPointRunner(_PointRunner):
                 duration_s=round(done.duration_s, 3),
                 cpus_observed=watcher.cpus(),
                 observed=watcher.to_json(),
-                status="failed" if problem else "ok",
-                reason=problem,
             )
-        return data
+        return ProcessRecord.model_validate(data)
 
-    def _process_meta(self, process: FioProcess, result: Any) -> dict[str, Any]:
+    def _process_meta(self, process: FioProcess, result: Any) -> ProcessRecord:
         """A process's meta where the point stopped without results (Ctrl-C)."""
         return self._host_meta(process, None, None)
 
@@ -374,17 +360,18 @@ def _target_facts(target: Any, host: Host) -> dict[str, Any]:
     }
 
 
-def _host_manifest(
-    manifest: dict[str, Any], matrix: Matrix, the_plan: Plan, fleet: Fleet, *, resumed: bool
-) -> None:
-    """The manifest of :func:`~iobench.runner.sweep.run`, with each host's machine facts under ``hosts``."""
-    facts_by_host = []
+def _host_manifest(earlier: Manifest | None, matrix: Matrix, the_plan: Plan, fleet: Fleet) -> Manifest:
+    """The manifest of :func:`~iobench.runner.sweep.run`; ``machine`` is the client, ``hosts`` each host's facts."""
+    hosts = []
     for spec, host in zip(matrix.hosts, fleet.hosts, strict=True):
         assert host.facts is not None
         machine = host.facts.machine()
         machine["targets"] = [_target_facts(t, host) for t in host_targets(matrix, spec)]
-        facts_by_host.append(machine)
-    manifest.update(
+        hosts.append(machine)
+    client = collect_metadata(
+        discover_topology("/"), [], fio_version=matrix.fio_version, fio_binary=matrix.fio_binary
+    )
+    return Manifest(
         name=matrix.name,
         description=matrix.description,
         matrix_source=matrix.source,
@@ -394,16 +381,13 @@ def _host_manifest(
         repeat=matrix.repeat,
         points=len(matrix.combos),
         drop_caches=matrix.drop_caches,
-        machine=collect_metadata(
-            discover_topology("/"), [], fio_version=matrix.fio_version, fio_binary=matrix.fio_binary
-        ),
-        hosts=facts_by_host,
+        machine=MachineFacts.model_validate(client),
+        hosts=hosts,
         status="running",
+        started=earlier.started if earlier else now(),
+        resumed=[*earlier.resumed, now()] if earlier else [],
+        settings_restored=earlier.settings_restored if earlier else {},
     )
-    manifest.setdefault("started", now())
-    manifest.setdefault("resumed", [])
-    if resumed:
-        manifest["resumed"].append(now())
 
 
 def _drop_caches(host: Host) -> None:
@@ -469,10 +453,10 @@ def run_hosts(
         On Ctrl-C or SIGTERM, after saving finished points and the frame.
     """
     show: Progress = progress or NullProgress()
-    manifest: dict[str, Any] = {}
+    earlier: Manifest | None = None
     resumed: RunDir | None = None
     if resume is not None:
-        resumed, manifest = _open_resume(resume, matrix)
+        resumed, earlier = _open_resume(resume, matrix)
     specs = host_specs(matrix)
     with (
         _sigterm_as_interrupt(),
@@ -480,7 +464,7 @@ def run_hosts(
         contextlib.ExitStack() as stack,
     ):
         fleet.preflight()
-        the_plan = plan_on_fleet(matrix, fleet, seed=manifest.get("seed"))
+        the_plan = plan_on_fleet(matrix, fleet, seed=earlier.seed if earlier else None)
         for host in fleet.hosts:
             disks = {
                 k.partition(":")[2]
@@ -492,7 +476,7 @@ def run_hosts(
         fleet.start_servers()
         run_dir = resumed or _create(out, matrix)
         todo = [r for r in the_plan.runs if r.key not in run_dir.finished_keys()]
-        _host_manifest(manifest, matrix, the_plan, fleet, resumed=resumed is not None)
+        manifest = _host_manifest(earlier, matrix, the_plan, fleet)
         try:
             run_dir.write_manifest(manifest)
             run_dir.drop_frame()
@@ -516,7 +500,7 @@ def run_hosts(
         except EnvironmentFault as caught:
             fault, interrupted = caught, False
         originals = {f"{name}:{disk}": v for name, t in tuners.items() for disk, v in t.originals().items()}
-        manifest["settings_restored"] = originals
+        manifest.settings_restored = originals
         problems = []
         for tuner in tuners.values():
             try:

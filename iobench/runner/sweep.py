@@ -39,6 +39,7 @@ from iobench.planner.plans import FioProcess, Plan, PlannedRun, plan
 from iobench.results.fioout import parse_fio_text
 from iobench.results.points import headline
 from iobench.results.rundir import build_frame
+from iobench.store.records import MachineFacts, Manifest, PointMeta, ProcessRecord, Status
 from iobench.store.rundir import RunDir, describe_counts, now, probe, remedy, write_text
 from iobench.system.hostfs import SystemRoot, devno_text
 from iobench.system.locks import device_lock
@@ -356,7 +357,7 @@ class _PointRunner:
 
     def _judge(
         self, run: PlannedRun, cwd: Path, results: list[tuple[Completed, GroupWatcher]]
-    ) -> tuple[str, str | None, list[pd.DataFrame]]:
+    ) -> tuple[Status, str | None, list[pd.DataFrame]]:
         frames: list[pd.DataFrame] = []
         for process, (done, watcher) in zip(run.processes, results, strict=True):
             # fio reaps a killed worker and exits 0 with that job's numbers cut short, or,
@@ -399,46 +400,46 @@ class _PointRunner:
         return "ok", None, frames
 
     def __call__(self, run: PlannedRun) -> PointOutcome:
-        meta: dict[str, Any] = {
-            "key": run.key,
-            "point": run.point,
-            "repeat": run.repeat,
-            "params": run.params,
-            "values": run.params,
-            "writes": run.writes,
-            "started": now(),
-        }
         runtime = run.runtime_s
-        meta["runtime_requested_ms"] = None if runtime is None else round(runtime * 1000)
+        meta = PointMeta(
+            key=run.key,
+            point=run.point,
+            repeat=run.repeat,
+            params=dict(run.params),
+            writes=run.writes,
+            started=now(),
+            runtime_requested_ms=None if runtime is None else round(runtime * 1000),
+        )
         cwd = self.run_dir.staging(run.key)
         try:
             if run.status == "skipped":
-                meta.update(status="skipped", reason=run.reason, processes=[], finished=now())
+                _ended(meta, "skipped", run.reason)
                 self.run_dir.commit(cwd, run.key, meta)
                 return PointOutcome(run.key, "skipped", run.reason, 0.0)
             try:
                 return self._execute(run, cwd, meta)
             except TuningError as exc:
-                meta.update(status="failed", reason=str(exc), processes=[], finished=now())
+                _ended(meta, "failed", str(exc))
                 self.run_dir.commit(cwd, run.key, meta)
                 return PointOutcome(run.key, "failed", str(exc), 0.0)
             except KeyboardInterrupt:
-                if cwd.is_dir():  # gone: the point was saved just before the interrupt came
-                    meta.update(status="interrupted", reason="interrupted while fio ran", finished=now())
-                    meta["processes"] = [self._process_meta(p, None) for p in run.processes]
-                    self.run_dir.commit(cwd, run.key, meta)
+                if not cwd.exists():  # the point was saved whole just before the signal came
+                    raise
+                _ended(meta, "interrupted", "interrupted while fio ran")
+                meta.processes = [self._process_meta(p, None) for p in run.processes]
+                self.run_dir.commit(cwd, run.key, meta)
                 raise
         except RunStorageError as fault:
             self.run_dir.discard(cwd)
             fault.what += f" while saving point {run.key}"
             raise
 
-    def _execute(self, run: PlannedRun, cwd: Path, meta: dict[str, Any]) -> PointOutcome:
+    def _execute(self, run: PlannedRun, cwd: Path, meta: PointMeta) -> PointOutcome:
         for process in run.processes:
             write_text(cwd / process.jobfile_name, process.jobfile)
         write_text(cwd / "argv.json", json.dumps([list(p.argv) for p in run.processes], indent=2) + "\n")
         self._apply_settings(run)
-        meta["settings"] = _device_settings(self.plan, run)
+        meta.settings = _device_settings(self.plan, run)
         started = time.monotonic()
         token = f"{os.getpid()}-{run.key}-{time.monotonic_ns()}"
         try:
@@ -447,19 +448,16 @@ class _PointRunner:
             probe(cwd, cwd)  # fio cannot start in a directory that was removed
             raise
         except _Killed as dead:
-            meta.update(status="failed", reason=str(dead), finished=now())
-            meta["duration_s"] = round(time.monotonic() - started, 3)
-            meta["processes"] = [self._process_meta(p, None) for p in run.processes]
+            _ended(meta, "failed", str(dead), started)
+            meta.processes = [self._process_meta(p, None) for p in run.processes]
             self.run_dir.commit(cwd, run.key, meta)
             return PointOutcome(run.key, "failed", str(dead), time.monotonic() - started)
         finally:
             _reap(token, self.system)
         status, reason, frames = self._judge(run, cwd, results)
         write_text(cwd / "stderr.txt", "".join(done.stderr for done, _ in results))
-        meta.update(
-            status=status, reason=reason, finished=now(), duration_s=round(time.monotonic() - started, 3)
-        )
-        meta["processes"] = [self._process_meta(p, r) for p, r in zip(run.processes, results, strict=True)]
+        _ended(meta, status, reason, started)
+        meta.processes = [self._process_meta(p, r) for p, r in zip(run.processes, results, strict=True)]
         self.run_dir.commit(cwd, run.key, meta)
         iops, lat = headline(frames)
         return PointOutcome(run.key, status, reason, time.monotonic() - started, iops, lat)
@@ -480,7 +478,7 @@ class _PointRunner:
 
     def _process_meta(
         self, process: FioProcess, result: tuple[Completed, GroupWatcher] | None
-    ) -> dict[str, Any]:
+    ) -> ProcessRecord:
         data = process.to_json()
         data.pop("jobfile")
         data["sections"] = list(process.sections)
@@ -494,13 +492,19 @@ class _PointRunner:
                 cpus_observed=watcher.cpus(),
                 observed=watcher.to_json(),
             )
-        return data
+        return ProcessRecord.model_validate(data)
 
 
-def _open_resume(resume: str | Path, matrix: Matrix) -> tuple[RunDir, dict[str, Any]]:
+def _ended(meta: PointMeta, status: Status, reason: str | None, started: float | None = None) -> None:
+    meta.status, meta.reason, meta.finished = status, reason, now()
+    if started is not None:
+        meta.duration_s = round(time.monotonic() - started, 3)
+
+
+def _open_resume(resume: str | Path, matrix: Matrix) -> tuple[RunDir, Manifest]:
     run_dir = RunDir.open(resume)
     manifest = run_dir.manifest()
-    if manifest.get("matrix_fingerprint") != matrix_fingerprint(matrix):
+    if manifest.matrix_fingerprint != matrix_fingerprint(matrix):
         raise IobenchError(
             f"{resume}: the matrix differs from the one this run started with "
             f"(see {run_dir.path / 'matrix.yaml'}); resume with that matrix, or start a new run"
@@ -571,18 +575,18 @@ def run(
             executor=executor,
         )
     show: Progress = progress or NullProgress()
-    manifest: dict[str, Any] = {}
+    earlier: Manifest | None = None
     resumed: RunDir | None = None
     if resume is not None:
-        resumed, manifest = _open_resume(resume, matrix)
-    the_plan = plan(matrix, allow_write=tuple(allow_write), seed=manifest.get("seed"))
+        resumed, earlier = _open_resume(resume, matrix)
+    the_plan = plan(matrix, allow_write=tuple(allow_write), seed=earlier.seed if earlier else None)
     check_no_pending(sorted({disk for r in the_plan.runs for disk in r.settings}))
     disks = sorted({disk for location in the_plan.locations.values() for disk in location.disks})
     with _sigterm_as_interrupt(), contextlib.ExitStack() as stack:
         stack.enter_context(device_lock(disks))
         run_dir = resumed or _create(out, matrix)
         todo = [r for r in the_plan.runs if r.key not in run_dir.finished_keys()]
-        _start_manifest(manifest, matrix, the_plan, resumed=resumed is not None)
+        manifest = _start_manifest(earlier, matrix, the_plan)
         try:
             run_dir.write_manifest(manifest)
             run_dir.drop_frame()  # stale once new points land; rebuilt at the end or by load()
@@ -596,7 +600,7 @@ def run(
             interrupted = _sweep(point_runner, todo, show, matrix, fail_fast=fail_fast)
         except EnvironmentFault as caught:
             fault, interrupted = caught, False
-        manifest["settings_restored"] = tuner.originals()
+        manifest.settings_restored = tuner.originals()
         try:
             tuner.restore()
         except TuningError as problem:
@@ -648,7 +652,7 @@ def _report_command(run_dir: RunDir) -> str:
 
 def _saved_counts(run_dir: RunDir) -> dict[str, int]:
     with contextlib.suppress(OSError, IobenchError):
-        return dict(Counter(meta.get("status", "?") for _, meta in run_dir.point_metas()))
+        return dict(Counter(str(meta.status) for _, meta in run_dir.point_metas()))
     return {}
 
 
@@ -656,7 +660,7 @@ def _stopped(
     fault: EnvironmentFault,
     run_dir: RunDir,
     the_plan: Plan,
-    manifest: dict[str, Any],
+    manifest: Manifest,
     parsed: dict[str, pd.DataFrame],
 ) -> EnvironmentFault:
     """Save what the file system still takes and say what was kept and how to finish."""
@@ -673,9 +677,8 @@ def _stopped(
         frame_saved = True
     fault.counts = counts = _saved_counts(run_dir)
     with contextlib.suppress(OSError, IobenchError):
-        manifest.update(
-            status="stopped", stopped_by=f"{fault.what}: {fault.path}", finished=now(), counts=counts
-        )
+        manifest.status, manifest.stopped_by = "stopped", f"{fault.what}: {fault.path}"
+        manifest.finished, manifest.counts = now(), counts
         run_dir.write_manifest(manifest)
     done = run_dir.finished_keys() if counts else set()
     left = sum(1 for r in the_plan.runs if r.key not in done)
@@ -693,8 +696,9 @@ def _stopped(
     return fault
 
 
-def _start_manifest(manifest: dict[str, Any], matrix: Matrix, the_plan: Plan, *, resumed: bool) -> None:
-    manifest.update(
+def _start_manifest(earlier: Manifest | None, matrix: Matrix, the_plan: Plan) -> Manifest:
+    """The manifest of a run starting now, or resumed (``earlier``: keeps its start and resume times)."""
+    return Manifest(
         name=matrix.name,
         description=matrix.description,
         matrix_source=matrix.source,
@@ -704,18 +708,19 @@ def _start_manifest(manifest: dict[str, Any], matrix: Matrix, the_plan: Plan, *,
         repeat=matrix.repeat,
         points=len(matrix.combos),
         drop_caches=matrix.drop_caches,
-        machine=collect_metadata(
-            the_plan.topology,
-            the_plan.target_facts(),
-            fio_version=matrix.fio_version,
-            fio_binary=matrix.fio_binary,
+        machine=MachineFacts.model_validate(
+            collect_metadata(
+                the_plan.topology,
+                the_plan.target_facts(),
+                fio_version=matrix.fio_version,
+                fio_binary=matrix.fio_binary,
+            )
         ),
         status="running",
+        started=earlier.started if earlier else now(),
+        resumed=[*earlier.resumed, now()] if earlier else [],
+        settings_restored=earlier.settings_restored if earlier else {},
     )
-    manifest.setdefault("started", now())
-    manifest.setdefault("resumed", [])
-    if resumed:
-        manifest["resumed"].append(now())
 
 
 def _sweep(
@@ -755,14 +760,15 @@ def _sweep(
 def _finish(
     run_dir: RunDir,
     the_plan: Plan,
-    manifest: dict[str, Any],
+    manifest: Manifest,
     parsed: dict[str, pd.DataFrame],
     *,
     interrupted: bool,
 ) -> RunResult:
-    counts = dict(Counter(meta.get("status", "?") for _, meta in run_dir.point_metas()))
+    counts: dict[str, int] = dict(Counter(meta.status for _, meta in run_dir.point_metas()))
     frame = build_frame(run_dir, parsed)
-    manifest.update(status="interrupted" if interrupted else "finished", finished=now(), counts=counts)
+    manifest.status = "interrupted" if interrupted else "finished"
+    manifest.finished, manifest.counts = now(), counts
     frame_saved = False
     try:
         run_dir.write_frame(frame)

@@ -5,31 +5,28 @@ its bytes are on disk: a full disk, a read-only remount or a removed directory
 leaves the final name absent, never half written, and becomes a
 :class:`~iobench.errors.RunStorageError` naming the path.
 
-Schema history (``schema_version`` in ``manifest.json``, every ``meta.json`` and
-the parquet file's metadata):
-
-1. first version.
+The records (``manifest.json``, each ``meta.json``) are the typed models of
+:mod:`iobench.store.records`, with their schema history; this class is the only
+code that reads or writes them in a run directory.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from iobench.errors import FULL, EnvironmentFault, ResultsError, RunStorageError, TargetVanished
-from iobench.store.files import atomic_replacing
+from iobench.store.files import atomic_replacing, fsync_directory
+from iobench.store.records import FRAME_VERSION, Manifest, PointMeta, read_record, record_json
 
-SCHEMA_VERSION = 1
 FINISHED = ("ok", "skipped")
 PROBE_BYTES = 64 * 1024
 
@@ -65,9 +62,9 @@ def replacing(final: str | os.PathLike[str]) -> Iterator[Path]:
         raise RunStorageError.from_os_error(exc, target) from None
 
 
-def write_json(path: Path, data: Any) -> None:
-    """Write ``data`` as JSON through a temporary name, so a reader never sees half a file."""
-    text = json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"
+def _write_record(path: Path, record: Manifest | PointMeta) -> None:
+    """Write a record through a temporary name, so a reader never sees half a file."""
+    text = record_json(record)
     with replacing(path) as tmp:
         tmp.write_text(text)
 
@@ -210,27 +207,22 @@ class RunDir:
         run = cls(Path(path))
         if not run.manifest_path.is_file():
             raise ResultsError(f"{path}: not an iobench run directory (no manifest.json)")
-        version = run.manifest().get("schema_version")
-        if not isinstance(version, int) or version > SCHEMA_VERSION:
-            raise ResultsError(
-                f"{path}: results schema version {version!r} is newer than this iobench reads "
-                f"({SCHEMA_VERSION}); upgrade iobench"
-            )
+        run.manifest()
         return run
 
-    def manifest(self) -> dict[str, Any]:
-        """The manifest as saved."""
-        try:
-            data = json.loads(self.manifest_path.read_text())
-        except (OSError, ValueError) as exc:
-            raise ResultsError(f"{self.manifest_path}: unreadable: {exc}") from None
-        if not isinstance(data, dict):
-            raise ResultsError(f"{self.manifest_path}: not a JSON object")
-        return data
+    def manifest(self) -> Manifest:
+        """The manifest as saved (migrated when an older iobench wrote it).
 
-    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        Raises
+        ------
+        RecordError
+            Naming the file and field when it is corrupt, truncated or newer than this iobench.
+        """
+        return read_record(Manifest, self.manifest_path)
+
+    def write_manifest(self, manifest: Manifest) -> None:
         """Save the manifest atomically (:class:`RunStorageError` when it cannot be written)."""
-        write_json(self.manifest_path, {"schema_version": SCHEMA_VERSION, **manifest})
+        _write_record(self.manifest_path, manifest)
 
     def staging(self, key: str) -> Path:
         """A fresh, empty directory for a point that is about to run."""
@@ -241,14 +233,15 @@ class RunDir:
             path.mkdir()
         return path
 
-    def commit(self, staging: Path, key: str, meta: dict[str, Any]) -> Path:
+    def commit(self, staging: Path, key: str, meta: PointMeta) -> Path:
         """Write ``meta.json`` and move the point into place in one rename."""
-        write_json(staging / "meta.json", {"schema_version": SCHEMA_VERSION, **meta})
+        _write_record(staging / "meta.json", meta)
         final = self.points / key
         with storage(final):
             if final.exists():
                 shutil.rmtree(final)
             os.replace(staging, final)
+            fsync_directory(self.points)
         return final
 
     def discard(self, staging: Path) -> None:
@@ -259,22 +252,24 @@ class RunDir:
         """Remove the whole run directory, as far as the file system allows (a run that never started)."""
         shutil.rmtree(self.path, ignore_errors=True)
 
-    def point_metas(self) -> Iterator[tuple[Path, dict[str, Any]]]:
-        """Every saved point with its ``meta.json``, in key order."""
+    def point_metas(self) -> Iterator[tuple[Path, PointMeta]]:
+        """Every saved point with its ``meta.json``, in key order.
+
+        Raises
+        ------
+        RecordError
+            Naming the file and field of a corrupt or truncated ``meta.json``.
+        """
         if not self.points.is_dir():
             return
         for path in sorted(self.points.iterdir()):
             if path.name.startswith(".") or not (path / "meta.json").is_file():
                 continue
-            try:
-                meta = json.loads((path / "meta.json").read_text())
-            except ValueError as exc:
-                raise ResultsError(f"{path / 'meta.json'}: unreadable: {exc}") from None
-            yield path, meta
+            yield path, read_record(PointMeta, path / "meta.json")
 
     def finished_keys(self) -> set[str]:
         """Points that need not run again on resume (``ok`` or ``skipped``)."""
-        return {meta["key"] for _, meta in self.point_metas() if meta.get("status") in FINISHED}
+        return {meta.key for _, meta in self.point_metas() if meta.status in FINISHED}
 
     def write_frame(self, frame: pd.DataFrame) -> None:
         """Save ``results.parquet`` atomically, tagged with the schema version.
@@ -289,7 +284,7 @@ class RunDir:
 
         table = pa.Table.from_pandas(frame, preserve_index=False)
         metadata = dict(table.schema.metadata or {})
-        metadata[b"iobench_schema_version"] = str(SCHEMA_VERSION).encode()
+        metadata[b"iobench_schema_version"] = str(FRAME_VERSION).encode()
         table = table.replace_schema_metadata(metadata)
         with replacing(self.frame_path) as tmp:
             pq.write_table(table, tmp)

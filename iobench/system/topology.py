@@ -98,6 +98,8 @@ class Device:
         ``queue/rotational``.
     model : str or None
         ``device/model``.
+    firmware : str or None
+        ``device/firmware_rev`` (NVMe), else ``device/rev`` (SCSI, SATA).
     size_bytes : int or None
         Capacity (``size`` is in 512-byte sectors whatever the block size).
     partitions, holders, slaves : tuple of str
@@ -115,6 +117,7 @@ class Device:
     partitions: tuple[str, ...]
     holders: tuple[str, ...]
     slaves: tuple[str, ...]
+    firmware: str | None = None
 
 
 @dataclass(frozen=True)
@@ -433,6 +436,9 @@ def _read_device(system: SystemRoot, name: str, nodes: tuple[Node, ...]) -> Devi
         partitions=system.partitions(name),
         holders=system.holders(name),
         slaves=system.slaves(name),
+        firmware=system.read_text(path / "device" / "firmware_rev")
+        or system.read_text(path / "device" / "rev")
+        or None,
     )
 
 
@@ -484,6 +490,7 @@ def _device_dict(device: Device) -> dict[str, Any]:
         "readahead_kb": device.readahead_kb,
         "rotational": device.rotational,
         "model": device.model,
+        "firmware": device.firmware,
         "size_bytes": device.size_bytes,
         "partitions": list(device.partitions),
         "holders": list(device.holders),

@@ -27,13 +27,13 @@ from types import TracebackType
 from typing import Any
 
 from iobench.errors import IobenchError, TuningError
-from iobench.store.files import atomic_write, fsync_directory, state_dir
+from iobench.store.files import fsync_directory, state_dir
+from iobench.store.records import JournalRecord, RecordError, read_record, write_record
 from iobench.system.hostfs import SystemFileError, SystemRoot
 from iobench.system.topology import parse_scheduler
 
 QUEUE_SETTINGS = ("scheduler", "readahead_kb")
 _FILES = {"scheduler": "queue/scheduler", "readahead_kb": "queue/read_ahead_kb"}
-JOURNAL_VERSION = 1
 
 Value = str | int
 Settings = dict[str, Value]
@@ -319,21 +319,19 @@ class Journal:
         ticks = _proc_start_ticks(self.pid)
         return ticks is not None and ticks == self.pid_start_ticks
 
-    def to_json(self) -> dict[str, Any]:
-        """The journal file's content."""
-        return {
-            "version": JOURNAL_VERSION,
-            "disk": self.disk,
-            "dev": self.dev,
-            "originals": self.originals,
-            "pid": self.pid,
-            "pid_start_ticks": self.pid_start_ticks,
-            "started": self.started,
-            "run_dir": self.run_dir,
-            "sysfs": self.sysfs,
-            # Only a remote disk's journal names its host: a local journal is as it always was.
-            **({"host": self.host} if self.host is not None else {}),
-        }
+    def record(self) -> JournalRecord:
+        """The journal file's content (:class:`iobench.store.records.JournalRecord`)."""
+        return JournalRecord(
+            disk=self.disk,
+            dev=self.dev,
+            originals=self.originals,
+            pid=self.pid,
+            pid_start_ticks=self.pid_start_ticks,
+            started=self.started,
+            run_dir=self.run_dir,
+            sysfs=self.sysfs,
+            host=self.host,
+        )
 
     @classmethod
     def load(cls, path: Path) -> Journal:
@@ -345,36 +343,33 @@ class Journal:
             When the file is unreadable or not a journal; it names the file.
         """
         try:
-            data = json.loads(path.read_text())
-            originals = {str(k): v for k, v in data["originals"].items() if k in QUEUE_SETTINGS}
-            return cls(
-                path=path,
-                disk=str(data["disk"]),
-                dev=str(data["dev"]),
-                originals=originals,
-                pid=int(data["pid"]),
-                pid_start_ticks=data.get("pid_start_ticks"),
-                started=str(data.get("started", "")),
-                run_dir=data.get("run_dir"),
-                sysfs=str(data.get("sysfs", "/sys")),
-                host=_host_field(data.get("host")),
-            )
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            data = read_record(JournalRecord, path)
+        except RecordError as exc:
             raise TuningError(
-                f"journal {path} cannot be read ({exc}); restore that disk's settings by hand "
-                "(or reboot) and delete the file"
+                f"{exc}; restore that disk's settings by hand (or reboot) and delete the file"
             ) from None
+        originals = {k: v for k, v in data.originals.items() if k in QUEUE_SETTINGS}
+        return cls(
+            path=path,
+            disk=data.disk,
+            dev=data.dev,
+            originals=originals,
+            pid=data.pid,
+            pid_start_ticks=data.pid_start_ticks,
+            started=data.started,
+            run_dir=data.run_dir,
+            sysfs=data.sysfs,
+            host=_host_field(data.host),
+        )
 
 
 def _host_label(host: Mapping[str, Any]) -> str:
     return str(host.get("label") or host.get("destination") or "?")
 
 
-def _host_field(value: Any) -> dict[str, Any] | None:
-    if value is None:
+def _host_field(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    if value is None or not isinstance(value.get("destination"), str):
         return None
-    if not isinstance(value, dict) or not isinstance(value.get("destination"), str):
-        raise TypeError("host is not a host record")
     return value
 
 
@@ -397,7 +392,7 @@ def _write_journal(journal: Journal) -> None:
     """Write atomically and durably: a crash leaves either no journal or a whole one."""
     try:
         journal.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(journal.path, json.dumps(journal.to_json(), indent=1, sort_keys=True), mode=0o600)
+        write_record(journal.path, journal.record(), mode=0o600)
     except OSError as exc:
         raise TuningError(
             f"cannot write journal {journal.path}: {exc.strerror}; nothing was changed"

@@ -1,0 +1,64 @@
+"""``iobench compare`` on the terminal: what differs between the runs, then a rich table of verdicts."""
+
+from __future__ import annotations
+
+import pandas as pd
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from iobench.report.compare_page import comparison_rows, machine_rows, verdict_counts
+
+STYLES = {"better": "bold green", "worse": "bold red", "no change": "", "not tested": "dim"}
+
+
+def show_comparison(console: Console, comparison: pd.DataFrame) -> None:
+    """Print the runs, the facts that differ between them, the table and the verdict counts."""
+    a, b = comparison.attrs.get("a", "A"), comparison.attrs.get("b", "B")
+    console.print(f"[bold]A[/] {escape(str(a))}  →  [bold]B[/] {escape(str(b))}   (ratio = B / A)")
+    differ, same = machine_rows(comparison)
+    if differ:
+        facts = Table(title="what differs between the runs", title_justify="left", box=None, padding=(0, 2))
+        facts.add_column("fact", style="bold")
+        facts.add_column("A", overflow="fold")
+        facts.add_column("B", overflow="fold")
+        for fact, va, vb in differ:
+            facts.add_row(escape(fact), escape(va), escape(vb))
+        console.print(facts)
+    if same:
+        console.print(f"[dim]the same in both: {escape(', '.join(fact for fact, _ in same))}[/]")
+    rows = comparison_rows(comparison)
+    table = Table(show_lines=False, header_style="bold")
+    for key in rows.keys:
+        table.add_column(escape(key), no_wrap=True)
+    table.add_column("metric", no_wrap=True)
+    for title in ("A", "B", "B/A", "95 % CI", "change", "p"):
+        table.add_column(title, justify="right", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
+    table.add_column("note", overflow="fold")
+    for row in rows.rows:
+        style = STYLES.get(row.verdict, "")
+        table.add_row(
+            *(escape(text) for text in row.labels),
+            row.metric,
+            row.a,
+            row.b,
+            row.ratio,
+            row.ci,
+            row.change,
+            row.p,
+            f"[{style}]{row.verdict}[/]" if style else row.verdict,
+            escape(row.reason),
+        )
+    console.print(table)
+    for label, points in (("only in A", rows.only_a), ("only in B", rows.only_b)):
+        if points:
+            console.print(f"{label} (not compared): {escape('; '.join(points))}")
+    min_effect = float(comparison.attrs.get("min_effect", 0.01))
+    for metric, counts in verdict_counts(comparison):
+        text = ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
+        console.print(f"{metric}: {text}")
+    console.print(
+        f"[dim]verdict: Welch's t-test p < 0.05 and a change of at least {min_effect:.0%}; "
+        "CI: Fieller's 95 % interval of the ratio[/]"
+    )

@@ -1,0 +1,54 @@
+"""fio's own time-series logs, written by every point: the options that ask for them and the files they make.
+
+Every job section of every job file asks fio for its bandwidth, IOPS and
+latency logs (``write_bw_log``, ``write_iops_log``, ``write_lat_log``) named
+after the section, averaged over windows of ``log_avg_msec`` milliseconds
+(:data:`DEFAULT_LOG_AVG_MSEC` unless the matrix sets it, under ``fio:`` or as
+an axis, like any fio option). fio runs in the point's directory, so the logs
+land there beside ``fio.json``::
+
+    <section>_iops.<job>.log   IOPS               <section>_lat.<job>.log   total latency (ns)
+    <section>_bw.<job>.log     bandwidth (KiB/s)  <section>_clat.<job>.log  completion latency (ns)
+                                                  <section>_slat.<job>.log  submission latency (ns)
+
+``<job>`` is fio's job number within its fio process (1..N, the clones of each
+section counted in section order). With ``per_job_logs=0`` fio leaves the
+number out and a section's jobs append to one file, one job after another.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+#: The window fio averages its logs over when the matrix does not set ``log_avg_msec``.
+DEFAULT_LOG_AVG_MSEC = 1000
+#: The fio options iobench sets in every job section (a matrix may not set them).
+LOG_OPTIONS: tuple[str, ...] = ("write_bw_log", "write_iops_log", "write_lat_log")
+#: What fio writes for them: the kind in each file name.
+LOG_KINDS: tuple[str, ...] = ("iops", "bw", "lat", "clat", "slat")
+#: A log file's name: its section, kind, job number (absent with ``per_job_logs=0``).
+LOG_FILE = re.compile(r"^(?P<section>.+)_(?P<kind>iops|bw|lat|clat|slat)(?:\.(?P<job>\d+))?\.log$")
+
+
+def global_log_options(options: Mapping[str, str]) -> dict[str, str]:
+    """The ``[global]`` options a job file needs for its logs beyond ``options`` (the point's own).
+
+    Parameters
+    ----------
+    options
+        The point's fio options as written to the job file.
+
+    Returns
+    -------
+    dict of str to str
+        ``{"log_avg_msec": "1000"}`` when the point does not set the window itself, else nothing.
+    """
+    if "log_avg_msec" in options:
+        return {}
+    return {"log_avg_msec": str(DEFAULT_LOG_AVG_MSEC)}
+
+
+def section_log_options(section: str) -> dict[str, str]:
+    """The options that make the jobs of job section ``section`` write their logs under its name."""
+    return dict.fromkeys(LOG_OPTIONS, section)

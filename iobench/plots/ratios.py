@@ -1,0 +1,154 @@
+"""Run B against run A: each point's ratio B/A with its 95 % CI, coloured by verdict."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+from iobench.errors import ResultsError
+from iobench.plots import _style as st
+from iobench.results.compare import key_columns
+
+#: Marker colour per verdict; an untested point (NA) is drawn hollow in :data:`UNTESTED`.
+VERDICT_COLOURS = {"better": "#2ca02c", "worse": "#d62728", "no change": "#7f7f7f"}
+UNTESTED = "#b0b0b0"
+#: Ratios the x axis may label (log scale), nicest first: each is used unless a nicer one is too close.
+_TICKS = (1.0, 2.0, 0.5, 4.0, 0.25, 10.0, 0.1, 1.5, 0.8, 1.25, 0.9, 1.1, 0.95, 1.05, 0.98, 1.02, 0.99, 1.01)
+
+
+def _labels(rows: pd.DataFrame, keys: Sequence[str]) -> list[str]:
+    shown = [k for k in keys if rows[k].astype("string").nunique(dropna=False) > 1] or list(keys[:1])
+    return [st.describe(shown, [row[k] for k in shown]) if shown else "all" for _, row in rows.iterrows()]
+
+
+def _ticks(low: float, high: float) -> list[float]:
+    """Up to about eight of :data:`_TICKS` inside ``[low, high]``, spread evenly enough to read."""
+    gap = math.log(high / low) / 8
+    kept: list[float] = []
+    for tick in _TICKS:
+        if low <= tick <= high and all(abs(math.log(tick / k)) >= gap for k in kept):
+            kept.append(tick)
+    return sorted(kept) or [1.0]
+
+
+def _draw(axis: Axes, rows: pd.DataFrame, labels: Sequence[str], metric: str, min_effect: float) -> None:
+    ratio = rows["ratio"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    low = rows["ratio_ci_low"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    high = rows["ratio_ci_high"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    verdicts = rows["verdict"].astype("string").fillna("").tolist()
+    y = np.arange(len(rows))[::-1]
+    band = (1 / (1 + min_effect), 1 + min_effect)
+    axis.axvspan(*band, color="0.88", zorder=0, label=f"within ±{min_effect:.0%} (minimum effect)")
+    axis.axvline(1.0, color="0.35", linewidth=1, zorder=1)
+    finite = [v for v in (*ratio, *low, *high, *band) if math.isfinite(v) and v > 0]
+    lo, hi = min(finite), max(finite)
+    wide = hi / lo > 1.5
+    left, right = lo / 1.08 ** (1 + wide), hi * 1.08 ** (2 + wide)
+    axis.set_xscale("log")
+    axis.set_xlim(left, right)
+    for index in range(len(rows)):
+        if not math.isfinite(ratio[index]) or ratio[index] <= 0:
+            continue
+        colour = VERDICT_COLOURS.get(verdicts[index], UNTESTED)
+        bounded = math.isfinite(low[index]) and math.isfinite(high[index])
+        # a lower end at 0 cannot sit on a log axis: the bar runs off the left edge
+        start = max(low[index], left) if bounded else ratio[index]
+        axis.errorbar(
+            ratio[index],
+            y[index],
+            xerr=[[ratio[index] - start], [high[index] - ratio[index]]] if bounded else None,
+            fmt="o",
+            color=colour,
+            markerfacecolor=colour if verdicts[index] else "white",
+            ecolor=colour,
+            elinewidth=1.6,
+            capsize=4,
+            markersize=6,
+            zorder=3,
+            label=verdicts[index] or "not tested",
+        )
+        axis.annotate(
+            f"{ratio[index]:.3f}",
+            (high[index] if bounded else ratio[index], y[index]),
+            xytext=(5, 3),
+            textcoords="offset points",
+            fontsize=st.SMALL,
+            va="bottom",
+        )
+    axis.xaxis.set_major_locator(FixedLocator(_ticks(*axis.get_xlim())))
+    axis.xaxis.set_minor_locator(NullLocator())
+    axis.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    axis.set_yticks(y, labels)
+    axis.set_ylim(-0.7, len(rows) - 0.3)
+    axis.set_xlabel(f"{st.short_label(metric)}: B / A")
+    axis.grid(True, axis="x", alpha=0.3)
+    axis.set_axisbelow(True)
+    axis.set_title(st.label(metric), fontsize=st.MEDIUM)
+
+
+def ratios(
+    comparison: pd.DataFrame, *, metrics: Sequence[str] | None = None, ax: Axes | None = None
+) -> Figure:
+    """Each point's ratio B/A with its 95 % CI, one panel per metric, coloured by verdict.
+
+    Points sit on a log scale (×2 and ×½ equally far from 1; an interval reaching 0
+    runs off the left edge); the grey band is
+    the minimum effect around 1, inside which no change counts. Green: better,
+    red: worse, grey: no change, hollow: not tested (fewer than two repeats).
+    Points that ran on one side only are left out.
+
+    Parameters
+    ----------
+    comparison
+        A frame from :func:`iobench.compare`.
+    metrics
+        The metrics to draw (default: every metric of the comparison).
+    ax
+        An Axes to draw into; then exactly one metric.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    ResultsError
+        Not a comparison, no matched point with a ratio, a metric it lacks,
+        or several metrics for one ``ax``.
+    """
+    keys = key_columns(comparison)
+    present = list(dict.fromkeys(comparison["metric"].dropna()))
+    chosen = list(metrics) if metrics is not None else present
+    unknown = [m for m in chosen if m not in present]
+    if unknown or not chosen:
+        raise ResultsError(
+            f"ratios: no {unknown[0] if unknown else 'metric'!r} in the comparison (it has {', '.join(present)})"
+        )
+    matched = comparison[comparison["match"].eq("both").fillna(False) & comparison["ratio"].notna()]
+    if matched.empty:
+        raise ResultsError("ratios: no point of the comparison ran in both runs with a ratio")
+    if ax is not None and len(chosen) != 1:
+        raise ResultsError(
+            f"ratios: one Axes draws one metric; pass metrics=[...] with one of {', '.join(chosen)}"
+        )
+    min_effect = float(comparison.attrs.get("min_effect", 0.01))
+    if ax is not None:
+        rows = matched[matched["metric"] == chosen[0]]
+        _draw(ax, rows, _labels(rows, keys), chosen[0], min_effect)
+        return st.root_figure(ax)
+    panels = [(m,) for m in chosen if (matched["metric"] == m).any()]
+    count = max(int((matched["metric"] == m).sum()) for (m,) in panels)
+    fig, stacks = st.panel_grid(panels, [], max_cols=2, width=5.6, height=0.9 + 0.38 * count)
+    for (metric,), (axis,) in zip(panels, stacks, strict=True):
+        rows = matched[matched["metric"] == metric]
+        _draw(axis, rows, _labels(rows, keys), metric, min_effect)
+    a, b = comparison.attrs.get("a", "A"), comparison.attrs.get("b", "B")
+    note = f"bars: 95 % CI of the ratio (Fieller); verdict: Welch's t-test at 5 % and a change of at least {min_effect:.0%}"
+    st.finish(fig, comparison, f"{b} against {a}: ratio B / A", note)
+    return fig

@@ -1,0 +1,292 @@
+"""``iobench compare -o DIR``: the comparison as a page, a table and a figure.
+
+:func:`write_compare` writes ``compare.csv`` (the frame of :func:`iobench.compare`,
+unrounded), the ratio figure (:func:`iobench.plots.ratios`) and
+``compare.html``: what differs between the two runs' machines and settings,
+the verdicts per metric, the figure and the table. The page is self-contained
+(inline PNG, inline style, no script) and comes from the jinja2 template
+``iobench/report/templates/compare.html.j2`` with autoescaping on.
+
+:func:`comparison_rows` and :func:`verdict_counts` are the text both the page
+and the terminal table (``iobench compare``) show.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import io
+import math
+import os
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pandas as pd
+
+from iobench.errors import ResultsError
+from iobench.plots.files import save_figure_file
+from iobench.results.compare import VERDICTS, key_columns
+from iobench.store.rundir import replacing, storage
+
+PAGE_DPI = 110
+#: Figure file name, without its suffix.
+FIGURE = "compare-ratios"
+#: How a metric reads in a table: its title and the factor from the frame's unit.
+METRIC_TEXT: dict[str, tuple[str, float]] = {
+    "iops": ("IOPS", 1.0),
+    "bw_bytes": ("MiB/s", 1 / 2**20),
+    "lat_mean_us": ("mean lat µs", 1.0),
+    "clat_mean_us": ("mean clat µs", 1.0),
+    "slat_mean_us": ("mean slat µs", 1.0),
+    "cpu_us_per_io": ("CPU µs/I/O", 1.0),
+    "usr_cpu": ("usr CPU %", 1.0),
+    "sys_cpu": ("sys CPU %", 1.0),
+}
+#: What an NA verdict reads as.
+UNTESTED = "not tested"
+
+
+@dataclass(frozen=True)
+class ComparePage:
+    """What :func:`write_compare` wrote."""
+
+    html: Path
+    table: Path
+    figures: list[Path]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One comparison row as text: the point's labels, the numbers, the verdict and why."""
+
+    labels: list[str]
+    metric: str
+    a: str
+    b: str
+    ratio: str
+    ci: str
+    change: str
+    p: str
+    verdict: str
+    reason: str
+    match: str
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A comparison as text: the header of the label columns, matched rows and one-sided points."""
+
+    keys: list[str]
+    rows: list[Row] = field(default_factory=list)
+    only_a: list[str] = field(default_factory=list)
+    only_b: list[str] = field(default_factory=list)
+
+
+def metric_title(metric: str) -> str:
+    """``IOPS``, ``MiB/s``, ``p99 clat µs``, ...: the metric's column title."""
+    if metric in METRIC_TEXT:
+        return METRIC_TEXT[metric][0]
+    kind, _, rest = metric.partition("_p")
+    if rest.endswith("_us"):
+        return f"p{rest.removesuffix('_us').replace('_', '.')} {kind} µs"
+    return metric
+
+
+def metric_value(metric: str, value: object) -> str:
+    """A metric's value in its table unit: ``12,345``, ``81.2``, ``4.17``; ``–`` when missing."""
+    number = _float(value)
+    if number is None:
+        return "–"
+    number *= METRIC_TEXT.get(metric, ("", 1.0))[1]
+    if abs(number) >= 1000:
+        return f"{number:,.0f}"
+    return f"{number:.1f}" if abs(number) >= 100 else f"{number:.3g}"
+
+
+def _float(value: object) -> float | None:
+    if value is None or value is pd.NA:
+        return None
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _change(ratio: float | None) -> str:
+    if ratio is None:
+        return "–"
+    text = f"{ratio - 1:+.1%}"
+    return "±0.0%" if text in ("+0.0%", "-0.0%") else text
+
+
+def _p_text(value: object) -> str:
+    p = _float(value)
+    if p is None:
+        return "–"
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _label_columns(comparison: pd.DataFrame, keys: Sequence[str]) -> list[str]:
+    varying = [k for k in keys if comparison[k].astype("string").nunique(dropna=False) > 1]
+    return varying or list(keys[:1])
+
+
+def _describe(row: pd.Series, columns: Sequence[str]) -> str:
+    return " ".join(f"{c}={_plain(row[c])}" for c in columns) or "all"
+
+
+def _plain(value: object) -> str:
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return str(value)
+
+
+def comparison_rows(comparison: pd.DataFrame) -> Rows:
+    """The comparison as the terminal and the page show it: text cells, one-sided points apart.
+
+    Parameters
+    ----------
+    comparison
+        A frame from :func:`iobench.compare`.
+
+    Returns
+    -------
+    Rows
+        ``keys``: the key columns that vary (the others are the same in every
+        row); ``rows``: one per matched point and metric; ``only_a``/``only_b``:
+        the points of one run only, described by their keys.
+    """
+    keys = _label_columns(comparison, key_columns(comparison))
+    out = Rows(keys)
+    for _, row in comparison.iterrows():
+        if row["match"] != "both":
+            where = out.only_a if row["match"] == "A only" else out.only_b
+            text = _describe(row, keys)
+            if text not in where:
+                where.append(text)
+            continue
+        ratio, low, high = (_float(row[c]) for c in ("ratio", "ratio_ci_low", "ratio_ci_high"))
+        verdict = row["verdict"]
+        out.rows.append(
+            Row(
+                labels=[_plain(row[k]) for k in keys],
+                metric=metric_title(str(row["metric"])),
+                a=metric_value(str(row["metric"]), row["a_mean"]),
+                b=metric_value(str(row["metric"]), row["b_mean"]),
+                ratio="–" if ratio is None else f"{ratio:.3f}",
+                ci="–" if low is None or high is None else f"{low:.3f} – {high:.3f}",
+                change=_change(ratio),
+                p=_p_text(row["p_value"]),
+                verdict=UNTESTED if verdict is None or verdict is pd.NA else str(verdict),
+                reason=_plain(row["reason"]) if row["reason"] else "",
+                match=str(row["match"]),
+            )
+        )
+    return out
+
+
+def verdict_counts(comparison: pd.DataFrame) -> list[tuple[str, dict[str, int]]]:
+    """Per metric, how many matched points are better, worse, no change and not tested."""
+    matched = comparison[comparison["match"] == "both"]
+    out = []
+    for metric in dict.fromkeys(matched["metric"]):
+        verdicts = matched.loc[matched["metric"] == metric, "verdict"].fillna(UNTESTED)
+        counts = Counter(str(v) for v in verdicts)
+        out.append((str(metric), {v: counts.get(v, 0) for v in (*VERDICTS, UNTESTED) if counts.get(v)}))
+    return out
+
+
+def machine_rows(comparison: pd.DataFrame) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
+    """What differs between the runs' machines and settings (fact, A, B), and what they share (fact, value)."""
+    facts = comparison.attrs.get("machines") or []
+    differ = [(f["fact"], f["a"], f["b"]) for f in facts if f.get("differs")]
+    same = [(f["fact"], f["a"]) for f in facts if not f.get("differs")]
+    return differ, same
+
+
+def write_compare(
+    comparison: pd.DataFrame, out: str | os.PathLike[str], *, formats: Sequence[str] = ("png",)
+) -> ComparePage:
+    """Write ``compare.csv``, the ratio figure and ``compare.html`` for a comparison into ``out``.
+
+    Parameters
+    ----------
+    comparison
+        A frame from :func:`iobench.compare`.
+    out
+        The directory (created if missing).
+    formats
+        Figure files to write: png, svg, pdf (the page embeds a PNG either way).
+
+    Returns
+    -------
+    ComparePage
+        The paths written.
+
+    Raises
+    ------
+    ResultsError
+        Not a comparison frame, or an unknown figure format.
+    RunStorageError
+        A file cannot be written; no file is left half written under its name.
+    """
+    from iobench.plots.figures import FORMATS
+    from iobench.plots.ratios import ratios
+
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        raise ResultsError(f"unknown figure format {unknown[0]!r}; use one of {', '.join(FORMATS)}")
+    key_columns(comparison)
+    target = Path(out)
+    with storage(target):
+        target.mkdir(parents=True, exist_ok=True)
+    table = target / "compare.csv"
+    with replacing(table) as tmp:
+        comparison.to_csv(tmp, index=False)
+    written: list[Path] = []
+    inline = ""
+    has_ratios = bool((comparison["match"].eq("both").fillna(False) & comparison["ratio"].notna()).any())
+    if has_ratios:
+        fig = ratios(comparison)
+        written = [save_figure_file(fig, target / f"{FIGURE}.{fmt}") for fmt in formats]
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=PAGE_DPI)
+        inline = base64.b64encode(buffer.getvalue()).decode("ascii")
+    page = target / "compare.html"
+    with replacing(page) as tmp:
+        tmp.write_text(render_compare(comparison, inline), encoding="utf-8")
+    return ComparePage(page, table, written)
+
+
+def render_compare(comparison: pd.DataFrame, figure: str = "") -> str:
+    """The page's HTML: runs, what differs, verdicts per metric, the figure (base64 PNG), the table."""
+    differ, same = machine_rows(comparison)
+    rows = comparison_rows(comparison)
+    attrs: dict[Any, Any] = comparison.attrs
+    return _template().render(
+        a=str(attrs.get("a", "A")),
+        b=str(attrs.get("b", "B")),
+        min_effect=f"{float(attrs.get('min_effect', 0.01)):.0%}",
+        differ=differ,
+        same=same,
+        counts=verdict_counts(comparison),
+        figure=figure,
+        rows=rows,
+        csv="compare.csv",
+    )
+
+
+@functools.cache
+def _template() -> jinja2.Template:
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("iobench.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    return environment.get_template("compare.html.j2")

@@ -1,0 +1,481 @@
+"""fio's own logs of every point, over time, in one long frame: :func:`timeseries`.
+
+Every point writes fio's bandwidth, IOPS and latency logs, one file per job
+section, kind and job (:mod:`iobench.planner.timelogs`). A log line is
+``time_ms, value, ddir, bs[, offset], prio``; iobench reads the first three
+fields. The frame has one row per log line that carries a measurement:
+
+==============  ===============================================================================
+column          meaning
+==============  ===============================================================================
+``point``       the point and repeat (``0003-r2`` is point 3, repeat 2)
+``repeat``
+``jobname``     the job section (named after the target) whose logs these are
+``job``         fio's job number within its fio process (1..N); with ``per_job_logs=0`` a
+                section's jobs share one file and are numbered in the order fio wrote them
+``direction``   ``read``, ``write`` or ``trim`` (fio's ddir 0, 1, 2)
+``window``      ``t_s / log_avg_msec``, rounded: the window the row belongs to, so the
+                windows of several jobs line up (their clocks differ by milliseconds)
+``t_s``         fio's time stamp in seconds: the end of the window, counted from the start of
+                the measured time (fio restarts its clock when ``ramp_time`` ends, so the
+                ramp is never in the logs)
+``metric``      ``iops``, ``bw_bytes`` (bytes/s; fio logs KiB/s), ``lat_mean_us``,
+                ``clat_mean_us``, ``slat_mean_us`` (µs; fio logs ns): the mean over the window.
+                With ``log_max_value=1`` fio logs each window's largest value instead, and the
+                names say so: ``iops_max``, ``bw_bytes_max``, ``lat_max_us``, ...
+``value``       in the metric's unit
+==============  ===============================================================================
+
+plus the point's parameter columns (its matrix axes), as in the tidy frame.
+
+What fio's windowed logs do, and what iobench makes of it:
+
+- fio writes an IOPS or bandwidth sample when a window has passed, as the rate
+  over the time since its previous sample; a window without I/O has no
+  sample. It may miss the last (partial) window of a job altogether.
+- Latency logs write a window's mean when its first I/O after the window's
+  end completes, and the last, shorter window when the job ends: that one is kept.
+- A time stamp that repeats within a job, direction and metric covers no time
+  (fio logs a rate of 0 for it, or the mean of the last few I/Os of a window
+  already written): only the first row is kept.
+- With ``per_job_logs=0`` the jobs of a section append to one file one after
+  another; where the time stamps start again, the next job begins.
+
+Only points with status ``ok`` are read. Parsing is vectorised: every log
+file of a run is read into one buffer and parsed by pandas' C reader in one
+call (docs/timeseries.md has the speed next to the JSON parse).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from iobench.errors import ResultsError
+from iobench.matrix.units import parse_seconds
+from iobench.planner.timelogs import DEFAULT_LOG_AVG_MSEC, LOG_FILE
+from iobench.results.points import PLACEMENT
+from iobench.store.records import PointMeta
+from iobench.store.rundir import RunDir
+
+#: The long frame's columns before the parameter columns.
+COLUMNS: tuple[str, ...] = (
+    "point",
+    "repeat",
+    "jobname",
+    "job",
+    "direction",
+    "window",
+    "t_s",
+    "metric",
+    "value",
+)
+DIRECTIONS: tuple[str, ...] = ("read", "write", "trim")
+#: Per log kind: the metric (window mean), the metric with ``log_max_value=1``, the factor to its unit.
+KINDS: dict[str, tuple[str, str, float]] = {
+    "iops": ("iops", "iops_max", 1.0),
+    "bw": ("bw_bytes", "bw_bytes_max", 1024.0),
+    "lat": ("lat_mean_us", "lat_max_us", 1e-3),
+    "clat": ("clat_mean_us", "clat_max_us", 1e-3),
+    "slat": ("slat_mean_us", "slat_max_us", 1e-3),
+}
+_KIND_CODE = {kind: i for i, kind in enumerate(KINDS)}
+_METRICS = np.array([names[m] for names in KINDS.values() for m in (0, 1)], dtype=object)
+_FACTORS = np.array([f for _, _, f in KINDS.values() for _ in (0, 1)])
+#: Columns of the per point × repeat timing table (``attrs["timing"]`` of the long frame).
+TIMING: tuple[str, ...] = (
+    "point",
+    "repeat",
+    "window_s",
+    "ramp_s",
+    "steadystate_ramp_s",
+    "steadystate_s",
+    "steadystate",
+)
+
+
+@dataclass(frozen=True)
+class _File:
+    """One log file and what its name and its point say about it."""
+
+    path: str
+    index: int  # the point × repeat, a row of the timing table
+    section: str
+    kind: str
+    job: int | None
+    window_ms: int
+    max_value: bool
+
+
+def _truthy(text: str | None) -> bool:
+    return (text or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _seconds(text: str | None) -> float:
+    if not text:
+        return 0.0
+    try:
+        return parse_seconds(text.strip())
+    except ValueError:
+        return float("nan")
+
+
+def job_options(point_dir: Path, meta: PointMeta) -> dict[str, str]:
+    """The ``[global]`` options of a point's (first) job file, as iobench wrote them.
+
+    Parameters
+    ----------
+    point_dir
+        A saved point's directory.
+    meta
+        Its ``meta.json``.
+
+    Returns
+    -------
+    dict of str to str
+        Empty when the point has no job file (a skipped point, a hand-made directory).
+    """
+    names = [p.jobfile_name for p in meta.processes if p.jobfile_name]
+    candidates = [point_dir / n for n in names] or sorted(point_dir.glob("job*.fio"))
+    for path in candidates:
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        options: dict[str, str] = {}
+        in_global = False
+        for line in text.splitlines():
+            line = line.strip()
+            if line.startswith("["):
+                in_global = line == "[global]"
+            elif in_global and "=" in line and not line.startswith((";", "#")):
+                name, _, value = line.partition("=")
+                options[name.strip()] = value.strip()
+        return options
+    return {}
+
+
+def timing_of(options: dict[str, str]) -> dict[str, Any]:
+    """A point's window and ramps, from its job file's options (see :data:`TIMING`)."""
+    window = options.get("log_avg_msec")
+    try:
+        window_ms = int(window) if window else DEFAULT_LOG_AVG_MSEC
+    except ValueError:
+        window_ms = DEFAULT_LOG_AVG_MSEC
+    steadystate_s = _seconds(options.get("steadystate_duration") or options.get("ss_dur"))
+    return {
+        "window_s": max(window_ms, 1) / 1000.0,
+        "ramp_s": _seconds(options.get("ramp_time")),
+        "steadystate_ramp_s": _seconds(options.get("steadystate_ramp_time") or options.get("ss_ramp")),
+        "steadystate_s": steadystate_s,
+        "steadystate": (options.get("steadystate") or options.get("ss") or "iops_slope:0.01%")
+        if steadystate_s > 0
+        else None,
+    }
+
+
+@dataclass
+class RunLogs:
+    """A run's logs as read: the long frame (no parameter columns), the timing table, the points."""
+
+    series: pd.DataFrame
+    timing: pd.DataFrame
+    points: list[tuple[Path, PointMeta]]
+
+
+def _log_files(point_dir: Path, index: int, timing: dict[str, Any], max_value: bool) -> list[_File]:
+    try:
+        names = sorted(os.listdir(point_dir))
+    except OSError:
+        return []
+    directory = os.fspath(point_dir)
+    window_ms = round(timing["window_s"] * 1000)
+    files = []
+    for name in names:
+        match = LOG_FILE.match(name)
+        if match is None:
+            continue
+        job = match["job"]
+        files.append(
+            _File(
+                os.path.join(directory, name),
+                index,
+                match["section"],
+                match["kind"],
+                None if job is None else int(job),
+                window_ms,
+                max_value,
+            )
+        )
+    return files
+
+
+def read_run_logs(run: RunDir) -> RunLogs:
+    """Every log of every ``ok`` point of ``run``, and each point × repeat's timing.
+
+    Raises
+    ------
+    ResultsError
+        A log file is not fio's log format (naming the file and line).
+    """
+    files: list[_File] = []
+    rows: list[dict[str, Any]] = []
+    points: list[tuple[Path, PointMeta]] = []
+    for point_dir, meta in run.point_metas():
+        if meta.status != "ok":
+            continue
+        options = job_options(point_dir, meta)
+        timing = timing_of(options)
+        rows.append({"point": meta.point, "repeat": meta.repeat, **timing})
+        files += _log_files(point_dir, len(points), timing, _truthy(options.get("log_max_value")))
+        points.append((point_dir, meta))
+    timing_frame = pd.DataFrame(rows, columns=list(TIMING))
+    return RunLogs(parse_logs(files, timing_frame), timing_frame, points)
+
+
+def _read_bytes(path: str) -> bytes:
+    try:
+        # os.read without a buffered file object: a third faster over thousands of small logs.
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            chunks = []
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
+        data = b"".join(chunks)
+    except OSError as exc:
+        raise ResultsError(f"{path}: cannot read the log: {exc.strerror}") from None
+    if data and not data.endswith(b"\n"):
+        data += b"\n"
+    return data
+
+
+_DTYPES = {0: np.int64, 1: np.float64, 2: np.int64}
+
+
+def _table(data: bytes, width: int) -> pd.DataFrame:
+    return pd.read_csv(
+        io.BytesIO(data),
+        header=None,
+        names=list(range(width)),
+        usecols=[0, 1, 2],
+        dtype=_DTYPES,
+        skipinitialspace=True,
+        skip_blank_lines=False,
+        engine="c",
+    )
+
+
+def _width(data: bytes) -> int:
+    return max(4, data[: data.find(b"\n")].count(b",") + 1)
+
+
+def _one_file(path: str, data: bytes) -> pd.DataFrame:
+    """One log, parsed on its own: to say which file and line are wrong."""
+    data = b"".join(line + b"\n" for line in data.splitlines() if line.strip())
+    width = max([line.count(b",") + 1 for line in data.splitlines()] + [4])
+    try:
+        text = pd.read_csv(
+            io.BytesIO(data),
+            header=None,
+            names=list(range(width)),
+            usecols=[0, 1, 2],
+            dtype=str,
+            skipinitialspace=True,
+            engine="c",
+        )
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise ResultsError(
+            f"{path}: not a fio log (expected lines `time_ms, value, ddir, bs, ...`): {exc}"
+        ) from None
+    table = text.apply(pd.to_numeric, errors="coerce")
+    whole = table[[0, 2]].notna().all(axis=1) & (table[[0, 2]].fillna(0) % 1 == 0).all(axis=1)
+    bad = (table.isna().any(axis=1) | ~whole).to_numpy()
+    if bad.any():
+        line = int(np.flatnonzero(bad)[0]) + 1
+        raise ResultsError(f"{path}:{line}: not a fio log line (expected `time_ms, value, ddir, bs, ...`)")
+    typed: pd.DataFrame = table.astype(_DTYPES)
+    return typed
+
+
+def _read_lines(files: list[_File]) -> tuple[np.ndarray, pd.DataFrame]:
+    """The rows of every file, parsed in one call, and each row's file."""
+    chunks = [_read_bytes(f.path) for f in files]
+    counts = np.array([c.count(b"\n") for c in chunks], dtype=np.int64)
+    data = b"".join(chunks)
+    owner = np.repeat(np.arange(len(files)), counts)
+    if not data:
+        return owner, pd.DataFrame({0: [], 1: [], 2: []})
+    try:
+        table = _table(data, max(_width(c) for c in chunks if c))
+        if len(table) == len(owner) and not table.isna().to_numpy().any():
+            return owner, table
+    except (ValueError, pd.errors.ParserError):
+        pass
+    # Something is off: parse file by file, which names the culprit (or copes with ragged widths).
+    tables = [_one_file(f.path, c) for f, c in zip(files, chunks, strict=True) if c]
+    sizes = np.array([len(t) for t in tables], dtype=np.int64)
+    used = np.array([i for i, c in enumerate(chunks) if c], dtype=np.int64)
+    return np.repeat(used, sizes), pd.concat(tables, ignore_index=True)
+
+
+def _strings(codes: np.ndarray, names: list[str] | np.ndarray) -> pd.api.extensions.ExtensionArray:
+    """``names[codes]`` as a string column, gathered by pyarrow (15x faster than from Python objects)."""
+    labels = pa.array([str(n) for n in names], type=pa.large_string())
+    column: pd.api.extensions.ExtensionArray = pd.array(
+        labels.take(pa.array(codes, type=pa.int64())), dtype="string"
+    )
+    return column
+
+
+def _repeated(segment: np.ndarray, ddir: np.ndarray, t_ms: np.ndarray) -> np.ndarray:
+    """Rows whose (job, direction, time stamp) an earlier row already had."""
+    if len(t_ms) and int(t_ms.min()) >= 0 and int(t_ms.max()) < 2**38 and int(segment.max()) < 2**22:
+        # One int64 per row hashes far faster than three columns.
+        key = (segment.astype(np.int64) << 40) | (t_ms.astype(np.int64) << 2) | ddir.astype(np.int64)
+        repeated: np.ndarray = pd.Index(key).duplicated()
+        return repeated
+    return pd.DataFrame({"s": segment, "d": ddir, "t": t_ms}).duplicated().to_numpy()
+
+
+def parse_logs(files: list[_File], timing: pd.DataFrame) -> pd.DataFrame:
+    """The long frame of ``files`` (columns :data:`COLUMNS`; ``point`` and ``repeat`` from ``timing``)."""
+    owner, table = _read_lines(files)
+    t_ms = table[0].to_numpy(dtype=np.int64)
+    raw = table[1].to_numpy(dtype=np.float64)
+    ddir = table[2].to_numpy(dtype=np.int64)
+    if len(ddir) and ((ddir < 0) | (ddir > 2)).any():
+        row = int(np.flatnonzero((ddir < 0) | (ddir > 2))[0])
+        raise ResultsError(
+            f"{files[owner[row]].path}: data direction {ddir[row]} is not 0, 1 or 2 (read/write/trim)"
+        )
+    # A job ends where the time stamps of a file start again (per_job_logs=0 appends jobs).
+    start = np.ones(len(t_ms), dtype=bool)
+    start[1:] = (owner[1:] != owner[:-1]) | (t_ms[1:] < t_ms[:-1])
+    segment = np.cumsum(start) - 1
+    first_of_file = np.ones(len(owner), dtype=bool)
+    first_of_file[1:] = owner[1:] != owner[:-1]
+    file_first_segment = segment[first_of_file]
+    ordinal = segment - np.repeat(
+        file_first_segment, np.diff(np.r_[np.flatnonzero(first_of_file), len(owner)])
+    )
+    keep = ~_repeated(segment, ddir, t_ms)
+    owner, t_ms, raw, ddir, ordinal = owner[keep], t_ms[keep], raw[keep], ddir[keep], ordinal[keep]
+
+    index = np.array([f.index for f in files], dtype=np.int64)[owner]
+    file_job = np.array([-1 if f.job is None else f.job for f in files], dtype=np.int64)[owner]
+    job = np.where(file_job >= 0, file_job, ordinal + 1)
+    window_ms = np.array([f.window_ms for f in files], dtype=np.int64)[owner]
+    kind = np.array([2 * _KIND_CODE[f.kind] + f.max_value for f in files], dtype=np.int64)[owner]
+    sections = sorted({f.section for f in files})
+    code = {name: i for i, name in enumerate(sections)}
+    section = np.array([code[f.section] for f in files], dtype=np.int64)[owner]
+    point = timing["point"].to_numpy(dtype=np.int64)[index] if len(timing) else index
+    repeat = timing["repeat"].to_numpy(dtype=np.int64)[index] if len(timing) else index
+    return pd.DataFrame(
+        {
+            "point": pd.array(point, dtype="Int64"),
+            "repeat": pd.array(repeat, dtype="Int64"),
+            "jobname": _strings(section, sections),
+            "job": pd.array(job, dtype="Int64"),
+            "direction": _strings(ddir, list(DIRECTIONS)),
+            "window": pd.array(np.floor(t_ms / window_ms + 0.5).astype(np.int64), dtype="Int64"),
+            "t_s": t_ms / 1000.0,
+            "metric": _strings(kind, _METRICS),
+            "value": raw * _FACTORS[kind],
+        }
+    )
+
+
+def _param_array(values: list[Any]) -> Any:
+    kinds = {type(v) for v in values if v is not None}
+    if kinds and kinds <= {int, bool}:
+        return pd.array(values, dtype="Int64")
+    if kinds and kinds <= {int, float}:
+        return pd.array(values, dtype="Float64")
+    return pd.array([None if v is None else str(v) for v in values], dtype="string")
+
+
+def _with_params(series: pd.DataFrame, logs: RunLogs) -> pd.DataFrame:
+    """Add each point's parameter columns (its matrix axes, as in the tidy frame)."""
+    if series.empty:
+        return series
+    values = [meta.params for _, meta in logs.points]
+    axes = list(dict.fromkeys(a for v in values for a in v if a not in PLACEMENT))
+    if not axes:
+        return series
+    keys = pd.MultiIndex.from_arrays([logs.timing["point"], logs.timing["repeat"]])
+    rows = keys.get_indexer(pd.MultiIndex.from_arrays([series["point"], series["repeat"]]))
+    columns = {axis: _param_array([v.get(axis) for v in values]) for axis in axes}
+    return series.assign(**{axis: column.take(rows) for axis, column in columns.items()})
+
+
+def run_dir_of(run: Any) -> RunDir:
+    """The :class:`RunDir` of ``run``: a path, a :class:`RunDir`, or what :func:`iobench.run` returned.
+
+    Raises
+    ------
+    ResultsError
+        When it is not a run directory.
+    """
+    if isinstance(run, RunDir):
+        return run
+    path = getattr(run, "run_dir", run)
+    if not isinstance(path, str | os.PathLike):
+        raise ResultsError(f"{run!r} is not a run directory (a path, or the result of iobench.run)")
+    return RunDir.open(path)
+
+
+def series_frame(logs: RunLogs, run: RunDir | None = None) -> pd.DataFrame:
+    """The long frame of :func:`timeseries` from logs already read (``run`` adds the machine facts)."""
+    series = _with_params(logs.series, logs)
+    series.attrs["timing"] = logs.timing.to_dict("records")
+    if run is not None:
+        machine = run.manifest().machine.facts()
+        series.attrs["machine"] = {k: machine.get(k) for k in ("host", "cpu_model", "kernel", "fio_version")}
+    return series
+
+
+def timeseries(run: str | os.PathLike[str] | RunDir | Any) -> pd.DataFrame:
+    """Every point's throughput and latency over time, from fio's own logs.
+
+    Parameters
+    ----------
+    run
+        A run directory (a path, or the :class:`~iobench.runner.sweep.RunResult`
+        that :func:`iobench.run` returns).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The long frame of the module's table: ``point``, ``repeat``,
+        ``jobname``, ``job``, ``direction``, ``window``, ``t_s``, ``metric``,
+        ``value``, then the parameter columns; one row per log line of every
+        ``ok`` point, in point order. Empty (with those columns) when the run's
+        points wrote no logs (runs made before iobench asked fio for them).
+        ``attrs["timing"]`` lists, per point × repeat, ``window_s``
+        (``log_avg_msec``), ``ramp_s`` (``ramp_time``: before the logs begin),
+        ``steadystate_ramp_s``, ``steadystate_s`` and ``steadystate`` (fio's
+        steady-state options, when the point used them); ``attrs["machine"]``
+        the host, CPU, kernel and fio version for captions.
+
+    Raises
+    ------
+    ResultsError
+        When ``run`` is not a run directory or a log is not in fio's format.
+
+    Examples
+    --------
+    >>> ts = iobench.timeseries("results/demo-20260101-120000")      # doctest: +SKIP
+    >>> ts[ts.metric == "iops"].groupby(["point", "repeat"])["value"].describe()  # doctest: +SKIP
+    """
+    run_dir = run_dir_of(run)
+    return series_frame(read_run_logs(run_dir), run_dir)
