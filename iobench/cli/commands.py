@@ -152,8 +152,15 @@ def _show_plan(the_plan: Any) -> None:
         f"{m.name}: {len(m.combos)} points × {m.repeat} repeats, order {m.order}"
         + (f" (seed {the_plan.seed})" if the_plan.seed is not None else "")
     )
-    print(f"fio: {m.fio_binary} ({m.fio_version}); topology from {the_plan.fsroot}")
-    for t in m.targets:
+    if the_plan.hosts:
+        from iobench.planner.hosts import client_argv, describe_hosts
+
+        print(f"fio: {m.fio_binary} ({m.fio_version}) as client; fio --server on each host")
+        print("\n".join(describe_hosts(the_plan)))
+    else:
+        print(f"fio: {m.fio_binary} ({m.fio_version}); topology from {the_plan.fsroot}")
+    targets = [] if the_plan.hosts else m.targets
+    for t in targets:
         loc = the_plan.locations[t.path]
         home = loc.home_node if loc.home_node is not None else t.home_node
         print(
@@ -167,8 +174,13 @@ def _show_plan(the_plan: Any) -> None:
         if r.status == "skipped":
             print(f"  reason: {r.reason}")
             continue
+        if the_plan.hosts:
+            print(f"  $ {shlex.join(client_argv(m.fio_binary, r.processes))}")
         for p in r.processes:
-            print(f"  $ {shlex.join(p.argv)}")
+            if p.host is not None:
+                print(f"  host {p.host}:")
+            else:
+                print(f"  $ {shlex.join(p.argv)}")
             print(
                 f"    cpu node {p.cpu_node if p.cpu_node is not None else '-'}, target node "
                 f"{p.target_node if p.target_node is not None else '-'}, cpus {p.to_json()['cpus']}"

@@ -154,6 +154,10 @@ def matrix_fingerprint(matrix: Matrix) -> str:
         "order": matrix.order,
         "launch": matrix.launch,
     }
+    if matrix.hosts:
+        data["hosts"] = [
+            (h.name, h.ssh, h.targets and [(t.path, t.size) for t in h.targets]) for h in matrix.hosts
+        ]
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -555,12 +559,27 @@ def run(
         On Ctrl-C or SIGTERM, after saving finished points and the frame.
     SafetyError, TopologyError
         Before anything runs, when the plan is refused.
+    HostsRefused
+        With ``hosts:``, before anything runs: a host is unreachable or fails
+        a check (:mod:`iobench.runner.hosts`).
     RunStorageError, TargetVanished
         (:class:`~iobench.errors.EnvironmentFault`, exit status 3) when the run
         directory could not be written (disk full, read-only, removed) or a
         target vanished: device settings restored, no fio left running, every
         finished point kept; the message says what was kept and how to finish.
     """
+    if matrix.hosts:  # fio's client here, its servers on the hosts (SPEC §11)
+        from iobench.runner.hosts import run_hosts
+
+        return run_hosts(
+            matrix,
+            out=out,
+            resume=resume,
+            allow_write=allow_write,
+            fail_fast=fail_fast,
+            progress=progress,
+            executor=executor,
+        )
     show: Progress = progress or NullProgress()
     earlier: Manifest | None = None
     resumed: RunDir | None = None

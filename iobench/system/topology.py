@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -341,7 +342,9 @@ def discover_topology(fsroot: str | os.PathLike[str] = "/") -> Topology:
     return Topology(nodes=nodes, cores=cores, devices=devices, fsroot=os.fspath(fsroot))
 
 
-def locate_target(path: str, topology: Topology) -> TargetLocation:
+def locate_target(
+    path: str, topology: Topology, *, stat: Callable[[str], os.stat_result] | None = None
+) -> TargetLocation:
     """Find the block device under a target and the disks that carry its I/O.
 
     Parameters
@@ -354,6 +357,9 @@ def locate_target(path: str, topology: Topology) -> TargetLocation:
         (``"/"``) the path is stat'ed. For a snapshot nothing can be stat'ed:
         ``/dev/<name>`` is matched to ``sys/class/block/<name>`` by name and a
         file's device stays unknown.
+    stat : callable, optional
+        :func:`os.stat` as another host answers it (for a snapshot of that
+        host): the path is then looked up as on the live machine.
 
     Returns
     -------
@@ -362,7 +368,10 @@ def locate_target(path: str, topology: Topology) -> TargetLocation:
         when stacked members disagree, or when there is no block device.
     """
     system = SystemRoot(topology.fsroot)
-    kind, device = _stat_target(path, system) if system.live else _name_target(path, system)
+    if stat is not None or system.live:
+        kind, device = _stat_target(path, system, stat or os.stat)
+    else:
+        kind, device = _name_target(path, system)
     if device is None:
         return TargetLocation(path=path, kind=kind, device=None, disks=(), home_node=None)
     disks = system.disks_under(device)
@@ -550,10 +559,12 @@ def _device_dict(device: Device) -> dict[str, Any]:
 # --- targets -----------------------------------------------------------------
 
 
-def _stat_target(path: str, system: SystemRoot) -> tuple[Literal["block", "file", "unknown"], str | None]:
+def _stat_target(
+    path: str, system: SystemRoot, stat_of: Callable[[str], os.stat_result]
+) -> tuple[Literal["block", "file", "unknown"], str | None]:
     existing = Path(path)
     try:
-        info = existing.stat()
+        info = stat_of(str(existing))
     except OSError:
         info = None
     if info is not None and stat.S_ISBLK(info.st_mode):
@@ -563,11 +574,11 @@ def _stat_target(path: str, system: SystemRoot) -> tuple[Literal["block", "file"
     while info is None:
         existing = existing.parent.absolute()
         try:
-            info = existing.stat()
+            info = stat_of(str(existing))
         except OSError:
             if existing == existing.parent:
                 return "unknown", None
-    if _on_devtmpfs(existing, info):
+    if _on_devtmpfs(existing, info, stat_of):
         # /dev/sdz that does not exist is a missing device, not a file to create.
         return "unknown", None
     if os.major(info.st_dev) == 0:
@@ -575,9 +586,9 @@ def _stat_target(path: str, system: SystemRoot) -> tuple[Literal["block", "file"
     return "file", system.block_name(devno_text(info.st_dev))
 
 
-def _on_devtmpfs(directory: Path, info: os.stat_result) -> bool:
+def _on_devtmpfs(directory: Path, info: os.stat_result, stat_of: Callable[[str], os.stat_result]) -> bool:
     try:
-        dev = Path("/dev").stat()
+        dev = stat_of("/dev")
     except OSError:
         return False
     return info.st_dev == dev.st_dev and (directory == Path("/dev") or Path("/dev") in directory.parents)
