@@ -17,6 +17,8 @@ from typing import Any
 import pandas as pd
 
 import iobench
+from iobench.store.records import PointMeta
+from iobench.store.rundir import RunDir
 from iobench.system.cpulist import parse_cpulist
 
 
@@ -55,9 +57,9 @@ class Lab:
             self._frames[sweep] = iobench.load(self.out / run["run_dir"])
         return self._frames[sweep]
 
-    def metas(self, sweep: str) -> list[dict[str, Any]]:
-        points = self.out / self.facts["runs"][sweep]["run_dir"] / "points"
-        return [json.loads(p.read_text()) for p in sorted(points.glob("*/meta.json"))]
+    def metas(self, sweep: str) -> list[PointMeta]:
+        run = RunDir.open(self.out / self.facts["runs"][sweep]["run_dir"])
+        return [meta for _, meta in run.point_metas()]
 
     def other_node(self, node: int) -> int:
         return next(n for n in self.node_cpus if n != node)
@@ -139,12 +141,12 @@ def every_fio_worker_was_observed(lab: Lab) -> str:
     counted = 0
     for sweep in ("numa", "smt"):
         for meta in lab.metas(sweep):
-            for process in meta["processes"]:
-                workers = [o for o in process["observed"] if not o["leader"]]
-                jobs = int(meta["values"].get("numjobs", 1) if sweep == "smt" else 2)
+            for process in meta.processes:
+                workers = [o for o in process.observed if not o.leader]
+                jobs = int(meta.params.get("numjobs", 1) if sweep == "smt" else 2)
                 _require(
                     len(workers) == jobs,
-                    (f"{sweep} {meta['key']}: saw {len(workers)} of {jobs} workers of {process['targets']}"),
+                    (f"{sweep} {meta.key}: saw {len(workers)} of {jobs} workers of {process.targets}"),
                 )
                 counted += len(workers)
     return f"{counted} workers seen in /proc while they ran"
