@@ -15,7 +15,13 @@ LAB_PACKAGES   := qemu-system-x86 busybox-static kmod
 GUARD_PACKAGES := fdisk gdisk xfsprogs btrfs-progs dosfstools exfatprogs ntfs-3g genisoimage \
                   cryptsetup-bin lvm2 f2fs-tools jfsutils nilfs-tools reiserfsprogs udftools \
                   erofs-utils squashfs-tools bcache-tools
-APT_PACKAGES   := $(RUN_PACKAGES) $(DEVICE_PACKAGES) $(LAB_PACKAGES) $(GUARD_PACKAGES)
+# the namespace test hosts of the multi-host tests (tests/netns_hosts.py): sshd, ssh, ip, ss
+HOSTS_PACKAGES := openssh-server openssh-client iproute2
+APT_PACKAGES   := $(RUN_PACKAGES) $(DEVICE_PACKAGES) $(LAB_PACKAGES) $(GUARD_PACKAGES) $(HOSTS_PACKAGES)
+# package:service pairs whose postinst would start a network service (sshd; fio's `fio --server`,
+# unauthenticated on every address): a policy-rc.d keeps them from starting during the install
+# and, when `make deps` installed the package, the service is left disabled.
+SERVICES_OFF   := openssh-server:ssh fio:fio
 
 .PHONY: demo test lint deps venv bench lab clean
 
@@ -28,8 +34,15 @@ deps: ## the Debian packages in APT_PACKAGES and the venv's prerequisites, when 
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  if [ "$$(id -u)" != 0 ]; then echo "run as root (or install:$$missing) first" >&2; exit 1; fi; \
+	  policy=""; [ -e /usr/sbin/policy-rc.d ] || { policy=/usr/sbin/policy-rc.d; \
+	    printf '#!/bin/sh\nexit 101\n' >$$policy; chmod 755 $$policy; }; \
 	  apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  status=$$?; [ -z "$$policy" ] || rm -f $$policy; \
+	  for svc in $(SERVICES_OFF); do case " $$missing " in *" $${svc%%:*} "*) \
+	    for unit in $${svc#*:}.service $${svc#*:}.socket; do systemctl disable --now $$unit >/dev/null 2>&1; done; \
+	    update-rc.d $${svc#*:} disable >/dev/null 2>&1;; esac; done; \
+	  exit $$status; \
 	fi
 
 $(STAMP): pyproject.toml

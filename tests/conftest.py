@@ -21,7 +21,7 @@ import pytest
 
 from iobench.system.process import Completed
 
-pytest_plugins = ("loopdev",)
+pytest_plugins = ("loopdev", "netns_hosts")
 
 IN_CI = os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
 # Every skip seen this session (test id, reason): under CI, any one of them fails the run.

@@ -23,6 +23,7 @@ from pydantic import (
 from iobench.errors import MatrixError
 from iobench.matrix.expand import Combo, expand, matrix_size
 from iobench.matrix.fiocatalog import FioCatalog, FioOption, fio_catalog
+from iobench.matrix.hosts import NAME_PATTERN, Host, destination_problem, parse_server, ssh_option_problem
 from iobench.matrix.units import parse_seconds, parse_size
 from iobench.matrix.values import IOBENCH_AXES, Scalar, Value, axis_value, fio_text, option_value
 from iobench.matrix.yamlsource import YamlSyntaxError, load_yaml, locate, locate_key
@@ -89,6 +90,18 @@ class TargetModel(BaseModel):
     allow_write: StrictBool = False
 
 
+class HostModel(BaseModel):
+    """One entry of ``hosts:`` (SPEC §11; :mod:`iobench.matrix.hosts`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: StrictStr | None = Field(default=None, pattern=NAME_PATTERN)
+    ssh: StrictStr = Field(min_length=1)
+    ssh_options: list[StrictStr] = []
+    targets: list[TargetModel] | None = None
+    server: StrictStr | None = None
+
+
 class AxesModel(BaseModel):
     """``matrix:``: axes (any key) plus ``include`` and ``exclude``."""
 
@@ -97,6 +110,12 @@ class AxesModel(BaseModel):
 
     include: list[dict[str, ScalarValue]] = []
     exclude: list[dict[str, ScalarValue]] = []
+
+
+#: Seconds between telemetry samples when the matrix does not say.
+TELEMETRY_INTERVAL_S = 1.0
+#: The shortest and longest interval ``telemetry: {interval: ...}`` accepts.
+TELEMETRY_LIMITS_S = (0.05, 3600.0)
 
 
 class MatrixModel(BaseModel):
@@ -108,6 +127,7 @@ class MatrixModel(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
     description: str = ""
     targets: list[TargetModel] = []
+    hosts: list[HostModel] = []
     fio: dict[str, ScalarValue] = {}
     matrix: AxesModel = AxesModel()
     repeat: int = Field(default=1, ge=1, le=1000)
@@ -116,6 +136,7 @@ class MatrixModel(BaseModel):
     launch: Literal["single", "per-target"] = "single"
     timeout: StrictStr | StrictInt | None = None
     drop_caches: StrictBool = False
+    telemetry: Any = True
 
 
 @dataclass(frozen=True)
@@ -149,6 +170,9 @@ class Matrix:
     drop_caches: bool
     fio_binary: str
     fio_version: str
+    telemetry_s: float | None = TELEMETRY_INTERVAL_S
+    """Seconds between telemetry samples while a point runs; None when ``telemetry: false``."""
+    hosts: tuple[Host, ...] = ()
 
     @property
     def runs(self) -> int:
@@ -192,6 +216,8 @@ def _pydantic_issues(exc: ValidationError, issues: _Issues) -> None:
     allowed = {
         (): sorted(MatrixModel.model_fields),
         ("targets",): sorted(TargetModel.model_fields),
+        ("hosts",): sorted(HostModel.model_fields),
+        ("hosts", "targets"): sorted(TargetModel.model_fields),
     }
     for err in exc.errors(include_url=False):
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and "[" in p))
@@ -210,6 +236,8 @@ def _pydantic_issues(exc: ValidationError, issues: _Issues) -> None:
             issues.add(loc[:-1], f"`{loc[-1]}` is required", f"add `{loc[-1]}:`")
         elif kind == "string_pattern_mismatch" and loc == ("name",):
             issues.add(loc, "invalid run name", "use letters, digits, '.', '_' and '-' (at most 64)")
+        elif kind == "string_pattern_mismatch" and loc[0] == "hosts" and loc[-1] == "name":
+            issues.add(loc, "invalid host name", "use letters, digits, '.', '_' and '-' (at most 64)")
         else:
             issues.add(loc, err["msg"].removeprefix("Value error, "))
 
@@ -451,8 +479,16 @@ def _targets(checker: _Checker, extra: tuple[str, ...], allow_write: tuple[str, 
             )
     else:
         specs = [(("targets", i), t) for i, t in enumerate(checker.model.targets)]
-    if not specs:
+    hosts = checker.model.hosts
+    if not specs and (not hosts or any(h.targets is None for h in hosts)):
         issues.add(("targets",), "no targets", "add `targets:` with a `path:`, or pass --target PATH")
+    return _target_list(issues, specs)
+
+
+def _target_list(
+    issues: _Issues, specs: list[tuple[tuple[str | int, ...], TargetModel]], *, remote: bool = False
+) -> tuple[Target, ...]:
+    """Targets from their entries; ``remote``: paths on another host, which must be absolute."""
     targets: list[Target] = []
     taken: set[str] = set()
     for loc, spec in specs:
@@ -467,6 +503,11 @@ def _targets(checker: _Checker, extra: tuple[str, ...], allow_write: tuple[str, 
             continue
         if not _check_text(issues, (*loc, "path"), path, "path"):
             continue
+        if remote and not path.startswith("/"):
+            issues.add(
+                (*loc, "path"), f"{path!r} is not an absolute path", "a host's targets are paths on it"
+            )
+            continue
         size = None
         if spec.size is not None:
             try:
@@ -480,6 +521,97 @@ def _targets(checker: _Checker, extra: tuple[str, ...], allow_write: tuple[str, 
             Target(absolute, size, spec.home_node, spec.allow_write, _section_name(absolute, taken))
         )
     return tuple(targets)
+
+
+def _telemetry(checker: _Checker) -> float | None:
+    """``telemetry:``: true (every :data:`TELEMETRY_INTERVAL_S`), false, or ``{interval: 0.5}``."""
+    raw = checker.model.telemetry
+    if raw is False:
+        return None
+    if raw is True:
+        return TELEMETRY_INTERVAL_S
+    hint = "write `telemetry: false`, `telemetry: true` or `telemetry: {interval: 0.5}`"
+    if not isinstance(raw, dict):
+        checker.issues.add(("telemetry",), f"{raw!r} is not true, false or a mapping", hint)
+        return None
+    for key in raw:
+        if key != "interval":
+            checker.issues.add(("telemetry", str(key)), "unknown key", "allowed keys: interval", key=True)
+    interval = raw.get("interval", TELEMETRY_INTERVAL_S)
+    if isinstance(interval, bool) or not isinstance(interval, int | float | str):
+        checker.issues.add(("telemetry", "interval"), f"{interval!r} is not a duration", hint)
+        return None
+    try:
+        seconds = parse_seconds(interval)
+    except ValueError as exc:
+        checker.issues.add(("telemetry", "interval"), str(exc))
+        return None
+    low, high = TELEMETRY_LIMITS_S
+    if not low <= seconds <= high:
+        checker.issues.add(
+            ("telemetry", "interval"),
+            f"interval {seconds:g} s is outside {low:g}–{high:g} s",
+            "1 s is the default; `telemetry: false` turns sampling off",
+        )
+    return seconds
+
+
+def _hosts(checker: _Checker, axes: dict[str, tuple[Value, ...]], entries: list[Combo]) -> tuple[Host, ...]:
+    """``hosts:`` checked for form, and the ``host`` axis against their names."""
+    issues = checker.issues
+    hosts: list[Host] = []
+    seen: dict[str, int] = {}
+    for index, model in enumerate(checker.model.hosts):
+        loc: tuple[str | int, ...] = ("hosts", index)
+        problem = destination_problem(model.ssh)
+        if problem and _check_text(issues, (*loc, "ssh"), model.ssh, "ssh destination"):
+            issues.add((*loc, "ssh"), f"ssh destination {model.ssh!r} is refused", problem)
+        for i, option in enumerate(model.ssh_options):
+            refused = ssh_option_problem(option)
+            if refused:
+                issues.add((*loc, "ssh_options", i), *refused)
+            else:
+                _check_text(issues, (*loc, "ssh_options", i), option, "ssh option")
+        server = None
+        if model.server is not None:
+            try:
+                server = parse_server(model.server)
+            except ValueError as exc:
+                issues.add((*loc, "server"), str(exc))
+        targets = None
+        if model.targets is not None:
+            if not model.targets:
+                issues.add((*loc, "targets"), "empty list", "drop `targets:` to use the matrix's targets")
+            specs = [((*loc, "targets", i), t) for i, t in enumerate(model.targets)]
+            targets = _target_list(issues, specs, remote=True)
+        key = model.name or f"{model.ssh} {' '.join(model.ssh_options)}"
+        if key in seen:
+            what = f"host name `{model.name}`" if model.name else f"ssh destination {model.ssh!r}"
+            issues.add(
+                (*loc, "name" if model.name else "ssh"),
+                f"{what} is given twice (hosts[{seen[key]}] and hosts[{index}])",
+                "give each host its own `name:`",
+            )
+        seen[key] = index
+        hosts.append(Host(model.name, model.ssh, tuple(model.ssh_options), targets, server, index))
+    names = {h.name for h in hosts if h.name}
+    wanted: list[tuple[tuple[str | int, ...], Value]] = [
+        (("matrix", "host", i), v) for i, v in enumerate(axes.get("host", ()))
+    ]
+    wanted += [(("matrix", "include", i, "host"), e["host"]) for i, e in enumerate(entries) if "host" in e]
+    for loc, value in wanted:
+        if not checker.model.hosts:
+            issues.add(
+                loc, "the `host` axis needs `hosts:`", "list the hosts under `hosts:` with a name each"
+            )
+            break
+        if value not in names:
+            issues.add(
+                loc,
+                f"{value!r} is not the name of a host",
+                f"host names: {', '.join(sorted(names)) or 'none'} (give each host a `name:`)",
+            )
+    return tuple(hosts)
 
 
 def _timeout(checker: _Checker) -> float | None:
@@ -597,7 +729,9 @@ def parse_matrix(
     include = _entries(checker, "include", axes)
     exclude = _entries(checker, "exclude", axes)
     target_list = _targets(checker, targets, allow_write)
+    host_list = _hosts(checker, axes, include)
     timeout_s = _timeout(checker)
+    telemetry_s = _telemetry(checker)
     _check_text(issues, ("name",), model.name, "name")
     _check_size(issues, axes, include, model.repeat)
     issues.raise_if_any()
@@ -625,6 +759,8 @@ def parse_matrix(
         drop_caches=model.drop_caches,
         fio_binary=catalog.binary,
         fio_version=catalog.version,
+        telemetry_s=telemetry_s,
+        hosts=host_list,
     )
 
 

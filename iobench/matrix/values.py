@@ -14,7 +14,7 @@ Later modules receive these values and never parse them again. The types:
 - **choices** (``rw``, ``ioengine``, …): ``str``, lower-cased to fio's spelling.
 - iobench's own axes: ``binding`` (``none``/``local``/``remote``/``node:N``),
   ``placement``, ``launch`` and ``scheduler`` as lower-case ``str``;
-  ``readahead_kb`` as ``int``.
+  ``readahead_kb`` as ``int``; ``host`` (a name under ``hosts:``) as ``str``.
 - any other fio option (strings): ``str`` as written.
 """
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 Scalar = str | int | float | bool
 Value = str | int | float
 
-IOBENCH_AXES = ("binding", "placement", "scheduler", "readahead_kb", "launch")
+IOBENCH_AXES = ("binding", "placement", "scheduler", "readahead_kb", "launch", "host")
 PLACEMENTS = ("node", "same-core", "diff-cores")
 LAUNCHES = ("single", "per-target")
 BINDINGS = "none, local, remote or node:N (N a NUMA node number, e.g. node:1)"
@@ -146,6 +146,10 @@ def axis_value(name: str, value: Scalar) -> Value:
         if isinstance(value, bool | int | float) or not _SCHEDULER_NAME.match(text):
             raise ValueError(f"scheduler must be a scheduler name such as none or mq-deadline, not {value!r}")
         return text
+    if name == "host":
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"host takes the name of a host under `hosts:`, not {value!r}")
+        return value.strip()
     if name == "readahead_kb":
         text = fio_text(value).strip()
         if isinstance(value, bool | float) or not text.isdigit():

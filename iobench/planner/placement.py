@@ -14,7 +14,7 @@ from iobench.matrix.values import PLACEMENTS, binding_node, parse_binding
 from iobench.system.cpulist import format_cpulist
 from iobench.system.topology import Core, Node, Topology
 
-__all__ = ["Placement", "Skip", "resolve_placement"]
+__all__ = ["Placement", "Skip", "job_binding", "resolve_placement"]
 
 
 @dataclass(frozen=True)
@@ -265,3 +265,30 @@ def _diff_cores(cores: list[Core], numjobs: int, node: Node | None) -> tuple[tup
             f"{_where(node)} has {len(cores)}"
         )
     return tuple((core.cpus[0],) for core in cores[:numjobs])
+
+
+def job_binding(placed: Placement) -> dict[str, str]:
+    """The placement as fio job options, for a fio that numactl cannot wrap (a host's fio server).
+
+    ``cpus_allowed`` is the bound node's CPUs (pinned jobs get theirs from
+    :func:`~iobench.planner.jobfile.render_jobfile`) and ``numa_mem_policy``
+    binds memory to the node; fio applies both in each job process, which is
+    what numactl's ``--cpunodebind``/``--physcpubind`` and ``--membind`` do for
+    the whole process tree here.
+
+    Parameters
+    ----------
+    placed : Placement
+        From :func:`resolve_placement`.
+
+    Returns
+    -------
+    dict of str to str
+        Options for the job file's ``[global]`` section; empty when unbound and unpinned.
+    """
+    options: dict[str, str] = {}
+    if placed.job_cpus is None and placed.cpu_node is not None:
+        options["cpus_allowed"] = format_cpulist(placed.cpus)
+    if placed.mem_node is not None:
+        options["numa_mem_policy"] = f"bind:{placed.mem_node}"
+    return options

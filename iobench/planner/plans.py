@@ -18,9 +18,11 @@ from iobench.matrix.expand import Combo
 from iobench.matrix.model import Matrix, Target, point_writes
 from iobench.matrix.values import IOBENCH_AXES, Duration, Value, fio_text
 from iobench.planner.jobfile import render_jobfile
-from iobench.planner.placement import Placement, Skip, resolve_placement
+from iobench.planner.placement import Placement, Skip, job_binding, resolve_placement
 from iobench.system.cpulist import format_cpulist
 from iobench.system.hostfs import SystemRoot
+from iobench.system.hosts import HostFacts
+from iobench.system.pcie import PcieFinding, sweep_findings
 from iobench.system.safety import check_targets, root_disks
 from iobench.system.topology import TargetLocation, Topology, discover_topology, locate_target
 from iobench.system.tuning import QUEUE_SETTINGS as SETTINGS
@@ -45,10 +47,14 @@ class FioProcess:
     target_node: int | None
     cpus: tuple[int, ...]
     job_cpus: tuple[tuple[int, ...], ...] | None
+    host: str | None = None
+    """The host whose fio server runs it (``hosts:``); None: this machine. Its ``argv`` is then
+    this host's part of the point's one ``fio --client`` command (:mod:`iobench.planner.hosts`)."""
 
     def to_json(self) -> dict[str, Any]:
         """The SPEC §1 ``processes[]`` object."""
         return {
+            **({"host": self.host} if self.host is not None else {}),
             "argv": list(self.argv),
             "jobfile": self.jobfile,
             "jobfile_name": self.jobfile_name,
@@ -101,7 +107,12 @@ class PlannedRun:
 
 @dataclass(frozen=True)
 class Plan:
-    """Everything a run will do, in the order it will do it."""
+    """Everything a run will do, in the order it will do it.
+
+    ``warnings`` are what the plan does not refuse but the user should know:
+    a target disk whose PCIe link is degraded or limited, several target
+    disks under one PCIe root port (docs/pcie.md).
+    """
 
     matrix: Matrix
     runs: tuple[PlannedRun, ...]
@@ -109,6 +120,9 @@ class Plan:
     fsroot: str
     topology: Topology = field(repr=False)
     locations: dict[str, TargetLocation] = field(repr=False)
+    warnings: tuple[PcieFinding, ...] = ()
+    hosts: tuple[HostFacts, ...] = field(default=(), repr=False)
+    """Each host's facts from the preflight (``hosts:``); empty for this machine."""
 
     def to_json(self) -> list[dict[str, Any]]:
         """``plan --json``: one object per point × repeat."""
@@ -207,6 +221,7 @@ class _Planner:
     locations: dict[str, TargetLocation]
     fsroot: str
     problems: set[str] = field(default_factory=set)
+    host: str | None = None
 
     def home(self, target: Target) -> int | None:
         found = self.locations[target.path].home_node
@@ -222,22 +237,31 @@ class _Planner:
         name: str,
     ) -> FioProcess:
         suffix = "" if name == "" else f"-{name}"
+        if self.host is not None:
+            suffix = f"-{self.host}{suffix}"
         jobfile_name, output = f"job{suffix}.fio", f"fio{suffix}.json"
+        options = _global_options(self.matrix, combo)
+        if self.host is not None:
+            # fio's server runs the jobs: the binding goes into the job file, not under numactl.
+            options.update(job_binding(placed))
         jobfile = render_jobfile(
             title=f"iobench {__version__}: {self.matrix.name} point {point}",
             params={k: fio_text(v) for k, v in combo.items()},
-            options=_global_options(self.matrix, combo),
+            options=options,
             targets=targets,
             job_cpus=placed.job_cpus,
         )
-        argv: list[str] = []
-        if placed.numactl_args:
-            argv += [_tool("numactl", self.fsroot), *placed.numactl_args, "--"]
-        argv += [self.matrix.fio_binary, "--output-format=json+", f"--output={output}"]
         on_block = all(self.locations[t.path].kind == "block" for t in targets)
-        if on_block and not writes:
-            argv.append("--readonly")
-        argv.append(jobfile_name)
+        readonly = ["--readonly"] if on_block and not writes else []
+        argv: list[str] = []
+        if self.host is not None:
+            # This host's part of the point's one `fio --client=H1 a.fio --client=H2 b.fio` command.
+            argv, output = [f"--client={self.host}", *readonly, jobfile_name], "fio.json"
+        else:
+            if placed.numactl_args:
+                argv += [_tool("numactl", self.fsroot), *placed.numactl_args, "--"]
+            argv += [self.matrix.fio_binary, "--output-format=json+", f"--output={output}", *readonly]
+            argv.append(jobfile_name)
         homes = {self.home(t) for t in targets}
         return FioProcess(
             argv=tuple(argv),
@@ -251,6 +275,7 @@ class _Planner:
             target_node=homes.pop() if len(homes) == 1 else None,
             cpus=placed.cpus,
             job_cpus=placed.job_cpus,
+            host=self.host,
         )
 
     def place(self, combo: Combo, targets: tuple[Target, ...]) -> Placement | Skip:
@@ -381,8 +406,20 @@ def plan(
         When a point would write where it must not (SPEC §5).
     TopologyError
         When sysfs cannot be read, or no point can be placed on this machine.
+    HostsRefused
+        With ``hosts:``: a host is unreachable or fails a check (each host is
+        read over SSH, nothing is changed on it; :mod:`iobench.planner.hosts`).
     """
     root = os.fspath(fsroot)
+    if matrix.hosts:
+        if os.path.realpath(root) != "/":
+            raise TopologyError(
+                f"{matrix.source}: --fsroot plans for this machine's snapshot; a matrix with `hosts:` "
+                "reads each host's topology over SSH (drop --fsroot)"
+            )
+        from iobench.planner.hosts import plan_remote
+
+        return plan_remote(matrix, seed=seed, allow_write=allow_write)
     topology = discover_topology(root)
     for target in matrix.targets:
         if target.home_node is not None and topology.node(target.home_node) is None:
@@ -410,4 +447,8 @@ def plan(
             f"{matrix.source}: every point is skipped on this machine:\n"
             + "\n".join(f"  {r}" for r in reasons)
         )
-    return Plan(matrix, tuple(_ordered(points, matrix.order, seed)), seed, root, topology, locations)
+    disks = [disk for location in locations.values() for disk in location.disks]
+    warnings = tuple(sweep_findings(topology.placements(), disks))
+    return Plan(
+        matrix, tuple(_ordered(points, matrix.order, seed)), seed, root, topology, locations, warnings
+    )

@@ -20,7 +20,27 @@ from iobench.results.fioout.frame import FRAME_METRICS
 from iobench.results.points import CONTEXT as CONTEXT
 from iobench.results.points import data_rows as data_rows
 from iobench.results.points import parameter_columns as parameter_columns
-from iobench.results.points import point_totals as point_totals
+
+#: The column that names the machine a row ran on (SPEC §11: a sweep across hosts).
+HOST = "host"
+
+
+def several_hosts(df: pd.DataFrame) -> bool:
+    """Whether ``df`` holds rows of more than one host (a sweep across ``hosts:``)."""
+    return HOST in df and df[HOST].nunique(dropna=True) > 1
+
+
+def point_totals(df: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFrame:
+    """:func:`iobench.results.points.point_totals`, each host on its own when the frame holds several.
+
+    A figure then draws a line (or panel) per host; the numbers of each are
+    still the one module's (:mod:`iobench.results.points`).
+    """
+    split = list(by or ())
+    if several_hosts(data_rows(df)) and HOST not in split:
+        split.append(HOST)
+    return points.point_totals(df, by=split or None)
+
 
 _PERCENTILE = re.compile(r"clat_p(\d+)(?:_(\d+))?_us")
 
@@ -140,7 +160,16 @@ def splitting_axes(totals: pd.DataFrame, chosen: Sequence[str]) -> list[str]:
     points further than those already kept: ``direction`` under an ``rw`` axis
     adds nothing.
     """
-    candidates = (*parameter_columns(totals), *CONTEXT, "direction", "run_id", "source", "groupid", "point")
+    candidates = (
+        *parameter_columns(totals),
+        HOST,
+        *CONTEXT,
+        "direction",
+        "run_id",
+        "source",
+        "groupid",
+        "point",
+    )
     kept: list[str] = []
     current = [c for c in chosen if c in totals]
     for column in dict.fromkeys(c for c in candidates if c in totals and c not in chosen):

@@ -31,8 +31,11 @@ import pandas as pd
 
 from iobench.errors import ResultsError, RunStorageError
 from iobench.plots.files import save_figure_file
+from iobench.report.verdicts import HEADER as VERDICT_HEADER
+from iobench.report.verdicts import verdict_groups
 from iobench.results.points import parameter_columns, summarize
 from iobench.results.rundir import load
+from iobench.results.telemetry import telemetry
 from iobench.store.records import Manifest
 from iobench.store.rundir import RunDir, remedy, replacing, storage
 
@@ -90,7 +93,7 @@ def write_report(
     run = RunDir.open(run_dir)
     frame = load(run.path)
     target = Path(out) if out is not None else run.path / "report"
-    figures = figures_for(frame)
+    figures = figures_for(frame, telemetry(run))
     not_steady = unsteady_timeline(run.path, frame)
     if not_steady is not None:
         figures["timeline-not-steady"] = not_steady
@@ -104,7 +107,7 @@ def write_report(
             buffer = io.BytesIO()
             fig.savefig(buffer, format="png", dpi=PAGE_DPI)
             inline.append((name, base64.b64encode(buffer.getvalue()).decode("ascii")))
-        summary = summarize(frame)
+        summary = summarize(frame, by=_split_by(frame))
         table = target / "summary.csv"
         with replacing(table) as tmp:
             summary.to_csv(tmp, index=False)
@@ -132,7 +135,7 @@ def render_page(
     figures: Iterable[tuple[str, str]],
     summary: pd.DataFrame | None = None,
 ) -> str:
-    """The HTML text: title, counts, figures (base64 PNG), summary, problems, machine, targets, matrix.
+    """The HTML text: title, counts, figures (base64 PNG), summary, bottlenecks, problems, machine, targets, matrix.
 
     Parameters
     ----------
@@ -154,11 +157,14 @@ def render_page(
         counts=_counts(manifest, frame),
         when=" → ".join(str(when) for when in (manifest.started, manifest.finished) if when),
         figures=list(figures),
-        summary=_summary_table(summarize(frame) if summary is None else summary),
+        summary=_summary_table(summarize(frame, by=_split_by(frame)) if summary is None else summary),
+        verdicts=verdict_groups(frame),
+        verdict_header=VERDICT_HEADER,
         problems=_problems(frame),
         unsteady=_unsteady(frame),
         machine=_machine_rows(manifest),
         targets=_target_rows(manifest),
+        hosts=_host_sections(manifest),
         matrix=matrix_text,
     )
 
@@ -265,6 +271,34 @@ def _unsteady(frame: pd.DataFrame) -> list[tuple[str, str, str, str]]:
     ]
 
 
+def _split_by(frame: pd.DataFrame) -> list[str] | None:
+    """``["host"]`` when every point ran on one host of several (the ``host`` axis): the table then names it."""
+    if "host" not in frame or frame["host"].nunique(dropna=True) < 2:
+        return None
+    keys = [c for c in ("run_id", "point") if c in frame]
+    return ["host"] if keys and frame.groupby(keys)["host"].nunique().max() == 1 else None
+
+
+def _host_sections(manifest: Manifest) -> list[dict[str, Any]]:
+    """Per host of a sweep across hosts (SPEC §11): its machine facts and its targets."""
+    fields = (
+        ("hostname", "hostname"),
+        ("ssh", "ssh"),
+        ("kernel", "kernel"),
+        ("cpu_model", "CPU"),
+        ("cpu_count", "CPUs"),
+        ("fio_version", "fio"),
+        ("numactl", "numactl"),
+    )
+    sections = []
+    for host in manifest.hosts:
+        rows = _with_topology(host, [(label, str(host.get(key) or "–")) for key, label in fields])
+        sections.append(
+            {"name": str(host.get("host")), "rows": rows, "targets": _targets(host.get("targets") or [])}
+        )
+    return sections
+
+
 def _machine_rows(manifest: Manifest) -> list[tuple[str, str]]:
     machine = manifest.machine.facts()
     fields = (
@@ -278,6 +312,10 @@ def _machine_rows(manifest: Manifest) -> list[tuple[str, str]]:
         ("python", "Python"),
     )
     rows = [(label, str(machine.get(key, "–"))) for key, label in fields]
+    return _with_topology(machine, rows)
+
+
+def _with_topology(machine: dict[str, Any], rows: list[tuple[str, str]]) -> list[tuple[str, str]]:
     topology = machine.get("topology") or {}
     for node in topology.get("nodes", []):
         rows.append(
@@ -299,7 +337,10 @@ def _cpus(cpus: Sequence[int]) -> str:
 
 
 def _target_rows(manifest: Manifest) -> list[tuple[str, str, str, str]]:
-    targets = manifest.machine.targets
+    return _targets(manifest.machine.targets)
+
+
+def _targets(targets: list[dict[str, Any]]) -> list[tuple[str, str, str, str]]:
     rows = []
     for target in targets:
         disks = target.get("disks") or []

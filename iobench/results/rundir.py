@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 
 from iobench.errors import ResultsError, RunStorageError
 from iobench.results.fioout import parse_fio_text
+from iobench.results.fioout.clients import parse_client_output
 from iobench.results.fioout.frame import FRAME_METRICS
-from iobench.results.points import EXTRA, IDENTITY, PLACEMENT, STEADY
+from iobench.results.points import EXTRA, IDENTITY, PLACEMENT, STEADY, TELEMETRY
 from iobench.results.steady import with_steady
+from iobench.results.telemetry import with_telemetry
 from iobench.store.records import FRAME_VERSION, Manifest, PointMeta, ProcessRecord
 from iobench.store.rundir import RunDir
 
@@ -21,15 +24,59 @@ Parsed = dict[str, pd.DataFrame]
 """fio outputs already parsed during the run, keyed ``<point key>/<output file>``."""
 
 
+class _Share(Protocol):
+    """What names a host's share of a point's output: a saved process record, or a planned process."""
+
+    @property
+    def output(self) -> str: ...
+    @property
+    def host(self) -> str | None: ...
+    @property
+    def sections(self) -> Sequence[str]: ...
+
+
+def parsed_key(point: str, process: _Share) -> str:
+    """The :data:`Parsed` key of a process's rows: ``<point>/<output>``, ``@<host>/<sections>`` for a host's share."""
+    if process.host is None:
+        return f"{point}/{process.output}"
+    return f"{point}/{process.output}@{process.host}/" + ",".join(process.sections)
+
+
+def host_shares(point_dir: Path, processes: list[ProcessRecord], parsed: Parsed) -> Parsed:
+    """Each host's rows of a fio client's output, keyed as :func:`parsed_key`; the output parsed once.
+
+    A host's rows are those of its client port (``client_port``) and of its job
+    sections: with ``launch: per-target`` one host runs several job files
+    through the same port.
+    """
+    shares: Parsed = {}
+    by_output: dict[str, list[ProcessRecord]] = {}
+    for process in processes:
+        if process.client_port is not None and parsed_key(point_dir.name, process) not in parsed:
+            by_output.setdefault(process.output, []).append(process)
+    for name, group in by_output.items():
+        output = point_dir / name
+        try:
+            text = output.read_text(errors="replace")
+            ports = {int(p.client_port): str(p.host) for p in group if p.client_port is not None}
+            frame = parse_client_output(text, ports, origin=str(output))
+        except (OSError, ResultsError):
+            continue
+        for p in group:
+            mine = frame["host"].eq(str(p.host)) & frame["jobname"].isin(p.sections)
+            shares[parsed_key(point_dir.name, p)] = frame[mine.fillna(False)].reset_index(drop=True)
+    return shares
+
+
 def _process_rows(
     point_dir: Path, meta: PointMeta, process: ProcessRecord, parsed: Parsed
 ) -> pd.DataFrame | None:
     output = point_dir / process.output
-    cached = parsed.get(f"{point_dir.name}/{process.output}")
+    cached = parsed.get(parsed_key(point_dir.name, process))
     if cached is not None:
         frame = cached.copy()
-    elif not output.is_file():
-        return None
+    elif not output.is_file() or process.client_port is not None:
+        return None  # a host's share comes from host_shares, or not at all
     else:
         try:
             frame = parse_fio_text(output.read_text(errors="replace"), origin=str(output))
@@ -63,10 +110,11 @@ def _observed_per_job(frame: pd.DataFrame, process: ProcessRecord) -> list[Any]:
     return [process.cpus_observed] * len(frame)
 
 
-def _empty_row(meta: PointMeta) -> pd.DataFrame:
-    if not meta.processes:
+def _empty_row(processes: list[ProcessRecord]) -> pd.DataFrame:
+    if not processes:
         return pd.DataFrame([{"target": None}])
-    process = meta.processes[0]
+    # One row per host where a point ran on hosts, so each host's failure shows under its name.
+    chosen = processes if processes[0].host is not None else processes[:1]
     return pd.DataFrame(
         [
             {
@@ -75,7 +123,9 @@ def _empty_row(meta: PointMeta) -> pd.DataFrame:
                 "cpu_node": process.cpu_node,
                 "cpus": process.cpus,
                 "cpus_observed": process.cpus_observed,
+                "host": process.host,
             }
+            for process in chosen
         ]
     )
 
@@ -84,9 +134,13 @@ def point_frame(
     point_dir: Path, meta: PointMeta, run_id: str, host: str | None, parsed: Parsed | None = None
 ) -> pd.DataFrame:
     """The rows of one saved point × repeat (one empty row when fio reported nothing)."""
-    parts = [_process_rows(point_dir, meta, p, parsed or {}) for p in meta.processes]
+    known = {**(parsed or {}), **host_shares(point_dir, meta.processes, parsed or {})}
+    parts = [_process_rows(point_dir, meta, p, known) for p in meta.processes]
     found = [p for p in parts if p is not None]
-    frame = pd.concat(found, ignore_index=True) if found else _empty_row(meta)
+    silent = [p for p, part in zip(meta.processes, parts, strict=True) if part is None and p.host is not None]
+    if found and silent:  # hosts that reported nothing keep a row each, as a job without I/O does
+        found.append(_empty_row(silent))
+    frame = pd.concat(found, ignore_index=True) if found else _empty_row(meta.processes)
     frame["run_id"] = run_id
     frame["point"] = meta.point
     frame["repeat"] = meta.repeat
@@ -128,11 +182,13 @@ def build_frame(run: RunDir, parsed: Parsed | None = None) -> pd.DataFrame:
     frames, axes = [], []
     for point_dir, meta in run.point_metas():
         frames.append(point_frame(point_dir, meta, run_id, host, parsed))
-        axes += [a for a in meta.params if a not in axes and a not in PLACEMENT]
+        axes += [a for a in meta.params if a not in axes and a not in PLACEMENT and a not in IDENTITY]
     if not frames:
         return pd.DataFrame({c: pd.Series([], dtype="object") for c in IDENTITY})
-    frame = with_steady(_tidy_types(pd.concat(frames, ignore_index=True), axes), run)
-    order = [c for c in (*IDENTITY, *axes, *PLACEMENT, *FRAME_METRICS, *EXTRA, *STEADY) if c in frame]
+    frame = with_steady(with_telemetry(_tidy_types(pd.concat(frames, ignore_index=True), axes), run), run)
+    order = [
+        c for c in (*IDENTITY, *axes, *PLACEMENT, *FRAME_METRICS, *EXTRA, *STEADY, *TELEMETRY) if c in frame
+    ]
     rest = [c for c in frame.columns if c not in order and c != "source"]
     return _with_machine(frame[order + rest], manifest)
 
@@ -142,6 +198,13 @@ def _with_machine(frame: pd.DataFrame, manifest: Manifest) -> pd.DataFrame:
     frame.attrs["machine"] = {
         k: v for k, v in manifest.machine.facts().items() if k not in ("topology", "targets")
     }
+    if manifest.hosts:  # fio ran on these machines, not on the client that wrote `machine`
+        frame.attrs["hosts"] = [
+            {k: v for k, v in h.items() if k not in ("topology", "targets")} for h in manifest.hosts
+        ]
+        for key in ("cpu_model", "kernel"):
+            found = dict.fromkeys(str(h.get(key)) for h in manifest.hosts if h.get(key))
+            frame.attrs["machine"][key] = ", ".join(found)
     return frame
 
 

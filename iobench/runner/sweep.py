@@ -39,6 +39,7 @@ from iobench.planner.plans import FioProcess, Plan, PlannedRun, plan
 from iobench.results.fioout import parse_fio_text
 from iobench.results.points import headline
 from iobench.results.rundir import build_frame
+from iobench.runner import recording
 from iobench.store.records import MachineFacts, Manifest, PointMeta, ProcessRecord, Status
 from iobench.store.rundir import RunDir, describe_counts, now, probe, remedy, write_text
 from iobench.system.hostfs import SystemRoot, devno_text
@@ -153,6 +154,10 @@ def matrix_fingerprint(matrix: Matrix) -> str:
         "order": matrix.order,
         "launch": matrix.launch,
     }
+    if matrix.hosts:
+        data["hosts"] = [
+            (h.name, h.ssh, h.targets and [(t.path, t.size) for t in h.targets]) for h in matrix.hosts
+        ]
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -438,6 +443,7 @@ class _PointRunner:
         meta.settings = _device_settings(self.plan, run)
         started = time.monotonic()
         token = f"{os.getpid()}-{run.key}-{time.monotonic_ns()}"
+        sampling = recording.start(self.plan, run)
         try:
             results = self._launch(run, cwd, token)
         except CommandNotFound:
@@ -449,8 +455,12 @@ class _PointRunner:
             self.run_dir.commit(cwd, run.key, meta)
             return PointOutcome(run.key, "failed", str(dead), time.monotonic() - started)
         finally:
+            if sampling is not None:
+                sampling.stop()
             _reap(token, self.system)
         status, reason, frames = self._judge(run, cwd, results)
+        if sampling is not None:
+            sampling.save(cwd, [cwd / p.output for p in run.processes], frames, status)
         write_text(cwd / "stderr.txt", "".join(done.stderr for done, _ in results))
         _ended(meta, status, reason, started)
         meta.processes = [self._process_meta(p, r) for p, r in zip(run.processes, results, strict=True)]
@@ -549,12 +559,27 @@ def run(
         On Ctrl-C or SIGTERM, after saving finished points and the frame.
     SafetyError, TopologyError
         Before anything runs, when the plan is refused.
+    HostsRefused
+        With ``hosts:``, before anything runs: a host is unreachable or fails
+        a check (:mod:`iobench.runner.hosts`).
     RunStorageError, TargetVanished
         (:class:`~iobench.errors.EnvironmentFault`, exit status 3) when the run
         directory could not be written (disk full, read-only, removed) or a
         target vanished: device settings restored, no fio left running, every
         finished point kept; the message says what was kept and how to finish.
     """
+    if matrix.hosts:  # fio's client here, its servers on the hosts (SPEC §11)
+        from iobench.runner.hosts import run_hosts
+
+        return run_hosts(
+            matrix,
+            out=out,
+            resume=resume,
+            allow_write=allow_write,
+            fail_fast=fail_fast,
+            progress=progress,
+            executor=executor,
+        )
     show: Progress = progress or NullProgress()
     earlier: Manifest | None = None
     resumed: RunDir | None = None

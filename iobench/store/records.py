@@ -34,7 +34,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+)
 from pydantic_core import ErrorDetails
 
 from iobench.errors import ResultsError
@@ -95,6 +102,20 @@ class ProcessRecord(BaseModel):
     duration_s: float | None = None
     cpus_observed: str | None = None
     observed: list[ObservedProcess] = Field(default_factory=list)
+    host: str | None = None
+    """The host whose fio server ran it (``hosts:``, SPEC §11); absent for this machine."""
+    client: str | None = None
+    """What ``fio --client=`` took for that host (``127.0.0.1,<port>``, the SSH forward)."""
+    client_port: int | None = None
+    """The client port: the key of the host's rows in fio's ``client_stats``."""
+
+    @model_serializer(mode="wrap")
+    def _without_absent_host(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for name in ("host", "client", "client_port"):
+            if data.get(name) is None:
+                data.pop(name, None)  # a local process's record is as it always was
+        return data
 
 
 def _meta_1_to_2(data: dict[str, Any]) -> dict[str, Any]:
@@ -183,6 +204,15 @@ class Manifest(Record):
     counts: dict[str, int] = Field(default_factory=dict)
     settings_restored: dict[str, dict[str, Any]] = Field(default_factory=dict)
     machine: MachineFacts = Field(default_factory=MachineFacts)
+    hosts: list[dict[str, Any]] = Field(default_factory=list)
+    """Each host's machine facts (``hosts:``, SPEC §11); ``machine`` is then the client. Absent when empty."""
+
+    @model_serializer(mode="wrap")
+    def _without_empty_hosts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not data.get("hosts"):
+            data.pop("hosts", None)
+        return data
 
 
 class JournalRecord(Record):
@@ -201,6 +231,15 @@ class JournalRecord(Record):
     started: str = ""
     run_dir: str | None = None
     sysfs: str = "/sys"
+    host: dict[str, Any] | None = None
+    """The host whose disk it is (destination, options, label); absent for this machine's disks."""
+
+    @model_serializer(mode="wrap")
+    def _without_absent_host(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("host") is None:
+            data.pop("host", None)
+        return data
 
 
 R = TypeVar("R", bound=Record)

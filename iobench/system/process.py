@@ -196,3 +196,60 @@ def run_process(
         duration_s=time.monotonic() - started,
         timed_out=timed_out,
     )
+
+
+def spawn_process(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    stderr: str | os.PathLike[str] | None = None,
+    stdout: bool = False,
+    cwd: str | os.PathLike[str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in the background, in its own session, for a caller that stops it with :func:`stop_process`.
+
+    For children that live as long as a run (an SSH control connection) or
+    stream what they print (``stdout=True``), where :func:`run_process`, which
+    waits for the end, does not fit.
+
+    Parameters
+    ----------
+    argv
+        The program and its arguments; never interpreted by a shell.
+    env
+        The child's complete environment; :func:`minimal_env` when omitted.
+    stderr
+        A file that receives the child's error output (truncated first); discarded when None.
+    stdout
+        Give the caller a pipe of the child's output (``proc.stdout``); discarded otherwise.
+    cwd
+        Working directory of the child.
+
+    Raises
+    ------
+    CommandNotFound
+        When ``argv[0]`` cannot be executed.
+    """
+    args = tuple(str(a) for a in argv)
+    sink = open(stderr, "wb") if stderr is not None else subprocess.DEVNULL  # noqa: SIM115 - handed to the child
+    try:
+        return subprocess.Popen(  # noqa: S603 - argv list, no shell
+            args,
+            env=dict(env) if env is not None else minimal_env(),
+            cwd=Path(cwd) if cwd is not None else None,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if stdout else subprocess.DEVNULL,
+            stderr=sink,
+            start_new_session=True,
+        )
+    except (FileNotFoundError, PermissionError) as exc:
+        raise CommandNotFound(f"cannot execute {args[0]!r}: {exc.strerror}") from None
+    finally:
+        if not isinstance(sink, int):
+            sink.close()
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a child of :func:`spawn_process` and everything below it (SIGTERM, then SIGKILL); bounded in time."""
+    if proc.poll() is None:
+        _stop_group(proc)

@@ -50,33 +50,115 @@ def _registry() -> dict[str, int]:
     return {str(k): int(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
-def created_by_iobench(path: str) -> bool:
-    """Whether ``path`` is a file an earlier iobench run created (same inode)."""
-    try:
-        inode = os.stat(path).st_ino
-    except OSError:
-        return False
-    return _registry().get(path) == inode
+def created_by_iobench(path: str, machine: Machine | None = None) -> bool:
+    """Whether ``path`` is a file an earlier iobench run created (same inode) on ``machine`` (default: here)."""
+    machine = machine or LOCAL
+    inode = machine.inode(path)
+    return inode is not None and _registry().get(machine.registry_key(path)) == inode
 
 
-def remember_created(paths: Iterable[str]) -> None:
-    """Record files iobench just created, so later runs may write them again."""
+def remember_created(paths: Iterable[str], machine: Machine | None = None) -> None:
+    """Record files iobench just created (on ``machine``, default here), so later runs may write them again."""
+    machine = machine or LOCAL
     registry = _registry()
     for path in paths:
-        try:
-            registry[path] = os.stat(path).st_ino
-        except OSError:
-            continue
+        inode = machine.inode(path)
+        if inode is not None:
+            registry[machine.registry_key(path)] = inode
     target = _registry_path()
     target.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(target, json.dumps(registry, indent=1, sort_keys=True))
 
 
+# --- the machine the targets are on ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """A file target as its machine sees it (for the rules on files)."""
+
+    exists: bool
+    is_dir: bool
+    parent: str
+    parent_is_dir: bool
+    size: int | None
+
+
+class Machine:
+    """What the guard asks of the machine that holds the targets: this one.
+
+    Everything the rules need beyond sysfs and procfs (which a
+    :class:`~iobench.system.hostfs.SystemRoot` reads) goes through these
+    methods: device numbers of nodes, ``/``, exclusive opens, the libblkid
+    tools, file facts. :class:`iobench.system.hosts.RemoteMachine` answers
+    them for another host over SSH, so the same rules guard remote targets.
+    """
+
+    #: Put before each refusal (``host a: ``); empty here.
+    prefix = ""
+
+    def devno(self, path: str) -> str | None:
+        """``major:minor`` of a block device node, or None (see :func:`~iobench.system.hostfs.block_node_devno`)."""
+        return block_node_devno(path)
+
+    def realpath(self, path: str) -> str:
+        """``path`` with its symlinks resolved."""
+        return os.path.realpath(path)
+
+    def root_devno(self) -> str | None:
+        """The device number ``/`` lies on."""
+        try:
+            return devno_text(os.stat("/").st_dev)
+        except OSError:
+            return None
+
+    def claimed(self, node: str) -> bool:
+        """Whether the kernel holds the device exclusively (see :func:`_claimed`)."""
+        return _claimed(node)
+
+    def run_tool(self, tool: str, args: list[str], timeout: float) -> Completed:
+        """Run one of util-linux's probes (``wipefs``, ``blkid``).
+
+        Raises
+        ------
+        ProbeError
+            When it is missing or does not finish.
+        """
+        return _run_tool(tool, args, timeout)
+
+    def check_readable(self, device: str) -> None:
+        """Read the device's first and last blocks (see :func:`_check_readable`)."""
+        _check_readable(device)
+
+    def file_info(self, path: str) -> FileInfo:
+        """A file target's facts."""
+        target = Path(path)
+        try:
+            size: int | None = target.stat().st_size
+        except OSError:
+            size = None
+        return FileInfo(target.exists(), target.is_dir(), str(target.parent), target.parent.is_dir(), size)
+
+    def inode(self, path: str) -> int | None:
+        """The file's inode number, or None."""
+        try:
+            return os.stat(path).st_ino
+        except OSError:
+            return None
+
+    def registry_key(self, path: str) -> str:
+        """How the created-files registry names the file."""
+        return path
+
+
+LOCAL = Machine()
+
+
 # --- what the kernel is using -------------------------------------------------
 
 
-def _swap_devnos(system: SystemRoot) -> set[str]:
-    return {block_node_devno(name) or name for name in system.swaps()}
+def _swap_devnos(system: SystemRoot, machine: Machine) -> set[str]:
+    return {machine.devno(name) or name for name in system.swaps()}
 
 
 def _stack_and_disks(system: SystemRoot, name: str) -> set[str]:
@@ -84,16 +166,19 @@ def _stack_and_disks(system: SystemRoot, name: str) -> set[str]:
     return {n for device in system.devices_below(name) for n in (device, system.whole_disk(device))}
 
 
-def root_disks(system: SystemRoot) -> set[str]:
-    """Every device under ``/``: its device, that device's disk and, for dm/md, their members."""
+def root_disks(system: SystemRoot, machine: Machine | None = None) -> set[str]:
+    """Every device under ``/``: its device, that device's disk and, for dm/md, their members.
+
+    ``machine`` answers for another host (its ``/``); ``system`` is then that host's sysfs.
+    """
+    machine = machine or LOCAL
     root_mounts = [m for m in system.mounts() if m.point == "/"]
     devnos = {m.devno for m in root_mounts}
-    try:
-        devnos.add(devno_text(os.stat("/").st_dev))
-    except OSError:
-        pass
+    root = machine.root_devno()
+    if root is not None:
+        devnos.add(root)
     # btrfs and friends report an anonymous 0:N; the mount source names the device.
-    devnos |= {d for m in root_mounts for d in [block_node_devno(m.source)] if d}
+    devnos |= {d for m in root_mounts for d in [machine.devno(m.source)] if d}
     names = {n for devno in devnos for n in [system.block_name(devno)] if n}
     return {disk for name in names for disk in _stack_and_disks(system, name)}
 
@@ -144,23 +229,24 @@ def device_refusal(
     sysfs, proc
         Where sysfs and procfs are; fake trees in tests.
     """
-    return _device_refusal(location, SystemRoot(sysfs=sysfs, procfs=proc))
+    return _device_refusal(location, SystemRoot(sysfs=sysfs, procfs=proc), LOCAL)
 
 
-def _device_refusal(location: TargetLocation, system: SystemRoot) -> str | None:
-    node = os.path.realpath(location.path)
+def _device_refusal(location: TargetLocation, system: SystemRoot, machine: Machine) -> str | None:
+    node = machine.realpath(location.path)
     name = location.device or Path(node).name
     mounts = system.mounts()
-    mounted = {m.devno for m in mounts} | {d for m in mounts for d in [block_node_devno(m.source)] if d}
-    swaps = _swap_devnos(system)
+    sources = {m.source for m in mounts if m.source.startswith("/")}
+    mounted = {m.devno for m in mounts} | {d for source in sources for d in [machine.devno(source)] if d}
+    swaps = _swap_devnos(system, machine)
     for device in (name, *system.partitions(name)):
         reason = _in_use(system, device, mounted, swaps)
         if reason:
             return reason
-    root = root_disks(system)
+    root = root_disks(system, machine)
     if (set(location.disks) | _stack_and_disks(system, name)) & root:
         return f"{name} holds the root filesystem"
-    if _claimed(node):
+    if machine.claimed(node):
         return f"{name} is in use by the kernel (mounted, swap, or part of a RAID, LVM or btrfs volume)"
     return None
 
@@ -227,9 +313,9 @@ def _failed(done: Completed) -> ProbeError:
     return ProbeError(f"{Path(done.argv[0]).name} failed on {done.argv[-1]} (exit {done.returncode}): {why}")
 
 
-def _wipefs(node: str, timeout: float) -> list[Signature]:
+def _wipefs(node: str, timeout: float, machine: Machine) -> list[Signature]:
     """Every signature with a magic string, at every offset, via ``wipefs --no-act``."""
-    done = _run_tool(WIPEFS, ["--no-act", "--json", "--output", "OFFSET,TYPE,USAGE", node], timeout)
+    done = machine.run_tool(WIPEFS, ["--no-act", "--json", "--output", "OFFSET,TYPE,USAGE", node], timeout)
     if done.returncode != 0:
         raise _failed(done)
     try:
@@ -250,9 +336,9 @@ def _wipefs(node: str, timeout: float) -> list[Signature]:
         ) from None
 
 
-def _blkid(node: str, timeout: float) -> tuple[list[Signature], bool]:
+def _blkid(node: str, timeout: float, machine: Machine) -> tuple[list[Signature], bool]:
     """TYPE and PTTYPE from ``blkid -p``, and whether it gave up on several superblocks (exit 8)."""
-    done = _run_tool(BLKID, ["--probe", "--output", "export", node], timeout)
+    done = machine.run_tool(BLKID, ["--probe", "--output", "export", node], timeout)
     # Exit 2 is both "nothing found" and "cannot open"; only the latter says so on stderr.
     if done.returncode == 2 and not done.stderr.strip():
         return [], False
@@ -282,7 +368,9 @@ def _check_readable(device: str) -> None:
         raise ProbeError(f"{device} cannot be read: {exc.strerror}") from None
 
 
-def probe_signatures(device: str, *, timeout: float | None = None) -> tuple[Signature, ...]:
+def probe_signatures(
+    device: str, *, timeout: float | None = None, machine: Machine | None = None
+) -> tuple[Signature, ...]:
     """Every signature libblkid recognises on ``device``, with its byte offset.
 
     Two util-linux tools, both libblkid, both opening the device read-only:
@@ -308,6 +396,8 @@ def probe_signatures(device: str, *, timeout: float | None = None) -> tuple[Sign
         A block device node (or an image file).
     timeout
         Seconds each tool may take; :data:`PROBE_TIMEOUT_S` when None.
+    machine
+        The machine holding the device (default: this one).
 
     Returns
     -------
@@ -322,9 +412,10 @@ def probe_signatures(device: str, *, timeout: float | None = None) -> tuple[Sign
         fails: what the device holds is then unknown.
     """
     seconds = PROBE_TIMEOUT_S if timeout is None else timeout
-    _check_readable(device)
-    found = _wipefs(device, seconds)
-    extra, ambivalent = _blkid(device, seconds)
+    machine = machine or LOCAL
+    machine.check_readable(device)
+    found = _wipefs(device, seconds, machine)
+    extra, ambivalent = _blkid(device, seconds, machine)
     found += [s for s in extra if not any((f.key, f.kind) == (s.key, s.kind) for f in found)]
     if ambivalent and not any(f.key == "TYPE" for f in found):
         found.append(Signature(device, "TYPE", "several superblocks", "", None))
@@ -349,11 +440,11 @@ def _describe(found: Iterable[Signature], node: str) -> str:
     return " and ".join(parts)
 
 
-def _node_of(system: SystemRoot, name: str) -> str | None:
+def _node_of(system: SystemRoot, name: str, machine: Machine) -> str | None:
     """The /dev node of a block device, checked by device number."""
     devno = system.block_devno(name)
     for candidate in (f"/dev/{name}", f"/dev/block/{devno}"):
-        if devno is not None and block_node_devno(candidate) == devno:
+        if devno is not None and machine.devno(candidate) == devno:
             return candidate
     return None
 
@@ -364,16 +455,18 @@ def _to_probe(system: SystemRoot, name: str) -> list[str]:
     return list(dict.fromkeys(stack))
 
 
-def _signature_refusal(target: Target, location: TargetLocation, system: SystemRoot) -> str | None:
-    node = os.path.realpath(target.path)
+def _signature_refusal(
+    target: Target, location: TargetLocation, system: SystemRoot, machine: Machine
+) -> str | None:
+    node = machine.realpath(target.path)
     devices = _to_probe(system, location.device or Path(node).name)
     found: list[Signature] = []
     try:
         for i, device in enumerate(devices):
-            path = node if i == 0 else _node_of(system, device)
+            path = node if i == 0 else _node_of(system, device, machine)
             if path is None:
                 raise ProbeError(f"{device} has no node in /dev to probe")
-            found += probe_signatures(path)
+            found += probe_signatures(path, machine=machine)
     except ProbeError as exc:
         return (
             f"target {target.path}: what it holds is unknown, so it is not written: {exc}; "
@@ -387,49 +480,53 @@ def _signature_refusal(target: Target, location: TargetLocation, system: SystemR
     return None
 
 
-def _same_device(path: str, others: Iterable[str]) -> bool:
-    real, devno = os.path.realpath(path), block_node_devno(path)
+def _same_device(path: str, others: Iterable[str], machine: Machine) -> bool:
+    real, devno = machine.realpath(path), machine.devno(path)
     for other in others:
-        if os.path.realpath(other) == real or (devno is not None and block_node_devno(other) == devno):
+        if machine.realpath(other) == real or (devno is not None and machine.devno(other) == devno):
             return True
     return False
 
 
 def _check_block(
-    target: Target, location: TargetLocation, allow_write: tuple[str, ...], system: SystemRoot
+    target: Target,
+    location: TargetLocation,
+    allow_write: tuple[str, ...],
+    system: SystemRoot,
+    machine: Machine,
 ) -> str | None:
     if not target.allow_write:
         return (
             f"target {target.path} is a block device and the matrix writes to it; "
             "add `allow_write: true` to the target if its data may be destroyed"
         )
-    refusal = _device_refusal(location, system)
+    refusal = _device_refusal(location, system, machine)
     if refusal:
         return f"target {target.path}: {refusal}; iobench never writes to it"
-    if _same_device(target.path, allow_write):
+    if _same_device(target.path, allow_write, machine):
         # Named on the command line: whatever it holds may go, so nothing needs to be known about it.
         return None
-    return _signature_refusal(target, location, system)
+    return _signature_refusal(target, location, system, machine)
 
 
-def _check_file(target: Target, writes: bool) -> str | None:
-    path = Path(target.path)
-    if not path.exists():
-        if not path.parent.is_dir():
-            return f"target {target.path}: directory {path.parent} does not exist"
+def _check_file(target: Target, writes: bool, machine: Machine) -> str | None:
+    info = machine.file_info(target.path)
+    if not info.exists:
+        if not info.parent_is_dir:
+            return f"target {target.path}: directory {info.parent} does not exist"
         if target.size is None:
             return f"target {target.path} does not exist yet; give it a `size:` so fio can create it"
         return None
-    if path.is_dir():
+    if info.is_dir:
         return f"target {target.path} is a directory; name a file or a block device"
-    if target.allow_write or created_by_iobench(target.path):
+    if target.allow_write or created_by_iobench(target.path, machine):
         return None
     if writes:
         return (
             f"target {target.path} exists and iobench did not create it; "
             "add `allow_write: true` to the target if it may be overwritten"
         )
-    if target.size is not None and target.size > path.stat().st_size:
+    if target.size is not None and info.size is not None and target.size > info.size:
         return (
             f"target {target.path} is smaller than size {target.size}: fio would extend it; "
             "drop `size:` or add `allow_write: true`"
@@ -456,6 +553,8 @@ def check_targets(
     allow_write: tuple[str, ...] = (),
     sysfs: str | os.PathLike[str] = "/sys",
     proc: str | os.PathLike[str] = "/proc",
+    system: SystemRoot | None = None,
+    machine: Machine | None = None,
 ) -> None:
     """Refuse, with every reason at once, targets the matrix must not touch.
 
@@ -473,23 +572,27 @@ def check_targets(
         spelling of the device counts (symlinks, another node).
     sysfs, proc
         Where sysfs and procfs are; fake trees in tests.
+    system, machine
+        Another host's sysfs and procfs (a snapshot of them) and the
+        :class:`Machine` that answers for it; they replace ``sysfs`` and ``proc``.
 
     Raises
     ------
     SafetyError
         Naming each target and what to do about it.
     """
-    system = SystemRoot(sysfs=sysfs, procfs=proc)
+    system = system if system is not None else SystemRoot(sysfs=sysfs, procfs=proc)
+    machine = machine or LOCAL
     problems: list[str] = []
     for target in targets:
         location = locations[target.path]
         if location.kind == "block":
-            problem = _check_block(target, location, allow_write, system) if writes else None
+            problem = _check_block(target, location, allow_write, system, machine) if writes else None
         elif location.kind == "unknown":
             problem = f"target {target.path} does not exist"
         else:
-            problem = _check_file(target, writes)
+            problem = _check_file(target, writes, machine)
         if problem:
-            problems.append(problem)
+            problems.append(machine.prefix + problem)
     if problems:
         raise SafetyError("refused, nothing was run:\n" + "\n".join(f"  {p}" for p in problems))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -19,6 +20,7 @@ from typing import Any, Literal
 from iobench.errors import TopologyError
 from iobench.system.cpulist import parse_cpulist
 from iobench.system.hostfs import SystemRoot, devno_text
+from iobench.system.pcie import PcieFinding, PciePlacement, link_findings, read_placement, shared_root_ports
 
 __all__ = [
     "Core",
@@ -103,6 +105,11 @@ class Device:
         Capacity (``size`` is in 512-byte sectors whatever the block size).
     partitions, holders, slaves : tuple of str
         Partition names; devices stacked on it (dm, md); devices under it.
+    pcie : PciePlacement or None
+        Its PCI function, the bridges up to the root port with each link's
+        current and maximum speed and width, and ``link_bw_bytes``, the
+        bandwidth of the narrowest link on that way (docs/pcie.md); None for
+        a device with no PCI function above it.
     """
 
     name: str
@@ -117,6 +124,7 @@ class Device:
     holders: tuple[str, ...]
     slaves: tuple[str, ...]
     firmware: str | None = None
+    pcie: PciePlacement | None = None
 
 
 @dataclass(frozen=True)
@@ -171,6 +179,39 @@ class Topology:
         """
         return next((dev for dev in self.devices if dev.name == name), None)
 
+    def placements(self) -> dict[str, PciePlacement | None]:
+        """Return each whole device's PCIe placement.
+
+        Returns
+        -------
+        dict of str to PciePlacement or None
+            Device name → placement, None for devices without a PCI function.
+        """
+        return {dev.name: dev.pcie for dev in self.devices}
+
+    def shared_root_ports(self) -> dict[str, tuple[str, ...]]:
+        """Return the root ports with more than one block device below them.
+
+        Returns
+        -------
+        dict of str to tuple of str
+            Root port address → device names (see
+            :func:`iobench.system.pcie.shared_root_ports`).
+        """
+        return shared_root_ports(self.placements())
+
+    def pcie_findings(self) -> tuple[PcieFinding, ...]:
+        """Return what the PCIe links of every block device call for.
+
+        Returns
+        -------
+        tuple of PcieFinding
+            Degraded and limiting links (``severity`` ``"warning"``) and ports
+            below their own maximum that limit nothing (``"note"``); see
+            :func:`iobench.system.pcie.link_findings` and docs/pcie.md.
+        """
+        return tuple(link_findings(self.placements()))
+
     def online_cpus(self) -> tuple[int, ...]:
         """Return every online CPU of the machine.
 
@@ -211,8 +252,15 @@ class Topology:
         dict
             ``nodes``, ``cores`` and ``devices`` in the shape of SPEC §9, plus
             ``fsroot``, each core's ``node`` and each device's ``partitions``,
-            ``holders`` and ``slaves``.
+            ``holders`` and ``slaves``. Each device carries ``pci_path``
+            (root port first, its own function last; empty off PCI),
+            ``root_port``, ``link`` (its own function's, speeds in GT/s) and
+            ``pcie`` (every hop, ``root_complex``, ``link_bw_bytes``,
+            ``max_link_bw_bytes``), null off PCI; ``shared_root_ports`` lists
+            root ports above several devices, ``warnings`` and ``notes`` the
+            PCIe findings (docs/pcie.md).
         """
+        findings = self.pcie_findings()
         return {
             "fsroot": self.fsroot,
             "nodes": [{"id": n.id, "cpus": list(n.cpus), "distances": list(n.distances)} for n in self.nodes],
@@ -221,6 +269,12 @@ class Topology:
                 for c in self.cores
             ],
             "devices": [_device_dict(d) for d in self.devices],
+            "shared_root_ports": [
+                {"root_port": port, "devices": list(devices)}
+                for port, devices in self.shared_root_ports().items()
+            ],
+            "warnings": [f.to_dict() for f in findings if f.severity == "warning"],
+            "notes": [f.to_dict() for f in findings if f.severity == "note"],
         }
 
 
@@ -288,7 +342,9 @@ def discover_topology(fsroot: str | os.PathLike[str] = "/") -> Topology:
     return Topology(nodes=nodes, cores=cores, devices=devices, fsroot=os.fspath(fsroot))
 
 
-def locate_target(path: str, topology: Topology) -> TargetLocation:
+def locate_target(
+    path: str, topology: Topology, *, stat: Callable[[str], os.stat_result] | None = None
+) -> TargetLocation:
     """Find the block device under a target and the disks that carry its I/O.
 
     Parameters
@@ -301,6 +357,9 @@ def locate_target(path: str, topology: Topology) -> TargetLocation:
         (``"/"``) the path is stat'ed. For a snapshot nothing can be stat'ed:
         ``/dev/<name>`` is matched to ``sys/class/block/<name>`` by name and a
         file's device stays unknown.
+    stat : callable, optional
+        :func:`os.stat` as another host answers it (for a snapshot of that
+        host): the path is then looked up as on the live machine.
 
     Returns
     -------
@@ -309,7 +368,10 @@ def locate_target(path: str, topology: Topology) -> TargetLocation:
         when stacked members disagree, or when there is no block device.
     """
     system = SystemRoot(topology.fsroot)
-    kind, device = _stat_target(path, system) if system.live else _name_target(path, system)
+    if stat is not None or system.live:
+        kind, device = _stat_target(path, system, stat or os.stat)
+    else:
+        kind, device = _name_target(path, system)
     if device is None:
         return TargetLocation(path=path, kind=kind, device=None, disks=(), home_node=None)
     disks = system.disks_under(device)
@@ -430,6 +492,7 @@ def _read_device(system: SystemRoot, name: str, nodes: tuple[Node, ...]) -> Devi
         firmware=system.read_text(path / "device" / "firmware_rev")
         or system.read_text(path / "device" / "rev")
         or None,
+        pcie=read_placement(system, path),
     )
 
 
@@ -486,16 +549,22 @@ def _device_dict(device: Device) -> dict[str, Any]:
         "partitions": list(device.partitions),
         "holders": list(device.holders),
         "slaves": list(device.slaves),
+        "pci_path": list(device.pcie.path) if device.pcie else [],
+        "root_port": device.pcie.root_port if device.pcie else None,
+        "link": device.pcie.link.to_dict() if device.pcie else None,
+        "pcie": device.pcie.to_dict() if device.pcie else None,
     }
 
 
 # --- targets -----------------------------------------------------------------
 
 
-def _stat_target(path: str, system: SystemRoot) -> tuple[Literal["block", "file", "unknown"], str | None]:
+def _stat_target(
+    path: str, system: SystemRoot, stat_of: Callable[[str], os.stat_result]
+) -> tuple[Literal["block", "file", "unknown"], str | None]:
     existing = Path(path)
     try:
-        info = existing.stat()
+        info = stat_of(str(existing))
     except OSError:
         info = None
     if info is not None and stat.S_ISBLK(info.st_mode):
@@ -505,11 +574,11 @@ def _stat_target(path: str, system: SystemRoot) -> tuple[Literal["block", "file"
     while info is None:
         existing = existing.parent.absolute()
         try:
-            info = existing.stat()
+            info = stat_of(str(existing))
         except OSError:
             if existing == existing.parent:
                 return "unknown", None
-    if _on_devtmpfs(existing, info):
+    if _on_devtmpfs(existing, info, stat_of):
         # /dev/sdz that does not exist is a missing device, not a file to create.
         return "unknown", None
     if os.major(info.st_dev) == 0:
@@ -517,9 +586,9 @@ def _stat_target(path: str, system: SystemRoot) -> tuple[Literal["block", "file"
     return "file", system.block_name(devno_text(info.st_dev))
 
 
-def _on_devtmpfs(directory: Path, info: os.stat_result) -> bool:
+def _on_devtmpfs(directory: Path, info: os.stat_result, stat_of: Callable[[str], os.stat_result]) -> bool:
     try:
-        dev = Path("/dev").stat()
+        dev = stat_of("/dev")
     except OSError:
         return False
     return info.st_dev == dev.st_dev and (directory == Path("/dev") or Path("/dev") in directory.parents)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
+import json
 import os
 import signal
 import time
@@ -22,8 +24,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
-from iobench.errors import TuningError
+from iobench.errors import IobenchError, TuningError
 from iobench.store.files import fsync_directory, state_dir
 from iobench.store.records import JournalRecord, RecordError, read_record, write_record
 from iobench.system.hostfs import SystemFileError, SystemRoot
@@ -63,27 +66,38 @@ def _read_text(system: SystemRoot, path: Path, disk: str) -> str:
         raise TuningError(str(exc)) from None
 
 
-def offered_schedulers(disk: str, sysfs: str | os.PathLike[str] = "/sys") -> tuple[str, ...]:
-    """The I/O schedulers ``disk`` offers, in the kernel's order.
+def _root(sysfs: str | os.PathLike[str], system: SystemRoot | None) -> SystemRoot:
+    """``system`` when given (another host's, :class:`~iobench.system.remote.RemoteRoot`), else ``sysfs`` here."""
+    return system if system is not None else SystemRoot(sysfs=sysfs)
+
+
+def offered_schedulers(
+    disk: str, sysfs: str | os.PathLike[str] = "/sys", *, system: SystemRoot | None = None
+) -> tuple[str, ...]:
+    """The I/O schedulers ``disk`` offers, in the kernel's order (``system``: another host's sysfs).
 
     Raises
     ------
     TuningError
         When ``<sysfs>/block/<disk>/queue/scheduler`` cannot be read.
     """
-    system = SystemRoot(sysfs=sysfs)
+    system = _root(sysfs, system)
     return parse_scheduler(_read_text(system, _setting_path(disk, "scheduler", system), disk))[1]
 
 
-def read_setting(disk: str, name: str, *, sysfs: str | os.PathLike[str] = "/sys") -> Value:
+def read_setting(
+    disk: str, name: str, *, sysfs: str | os.PathLike[str] = "/sys", system: SystemRoot | None = None
+) -> Value:
     """One queue setting of ``disk`` as in effect now (scheduler name, or readahead in KiB).
+
+    ``system`` reads another host's sysfs instead of ``sysfs`` here.
 
     Raises
     ------
     TuningError
         When the file is missing or unreadable, or its content is not understood.
     """
-    system = SystemRoot(sysfs=sysfs)
+    system = _root(sysfs, system)
     path = _setting_path(disk, name, system)
     text = _read_text(system, path, disk)
     if name == "scheduler":
@@ -94,7 +108,9 @@ def read_setting(disk: str, name: str, *, sysfs: str | os.PathLike[str] = "/sys"
         raise TuningError(f"{path} holds {text!r}, not a number of KiB") from None
 
 
-def read_settings(disk: str, *, sysfs: str | os.PathLike[str] = "/sys") -> Settings:
+def read_settings(
+    disk: str, *, sysfs: str | os.PathLike[str] = "/sys", system: SystemRoot | None = None
+) -> Settings:
     """Every setting of :data:`QUEUE_SETTINGS` for ``disk``.
 
     Parameters
@@ -103,6 +119,8 @@ def read_settings(disk: str, *, sysfs: str | os.PathLike[str] = "/sys") -> Setti
         A whole disk's name in ``<sysfs>/block`` (``sda``, ``nvme0n1``, ``loop0``).
     sysfs
         The sysfs root; a fake tree in tests.
+    system
+        Another host's sysfs (:class:`~iobench.system.remote.RemoteRoot`) instead of ``sysfs``.
 
     Returns
     -------
@@ -114,27 +132,26 @@ def read_settings(disk: str, *, sysfs: str | os.PathLike[str] = "/sys") -> Setti
     TuningError
         When the disk has no ``queue/`` directory or a file cannot be read.
     """
-    return {name: read_setting(disk, name, sysfs=sysfs) for name in QUEUE_SETTINGS}
+    return {name: read_setting(disk, name, sysfs=sysfs, system=system) for name in QUEUE_SETTINGS}
 
 
 # --- validation at plan time -------------------------------------------------
 
 
-def _value_problem(disk: str, name: str, value: object, sysfs: str | os.PathLike[str]) -> str | None:
+def _value_problem(disk: str, name: str, value: object, system: SystemRoot) -> str | None:
     if name == "readahead_kb":
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             return f"{disk}: readahead_kb {value!r} is not a whole number of KiB ≥ 0"
         return None
     if not isinstance(value, str) or not value:
         return f"{disk}: scheduler {value!r} is not a scheduler name"
-    offered = offered_schedulers(disk, sysfs)
+    offered = offered_schedulers(disk, system=system)
     if value not in offered:
         return f"{disk} does not offer scheduler {value!r}; it offers {', '.join(offered) or 'none'}"
     return None
 
 
-def _disk_problems(disk: str, wanted: Mapping[str, object], sysfs: str | os.PathLike[str]) -> list[str]:
-    system = SystemRoot(sysfs=sysfs)
+def _disk_problems(disk: str, wanted: Mapping[str, object], system: SystemRoot) -> list[str]:
     try:
         queue = _disk_dir(disk, system) / "queue"
     except TuningError as exc:
@@ -145,7 +162,7 @@ def _disk_problems(disk: str, wanted: Mapping[str, object], sysfs: str | os.Path
     for name, value in wanted.items():
         try:
             path = _setting_path(disk, name, system)
-            problem = _value_problem(disk, name, value, sysfs)
+            problem = _value_problem(disk, name, value, system)
         except TuningError as exc:
             problems.append(str(exc))
             continue
@@ -157,7 +174,10 @@ def _disk_problems(disk: str, wanted: Mapping[str, object], sysfs: str | os.Path
 
 
 def validate(
-    settings: Mapping[str, Mapping[str, object]], sysfs: str | os.PathLike[str] = "/sys"
+    settings: Mapping[str, Mapping[str, object]],
+    sysfs: str | os.PathLike[str] = "/sys",
+    *,
+    system: SystemRoot | None = None,
 ) -> list[str]:
     """Every problem with applying ``settings``, found without changing anything.
 
@@ -169,15 +189,18 @@ def validate(
         the caller reports that.
     sysfs
         The sysfs root.
+    system
+        Another host's sysfs instead of ``sysfs``.
 
     Returns
     -------
     list of str
         One line per problem, each naming the disk; empty when all can be applied.
     """
+    root = _root(sysfs, system)
     problems: list[str] = []
     for disk, wanted in settings.items():
-        problems += _disk_problems(disk, wanted, sysfs)
+        problems += _disk_problems(disk, wanted, root)
     return problems
 
 
@@ -194,7 +217,14 @@ def _write_file(system: SystemRoot, path: Path, text: str, what: str) -> None:
         raise TuningError(f"cannot {what}: {exc.strerror} ({code}){hint}") from None
 
 
-def write_setting(disk: str, name: str, value: Value, *, sysfs: str | os.PathLike[str] = "/sys") -> Value:
+def write_setting(
+    disk: str,
+    name: str,
+    value: Value,
+    *,
+    sysfs: str | os.PathLike[str] = "/sys",
+    system: SystemRoot | None = None,
+) -> Value:
     """Write one queue setting and return what is in effect afterwards (read back).
 
     The kernel may adjust a value (readahead is kept in whole pages), so the
@@ -205,10 +235,10 @@ def write_setting(disk: str, name: str, value: Value, *, sysfs: str | os.PathLik
     TuningError
         Naming the disk, setting, value and errno when the kernel refuses.
     """
-    system = SystemRoot(sysfs=sysfs)
+    system = _root(sysfs, system)
     path = _setting_path(disk, name, system)
     _write_file(system, path, str(value), f"set {name} of {disk} to {value!r} ({path})")
-    return read_setting(disk, name, sysfs=sysfs)
+    return read_setting(disk, name, system=system)
 
 
 def drop_caches(*, proc: str | os.PathLike[str] = "/proc") -> None:
@@ -263,6 +293,9 @@ class Journal:
         The run directory of that run.
     sysfs : str
         The sysfs root the settings were written under.
+    host : dict or None
+        The host whose disk it is (:meth:`iobench.system.ssh.SshTarget.to_json`:
+        ``destination``, ``options``, ``label``); None for this machine.
     """
 
     path: Path
@@ -274,6 +307,12 @@ class Journal:
     started: str
     run_dir: str | None
     sysfs: str
+    host: dict[str, Any] | None = None
+
+    @property
+    def where(self) -> str:
+        """The disk as messages name it: ``sda``, or ``a:sda`` on host a."""
+        return self.disk if self.host is None else f"{_host_label(self.host)}:{self.disk}"
 
     def owner_alive(self) -> bool:
         """Whether the process that wrote this journal still runs (and will restore it)."""
@@ -291,6 +330,7 @@ class Journal:
             started=self.started,
             run_dir=self.run_dir,
             sysfs=self.sysfs,
+            host=self.host,
         )
 
     @classmethod
@@ -319,11 +359,33 @@ class Journal:
             started=data.started,
             run_dir=data.run_dir,
             sysfs=data.sysfs,
+            host=_host_field(data.host),
         )
 
 
-def _journal_path(disk: str) -> Path:
-    return journal_dir() / f"{disk}.json"
+def _host_label(host: Mapping[str, Any]) -> str:
+    return str(host.get("label") or host.get("destination") or "?")
+
+
+def _host_field(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    if value is None or not isinstance(value.get("destination"), str):
+        return None
+    return value
+
+
+def host_key(host: Mapping[str, Any] | None) -> str:
+    """A file-name-safe key for a host record: its label and a hash of how it is reached."""
+    if host is None:
+        return ""
+    reached = json.dumps([host.get("destination"), list(host.get("options") or ())])
+    label = "".join(c if c.isalnum() or c in "._-" else "_" for c in _host_label(host))[:40]
+    return f"{label}-{hashlib.sha256(reached.encode()).hexdigest()[:8]}"
+
+
+def _journal_path(disk: str, host: Mapping[str, Any] | None = None) -> Path:
+    if host is None:
+        return journal_dir() / f"{disk}.json"
+    return journal_dir() / f"{host_key(host)}@{disk}.json"
 
 
 def _write_journal(journal: Journal) -> None:
@@ -344,8 +406,8 @@ def _remove_journal(journal: Journal) -> None:
         fsync_directory(journal.path.parent)
 
 
-def _dev_of(disk: str, sysfs: str | os.PathLike[str]) -> str | None:
-    return SystemRoot(sysfs=sysfs).block_devno(disk)
+def _dev_of(disk: str, sysfs: str | os.PathLike[str], system: SystemRoot | None = None) -> str | None:
+    return _root(sysfs, system).block_devno(disk)
 
 
 def pending_journals() -> list[Journal]:
@@ -363,8 +425,15 @@ def pending_journals() -> list[Journal]:
     return [Journal.load(path) for path in paths if not path.name.startswith(".")]
 
 
-def check_no_pending(disks: Iterable[str]) -> None:
+def check_no_pending(disks: Iterable[str], *, host: Mapping[str, Any] | None = None) -> None:
     """Refuse to tune disks whose earlier settings were never restored.
+
+    Parameters
+    ----------
+    disks
+        Disk names.
+    host
+        The host the disks are on (its record, see :attr:`Journal.host`); None: this machine.
 
     Raises
     ------
@@ -372,24 +441,27 @@ def check_no_pending(disks: Iterable[str]) -> None:
         Naming the disk and telling the user to run ``iobench restore``.
     """
     wanted = set(disks)
+    key = host_key(host)
     for journal in pending_journals():
-        if journal.disk in wanted:
+        if journal.disk in wanted and host_key(journal.host) == key:
             raise TuningError(
-                f"{journal.disk} still has device settings from an earlier run (pid {journal.pid}, "
+                f"{journal.where} still has device settings from an earlier run (pid {journal.pid}, "
                 f"started {journal.started}) that were not restored; run `iobench restore` first"
             )
 
 
-def _restore_disk(disk: str, originals: Mapping[str, Value], sysfs: str) -> list[str]:
+def _restore_disk(
+    disk: str, originals: Mapping[str, Value], sysfs: str, system: SystemRoot | None = None
+) -> list[str]:
     """Write back each original that differs from what is in effect; return the failures."""
     failures = []
     for name in QUEUE_SETTINGS:
         if name not in originals:
             continue
         try:
-            if read_setting(disk, name, sysfs=sysfs) != originals[name]:
-                write_setting(disk, name, originals[name], sysfs=sysfs)
-        except TuningError as exc:
+            if read_setting(disk, name, sysfs=sysfs, system=system) != originals[name]:
+                write_setting(disk, name, originals[name], sysfs=sysfs, system=system)
+        except IobenchError as exc:  # TuningError, or a host that stopped answering
             failures.append(str(exc))
     return failures
 
@@ -401,20 +473,32 @@ def _describe(settings: Mapping[str, Value]) -> str:
 def _restore_journal(journal: Journal) -> tuple[str, list[str]]:
     if journal.owner_alive():
         return (
-            f"{journal.disk}: not restored: iobench pid {journal.pid} (started {journal.started}) "
+            f"{journal.where}: not restored: iobench pid {journal.pid} (started {journal.started}) "
             "is still running and restores it when it ends",
             [],
         )
-    dev = _dev_of(journal.disk, journal.sysfs)
+    if journal.host is not None:
+        from iobench.system.remote import remote_root
+
+        try:
+            with remote_root(journal.host) as system:
+                return _restore_on(journal, system)
+        except IobenchError as exc:
+            return "", [f"{journal.where}: {exc}; the journal is kept: run `iobench restore` again"]
+    return _restore_on(journal, None)
+
+
+def _restore_on(journal: Journal, system: SystemRoot | None) -> tuple[str, list[str]]:
+    dev = _dev_of(journal.disk, journal.sysfs, system)
     if dev != journal.dev:
         _remove_journal(journal)
         now = "is gone" if dev is None else f"is now device {dev}, not {journal.dev}"
-        return f"{journal.disk}: {now}; nothing to restore, journal removed", []
-    failures = _restore_disk(journal.disk, journal.originals, journal.sysfs)
+        return f"{journal.where}: {now}; nothing to restore, journal removed", []
+    failures = _restore_disk(journal.disk, journal.originals, journal.sysfs, system)
     if failures:
         return "", failures
     _remove_journal(journal)
-    return f"{journal.disk}: restored {_describe(journal.originals)}", []
+    return f"{journal.where}: restored {_describe(journal.originals)}", []
 
 
 def restore_from_journals() -> list[str]:
@@ -476,6 +560,11 @@ class DeviceTuner:
         The sysfs root.
     run_dir
         The run directory, recorded in the journal so a user can tell runs apart.
+    system
+        Another host's sysfs (:class:`~iobench.system.remote.RemoteRoot`) instead of ``sysfs``.
+    host
+        That host's record for the journal (:meth:`iobench.system.ssh.SshTarget.to_json`),
+        so ``iobench restore`` can reach it after a crash.
 
     Examples
     --------
@@ -484,9 +573,18 @@ class DeviceTuner:
     ...     run_fio()
     """
 
-    def __init__(self, *, sysfs: str | os.PathLike[str] = "/sys", run_dir: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        sysfs: str | os.PathLike[str] = "/sys",
+        run_dir: str | None = None,
+        system: SystemRoot | None = None,
+        host: Mapping[str, Any] | None = None,
+    ) -> None:
         self.sysfs = os.fspath(sysfs)
         self.run_dir = run_dir
+        self.system = system
+        self.host = None if host is None else dict(host)
         self._journals: dict[str, Journal] = {}
         self._applied: dict[str, Settings] = {}
 
@@ -510,20 +608,21 @@ class DeviceTuner:
     def _journal(self, disk: str) -> None:
         if disk in self._journals:
             return
-        check_no_pending([disk])
-        dev = _dev_of(disk, self.sysfs)
+        check_no_pending([disk], host=self.host)
+        dev = _dev_of(disk, self.sysfs, self.system)
         if dev is None:
             raise TuningError(f"{disk} is not a disk under {self.sysfs}/block")
         journal = Journal(
-            path=_journal_path(disk),
+            path=_journal_path(disk, self.host),
             disk=disk,
             dev=dev,
-            originals=read_settings(disk, sysfs=self.sysfs),
+            originals=read_settings(disk, sysfs=self.sysfs, system=self.system),
             pid=os.getpid(),
             pid_start_ticks=_proc_start_ticks(os.getpid()),
             started=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             run_dir=self.run_dir,
             sysfs=self.sysfs,
+            host=self.host,
         )
         _write_journal(journal)
         self._journals[disk] = journal
@@ -553,7 +652,7 @@ class DeviceTuner:
         self._journal(disk)
         effective = self._applied.setdefault(disk, {})
         for name, value in wanted.items():
-            effective[name] = write_setting(disk, name, value, sysfs=self.sysfs)
+            effective[name] = write_setting(disk, name, value, sysfs=self.sysfs, system=self.system)
         return dict(effective)
 
     def applied(self) -> dict[str, Settings]:
@@ -577,8 +676,12 @@ class DeviceTuner:
         with _signals_deferred():
             for disk, journal in list(self._journals.items()):
                 # A disk that went away (a detached loop) took its settings with it.
-                gone = _dev_of(disk, self.sysfs) != journal.dev
-                failed = [] if gone else _restore_disk(disk, journal.originals, self.sysfs)
+                try:
+                    gone = _dev_of(disk, self.sysfs, self.system) != journal.dev
+                except IobenchError as exc:  # the host stopped answering: the journal stays
+                    failures.append(f"{journal.where}: {exc}")
+                    continue
+                failed = [] if gone else _restore_disk(disk, journal.originals, self.sysfs, self.system)
                 if failed:
                     failures += failed
                     continue

@@ -1,0 +1,207 @@
+"""What driving N hosts costs the client: wall time and CPU of ``iobench run`` on 1 vs 8 hosts.
+
+Creates 8 test hosts on this machine (network namespaces with their own sshd:
+tests/netns_hosts.py; needs root and openssh-server), then runs the same short
+sweep (null engine, rate-limited so the hosts' fio servers stay light on a small
+machine; 4 points of 1 s; every point on all hosts at once) through the real CLI
+(``python -m iobench run``) with ``hosts:`` naming 1, then 8 of them, and, as
+the baseline, on this machine alone (no ``hosts:``).
+
+Each run is started by a small reaper process (PR_SET_CHILD_SUBREAPER), so every
+process the run starts here — fio clients, ssh control connections and forwards,
+even ones that detach — is reaped by it and its CPU counted:
+
+- *iobench CPU*: the iobench process itself (all its threads), from
+  ``/proc/<pid>/stat`` of the exited, not yet reaped process;
+- *client CPU*: everything on this machine, iobench included;
+- *hosts' CPU*: what the hosts' sshd sessions (fio servers, remote commands)
+  used, from the sshd listeners' reaped-children times — the far side, shown for
+  scale, not part of the client's cost.
+
+    .venv/bin/python benchmarks/hosts_cost.py [--hosts 1 8] [--rounds 3] [--markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from netns_hosts import NetnsHost, NetnsHosts, _children, netns_hosts  # noqa: E402
+
+PR_SET_CHILD_SUBREAPER = 36
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+RUN_TIMEOUT_S = 600.0
+
+MATRIX = """\
+version: 1
+name: hosts-cost
+fio:
+  ioengine: "null"
+  rw: randread
+  runtime: 1
+  time_based: 1
+  rate_iops: 2000
+matrix:
+  bs: [4k, 64k]
+  iodepth: [1, 4]
+"""
+POINTS = 4
+
+
+def matrix_text(hosts: list[NetnsHost], base: Path) -> str:
+    if not hosts:
+        return MATRIX + f"targets:\n  - path: {base / 'local.dat'}\n    size: 16M\n"
+    lines = ["hosts:"]
+    for host in hosts:
+        lines += [
+            f"  - name: {host.name}",
+            f"    ssh: {host.ssh}",
+            f"    ssh_options: {json.dumps(list(host.ssh_options))}",
+            f"    targets: [{{path: {base / (host.name + '.dat')}, size: 16M}}]",
+        ]
+    return MATRIX + "\n".join(lines) + "\n"
+
+
+def _stat_times(pid: int) -> tuple[float, float]:
+    """(own, reaped children's) user+system seconds of ``pid`` from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    utime, stime, cutime, cstime = (int(f) for f in fields[11:15])
+    return (utime + stime) / CLK_TCK, (cutime + cstime) / CLK_TCK
+
+
+def reaper(argv: list[str], out: Path) -> dict[str, Any]:
+    """Run ``argv``, then reap it and every orphan it leaves; its wall time and CPU (this runs in a child)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+    started = time.perf_counter()
+    with (out / "stdout.txt").open("wb") as stdout, (out / "stderr.txt").open("wb") as stderr:
+        pid = subprocess.Popen(argv, stdout=stdout, stderr=stderr).pid  # noqa: S603 - reaped below
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    # Wait for the exit without reaping, so the exited process's own times can still be read.
+    while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is None:
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+        time.sleep(0.01)
+    wall = time.perf_counter() - started
+    own, _ = _stat_times(pid)
+    _, status = os.waitpid(pid, 0)
+    # Orphans the run left (a detached control master, say) were re-parented to this process.
+    left: list[int] = []
+    settle = time.monotonic() + 10
+    while True:
+        try:
+            reaped, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if reaped == 0:
+            if time.monotonic() > settle:
+                left = [
+                    int(p)
+                    for p in Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split()
+                ]
+                for orphan in left:
+                    os.kill(orphan, 9)
+                settle = float("inf")
+            time.sleep(0.02)
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {
+        "exit": os.waitstatus_to_exitcode(status),
+        "wall_s": wall,
+        "iobench_cpu_s": own,
+        "client_cpu_s": usage.ru_utime + usage.ru_stime,
+        "left_running": left,
+        "stdout": (out / "stdout.txt").read_text(),
+        "stderr": (out / "stderr.txt").read_text()[-2000:],
+    }
+
+
+def run_once(matrix: Path, hosts: NetnsHosts, out: Path) -> dict[str, Any]:
+    """One ``iobench run`` under a reaper; adds the hosts' side CPU."""
+    out.mkdir(parents=True)
+    # The sshd listeners (children of `unshare`) reap the sessions and, as pid 1, the daemonized fio servers.
+    sshds = [c for h in hosts if h.sshd is not None for c in _children(h.sshd.pid)]
+    before = sum(_stat_times(p)[1] for p in sshds)
+    argv = [sys.executable, "-m", "iobench", "run", str(matrix), "--out", str(out / "results"), "--quiet"]
+    done = subprocess.run(
+        [sys.executable, __file__, "--reap", str(out), "--", *argv],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S + 60,
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(done.stdout)
+    # sshd reaps its sessions once they closed; give the last ones a moment.
+    time.sleep(0.5)
+    result["hosts_cpu_s"] = sum(_stat_times(p)[1] for p in sshds) - before
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--hosts", type=int, nargs="+", default=[0, 1, 8], help="host counts (0: this machine alone)"
+    )
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--markdown", action="store_true", help="print a table for docs/benchmarks.md")
+    parser.add_argument("--reap", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("argv", nargs="*", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.reap is not None:
+        print(json.dumps(reaper(args.argv, args.reap)))
+        return
+    rows = []
+    # Targets on tmpfs: the null engine does no I/O, and no lock on this machine's disk is taken.
+    scratch = "/dev/shm" if Path("/dev/shm").is_dir() else None
+    with (
+        tempfile.TemporaryDirectory(prefix="iobench-hosts-cost-", dir=scratch) as tmp,
+        netns_hosts(max(args.hosts)) as hosts,
+    ):
+        base = Path(tmp)
+        for n in args.hosts:
+            matrix = base / f"hosts-{n}.yaml"
+            matrix.write_text(matrix_text(hosts.hosts[:n], base))
+            runs = []
+            for r in range(args.rounds):
+                result = run_once(matrix, hosts, base / f"run-{n}-{r}")
+                if result["exit"] != 0 or result["left_running"]:
+                    raise SystemExit(f"{n} hosts, round {r}: {result}")
+                runs.append(result)
+            rows.append((n, {k: statistics.median(float(x[k]) for x in runs) for k in MEASURES}))
+            if not args.markdown:
+                print(n, rows[-1][1], flush=True)
+    print("| hosts | points | wall (s) | iobench CPU (s) | client CPU (s) | hosts' CPU (s) |")
+    print("|---|---|---|---|---|---|")
+    for n, m in rows:
+        print(
+            f"| {n or 'this machine'} | {POINTS} | {m['wall_s']:.2f} | {m['iobench_cpu_s']:.2f} | "
+            f"{m['client_cpu_s']:.2f} | {m['hosts_cpu_s']:.2f} |"
+        )
+    remote = sorted((n, m) for n, m in rows if n > 0)
+    if len(remote) >= 2:
+        (n0, m0), (n1, m1) = remote[0], remote[-1]
+        extra = (n1 - n0) * POINTS
+        print(
+            f"\neach host beyond {n0}, per point: wall {1000 * (m1['wall_s'] - m0['wall_s']) / extra:.0f} ms, "
+            f"iobench CPU {1000 * (m1['iobench_cpu_s'] - m0['iobench_cpu_s']) / extra:.0f} ms, "
+            f"client CPU {1000 * (m1['client_cpu_s'] - m0['client_cpu_s']) / extra:.0f} ms"
+        )
+
+
+MEASURES = ("wall_s", "iobench_cpu_s", "client_cpu_s", "hosts_cpu_s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,393 @@
+"""The system's OpenSSH client as iobench's transport to other hosts (SPEC §11).
+
+One :class:`Ssh` per host holds a control connection (``ControlMaster``) for
+the whole run; every remote command and port forward goes through it, so a
+command costs a round trip, not a handshake. Everything starts from argv
+lists. ssh itself joins a remote command into one string for the remote
+user's shell, so each argument is quoted with :func:`shlex.join` and the
+remote shell splits it back into exactly that argv; where a remote loop is
+needed the command is ``sh -c SCRIPT sh ARG...`` with SCRIPT a constant of
+iobench and the data only in the positional arguments.
+
+iobench's own options come first on the command line: ssh keeps the first
+value it gets for an option, so neither ``ssh_options`` nor ``~/.ssh/config``
+can turn off batch mode or redirect the control socket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from iobench.errors import IobenchError
+from iobench.system.hostfs import SystemRoot
+from iobench.system.process import Completed, minimal_env, run_process, spawn_process, stop_process
+
+CONNECT_TIMEOUT_S = 10
+"""Seconds ssh may take to connect and authenticate (``ConnectTimeout``)."""
+COMMAND_TIMEOUT_S = 60.0
+"""Seconds a remote command may take unless its caller says otherwise."""
+ALIVE_INTERVAL_S = 5
+"""``ServerAliveInterval``: a host that stops answering is noticed within three of these."""
+CONTROL_PREFIX = "iobench-ssh-"
+
+Executor = Callable[..., Completed]
+Spawner = Callable[..., "subprocess.Popen[bytes]"]
+
+
+class HostUnreachable(IobenchError):
+    """A host cannot be reached over SSH, or stopped answering."""
+
+
+class RemoteCommandError(IobenchError):
+    """A command on a host failed in a way iobench cannot work around."""
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    """How to reach a host: an OpenSSH destination, its ``-o`` options and a label for messages.
+
+    Attributes
+    ----------
+    destination : str
+        ``user@host``, a host name, or an alias of ``~/.ssh/config``.
+    options : tuple of str
+        ``Key=Value`` options, each passed as ``ssh -o``.
+    label : str
+        How messages name the host (its ``name:``, else the destination).
+    """
+
+    destination: str
+    options: tuple[str, ...] = ()
+    label: str = ""
+
+    @property
+    def name(self) -> str:
+        """The label, else the destination."""
+        return self.label or self.destination
+
+    def describe(self) -> str:
+        """``a (root@storage-a)``: the label and, when it differs, the destination."""
+        if self.label and self.label != self.destination:
+            return f"{self.label} ({self.destination})"
+        return self.destination
+
+    def command(self) -> str:
+        """The ``ssh`` command a user types to try the connection by hand."""
+        options = [f"-o{o}" for o in self.options]
+        return shlex.join(["ssh", *options, self.destination, "true"])
+
+    def to_json(self) -> dict[str, Any]:
+        """What a journal or session record keeps to reconnect later."""
+        return {"destination": self.destination, "options": list(self.options), "label": self.label}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SshTarget:
+        """The inverse of :meth:`to_json`."""
+        return cls(
+            str(data["destination"]),
+            tuple(str(o) for o in data.get("options") or ()),
+            str(data.get("label") or ""),
+        )
+
+
+class Transport(Protocol):
+    """Runs commands on one host: :class:`Ssh`, or a fake in tests."""
+
+    @property
+    def target(self) -> SshTarget:
+        """The host."""
+
+    def run(self, argv: Sequence[str], *, timeout: float = COMMAND_TIMEOUT_S) -> Completed:
+        """Run ``argv`` on the host and return what it printed (never raises on a non-zero exit)."""
+
+    def alive(self) -> bool:
+        """Whether the connection still stands."""
+
+
+def ssh_binary() -> str:
+    """The ssh client: ``$IOBENCH_SSH`` (tests point it at a fake), else ``ssh`` on PATH."""
+    return os.environ.get("IOBENCH_SSH") or shutil.which("ssh") or "ssh"
+
+
+def ssh_env() -> dict[str, str]:
+    """The environment ssh needs besides PATH: the home directory (config, keys, known hosts) and the agent."""
+    keep = ("HOME", "USER", "LOGNAME", "SSH_AUTH_SOCK")
+    return minimal_env({k: os.environ[k] for k in keep if os.environ.get(k)})
+
+
+def remote_command(argv: Sequence[str]) -> str:
+    """``argv`` as the one string ssh sends, quoted so the remote shell splits it back exactly."""
+    return shlex.join([str(a) for a in argv])
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("debug")]
+    return lines[-1] if lines else ""
+
+
+def free_local_port() -> int:
+    """A TCP port on 127.0.0.1 nobody listens on now (the kernel's choice)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def control_dir() -> Path:
+    """A fresh private folder for this run's control sockets, short enough for a socket path.
+
+    Socket paths are limited to 107 bytes, so it sits in the temporary folder,
+    not under the state directory. An ``owner`` file says which process made
+    it, so a later run can close what a killed one left (:func:`close_stale_masters`).
+    """
+    path = Path(tempfile.mkdtemp(prefix=CONTROL_PREFIX))
+    stat = SystemRoot().process_stat(os.getpid())
+    owner = {"pid": os.getpid(), "start_ticks": stat.start_ticks if stat else None}
+    (path / "owner").write_text(json.dumps(owner))
+    return path
+
+
+def _owner_alive(folder: Path) -> bool:
+    try:
+        owner = json.loads((folder / "owner").read_text())
+        pid, ticks = int(owner["pid"]), owner.get("start_ticks")
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    stat = SystemRoot().process_stat(pid)
+    return stat is not None and stat.start_ticks == ticks
+
+
+def close_stale_masters(executor: Executor = run_process) -> list[str]:
+    """Close the control connections (and their forwards) of iobench runs that died without closing them.
+
+    Returns
+    -------
+    list of str
+        The control sockets closed.
+    """
+    closed = []
+    for folder in sorted(Path(tempfile.gettempdir()).glob(f"{CONTROL_PREFIX}*")):
+        if not folder.is_dir() or _owner_alive(folder):
+            continue
+        for sock in sorted(folder.glob("*.sock")):
+            argv = [ssh_binary(), "-o", f"ControlPath={sock}", "-O", "exit", "iobench-stale"]
+            with contextlib.suppress(IobenchError):
+                executor(argv, timeout=10, env=ssh_env())
+            closed.append(str(sock))
+        with contextlib.suppress(OSError):
+            shutil.rmtree(folder)
+    return closed
+
+
+@dataclass
+class Ssh:
+    """One host's SSH connection for a whole run: a control master, commands and forwards through it.
+
+    Parameters
+    ----------
+    target
+        The host.
+    control_path
+        The control socket (in a folder from :func:`control_dir`).
+    executor, spawner
+        Run a command to its end / start the master in the background
+        (:func:`~iobench.system.process.run_process` and
+        :func:`~iobench.system.process.spawn_process`; tests pass fakes).
+    connect_timeout
+        ``ConnectTimeout`` in seconds.
+    """
+
+    target: SshTarget
+    control_path: Path
+    executor: Executor = run_process
+    spawner: Spawner = spawn_process
+    connect_timeout: int = CONNECT_TIMEOUT_S
+    binary: str = field(default_factory=ssh_binary)
+    master: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    forwards: list[str] = field(default_factory=list, init=False)
+    lost: str | None = field(default=None, init=False)
+
+    def options(self, *, master: bool = False) -> list[str]:
+        """iobench's ``-o`` options (first, so they win), then the host's own."""
+        fixed = {
+            "BatchMode": "yes",
+            "ConnectTimeout": str(self.connect_timeout),
+            "ServerAliveInterval": str(ALIVE_INTERVAL_S),
+            "ServerAliveCountMax": "3",
+            "ControlPath": str(self.control_path),
+            "ControlMaster": "yes" if master else "no",
+            "ControlPersist": "no",
+            "ExitOnForwardFailure": "yes",
+            "ClearAllForwardings": "no",
+            "RequestTTY": "no",
+        }
+        argv = [item for key, value in fixed.items() for item in ("-o", f"{key}={value}")]
+        return argv + [item for option in self.target.options for item in ("-o", option)]
+
+    def argv(self, remote: Sequence[str]) -> list[str]:
+        """The local argv that runs ``remote`` on the host through the control connection."""
+        return [self.binary, *self.options(), self.target.destination, remote_command(remote)]
+
+    @property
+    def _stderr_path(self) -> Path:
+        return self.control_path.with_suffix(".log")
+
+    def start(self) -> None:
+        """Start the control master in the background (:meth:`wait_ready` waits for it)."""
+        argv = [self.binary, *self.options(master=True), "-N", self.target.destination]
+        self.master = self.spawner(argv, env=ssh_env(), stderr=self._stderr_path)
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Wait until the control socket answers.
+
+        Raises
+        ------
+        HostUnreachable
+            Naming the host, what ssh said and what to try, when the master
+            exits or does not come up within ``connect_timeout`` + 5 s.
+        """
+        limit = self.connect_timeout + 5.0 if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        while True:
+            if self.master is not None and self.master.poll() is not None:
+                raise HostUnreachable(self._why_not(f"ssh exited with status {self.master.returncode}"))
+            if self.control_path.exists() and self._check():
+                return
+            if time.monotonic() > deadline:
+                self.close()
+                raise HostUnreachable(self._why_not(f"no connection within {limit:g} s"))
+            time.sleep(0.05)
+
+    def open(self) -> Ssh:
+        """:meth:`start` and :meth:`wait_ready`; returns self."""
+        self.start()
+        self.wait_ready()
+        return self
+
+    def _check(self) -> bool:
+        argv = [self.binary, "-o", f"ControlPath={self.control_path}", "-O", "check", self.target.destination]
+        done = self.executor(argv, timeout=10, env=ssh_env())
+        return done.returncode == 0
+
+    def _why_not(self, fallback: str) -> str:
+        try:
+            said = _last_line(self._stderr_path.read_text(errors="replace"))
+        except OSError:
+            said = ""
+        return (
+            f"host {self.target.describe()} is unreachable: {said or fallback}; "
+            f"check the address and that key login works without a prompt: `{self.target.command()}`"
+        )
+
+    def alive(self) -> bool:
+        """Whether the control connection still stands (its master process runs)."""
+        return self.master is not None and self.master.poll() is None and self.lost is None
+
+    def lost_reason(self) -> str:
+        """What ssh said when the connection went (its last line of error output), or empty."""
+        try:
+            return _last_line(self._stderr_path.read_text(errors="replace"))
+        except OSError:
+            return ""
+
+    def run(self, argv: Sequence[str], *, timeout: float = COMMAND_TIMEOUT_S) -> Completed:
+        """Run ``argv`` on the host; exit status 255 is ssh's own failure (connection lost).
+
+        Raises
+        ------
+        HostUnreachable
+            When the connection is gone (the master exited, or ssh answers 255
+            with nothing from the remote command).
+        """
+        if self.master is not None and self.master.poll() is not None:
+            self.lost = self.lost or self._why_not(
+                f"the connection closed (ssh status {self.master.returncode})"
+            )
+            raise HostUnreachable(self.lost)
+        done = self.executor(self.argv(argv), timeout=timeout, env=ssh_env())
+        if done.returncode == 255 and not self._check():
+            self.lost = self.lost or (
+                f"host {self.target.describe()} stopped answering: {_last_line(done.stderr) or 'connection lost'}"
+            )
+            raise HostUnreachable(self.lost)
+        return done
+
+    def stream(self, argv: Sequence[str]) -> subprocess.Popen[bytes]:
+        """Start ``argv`` on the host and hand back its output as a pipe (``proc.stdout``).
+
+        The caller stops it with :func:`~iobench.system.process.stop_process`;
+        the remote side ends at its next write once this end is gone.
+        """
+        return self.spawner(self.argv(argv), env=ssh_env(), stdout=True)
+
+    def script(self, script: str, *args: str, timeout: float = COMMAND_TIMEOUT_S) -> Completed:
+        """Run one of iobench's constant shell scripts on the host with ``args`` as ``$1``…"""
+        return self.run(["sh", "-c", script, "sh", *args], timeout=timeout)
+
+    def forward(self, local_port: int, remote_port: int) -> str:
+        """Forward 127.0.0.1:``local_port`` here to 127.0.0.1:``remote_port`` on the host.
+
+        Both ends are loopback: nothing listens on a routable address, here or there.
+
+        Returns
+        -------
+        str
+            The ``-L`` specification (for :meth:`cancel`).
+
+        Raises
+        ------
+        HostUnreachable
+            When ssh refuses the forward (port taken, forwarding disabled on the server).
+        """
+        spec = f"127.0.0.1:{local_port}:127.0.0.1:{remote_port}"
+        argv = [self.binary, "-o", f"ControlPath={self.control_path}", "-O", "forward", "-L", spec]
+        done = self.executor([*argv, self.target.destination], timeout=30, env=ssh_env())
+        if done.returncode != 0:
+            raise HostUnreachable(
+                f"host {self.target.describe()}: ssh refused the port forward {spec}: "
+                f"{_last_line(done.stderr) or f'status {done.returncode}'}; the server must allow "
+                "TCP forwarding (AllowTcpForwarding yes in sshd_config)"
+            )
+        self.forwards.append(spec)
+        return spec
+
+    def cancel(self, spec: str) -> None:
+        """Close one forward made by :meth:`forward`."""
+        argv = [self.binary, "-o", f"ControlPath={self.control_path}", "-O", "cancel", "-L", spec]
+        with contextlib.suppress(IobenchError):
+            self.executor([*argv, self.target.destination], timeout=10, env=ssh_env())
+        with contextlib.suppress(ValueError):
+            self.forwards.remove(spec)
+
+    def close(self) -> None:
+        """Close the control connection and with it every forward; bounded in time, never raises."""
+        if self.master is not None and self.master.poll() is None:
+            argv = [
+                self.binary,
+                "-o",
+                f"ControlPath={self.control_path}",
+                "-O",
+                "exit",
+                self.target.destination,
+            ]
+            with contextlib.suppress(IobenchError):
+                self.executor(argv, timeout=10, env=ssh_env())
+            try:
+                self.master.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                stop_process(self.master)
+        self.forwards.clear()
+        for path in (self.control_path, self._stderr_path):
+            with contextlib.suppress(OSError):
+                path.unlink()

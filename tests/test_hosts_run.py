@@ -1,0 +1,171 @@
+"""Hosts over real SSH (issue 15): device settings per host and their restore after a crash, placement
+seen in each host's /proc, a host that dies mid-sweep. Namespace hosts: tests/netns_hosts.py.
+
+The end-to-end checks of the issue (every point on both hosts, servers on loopback only, nothing
+left, an unreachable host refused) are tests/test_hosts_e2e.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from loopdev import LoopFactory
+from netns_hosts import NetnsHost, NetnsHosts
+
+from iobench.matrix.model import load_matrix
+from iobench.planner.plans import PlannedRun
+from iobench.runner.sweep import NullProgress, PointOutcome, run
+from iobench.system.tuning import pending_journals, read_settings
+
+pytestmark = [pytest.mark.root, pytest.mark.fio]
+
+
+def _host(host: NetnsHost, name: str, targets: str) -> str:
+    return (
+        f"  - name: {name}\n    ssh: {host.ssh}\n    ssh_options: {json.dumps(list(host.ssh_options))}\n"
+        f"    targets: {targets}\n"
+    )
+
+
+def _matrix(path: Path, hosts: str, fio: str, axes: str, extra: str = "") -> Path:
+    path.write_text(
+        "version: 1\nname: hosts-run\nfio:\n"
+        + textwrap.indent(textwrap.dedent(fio), "  ")
+        + "hosts:\n"
+        + hosts
+        + "matrix:\n"
+        + textwrap.indent(textwrap.dedent(axes), "  ")
+        + extra
+    )
+    return path
+
+
+def _iobench(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "iobench", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+@pytest.mark.loopdev
+def test_settings_are_applied_journalled_and_restored_on_the_host(
+    netns_hosts: Callable[..., NetnsHosts], loops: LoopFactory, tmp_path: Path
+) -> None:
+    (host,) = netns_hosts(1, names=["delta"])
+    loop = loops.attach(16)
+    before = dict(read_settings(loop.name))
+    other = "none" if before["scheduler"] != "none" else "mq-deadline"
+    matrix = _matrix(
+        tmp_path / "matrix.yaml",
+        _host(host, "d", f"[{{path: {loop.path}}}]"),
+        "ioengine: psync\nrw: randread\nbs: 4k\nruntime: 1\ntime_based: 1\n",
+        f"scheduler: [{other}, {before['scheduler']}]\nreadahead_kb: [4096]\n",
+    )
+    # `plan` reads the host over SSH and changes nothing.
+    planned = _iobench("plan", str(matrix), "--json")
+    assert planned.returncode == 0, planned.stderr
+    (first, _) = json.loads(planned.stdout)
+    assert first["settings"] == {f"d:{loop.name}": {"scheduler": other, "readahead_kb": 4096}}
+    assert [(p["host"], p["argv"]) for p in first["processes"]] == [
+        ("d", ["--client=d", "--readonly", "job-d.fio"])
+    ]
+    assert dict(read_settings(loop.name)) == before
+
+    result = run(load_matrix(matrix), out=tmp_path / "results")
+    assert result.counts == {"ok": 2}
+    metas = [json.loads(p.read_text()) for p in sorted(result.run_dir.glob("points/*/meta.json"))]
+    assert [m["settings"][f"d:{loop.name}"] for m in metas] == [
+        {"scheduler": other, "readahead_kb": 4096},
+        {"scheduler": before["scheduler"], "readahead_kb": 4096},
+    ]
+    assert dict(read_settings(loop.name)) == before
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    assert manifest["settings_restored"] == {f"d:{loop.name}": before}
+    assert manifest["hosts"][0]["hostname"] == "delta"
+    assert result.frame is not None and set(result.frame["scheduler"]) == {other, before["scheduler"]}
+
+    # A run killed outright leaves the host's disk changed and its journal naming the host ...
+    slow = matrix.read_text().replace("runtime: 1", "runtime: 30")
+    matrix.write_text(slow)
+    out = tmp_path / "crashed"
+    with subprocess.Popen(
+        [sys.executable, "-m", "iobench", "run", str(matrix), "--out", str(out), "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
+        deadline = time.monotonic() + 120
+        while not list(out.glob("*/points/.*.partial/stderr.txt")) and time.monotonic() < deadline:
+            if dict(read_settings(loop.name))["scheduler"] == other and list(out.glob("*/points/.*.partial")):
+                break
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    assert dict(read_settings(loop.name))["scheduler"] == other
+    (journal,) = pending_journals()
+    assert journal.host is not None and journal.host["label"] == "d" and journal.where == f"d:{loop.name}"
+    # ... and `iobench restore` puts it back over SSH.
+    restored = _iobench("restore")
+    assert restored.returncode == 0, restored.stderr
+    assert f"d:{loop.name}: restored" in restored.stdout
+    assert dict(read_settings(loop.name)) == before
+    assert pending_journals() == []
+
+
+class KillAfter(NullProgress):
+    """Kills a host (its sshd, the pid 1 of its namespace, and with it everything there) after a point."""
+
+    def __init__(self, host: NetnsHost, key: str) -> None:
+        self.host, self.key = host, key
+        self.outcomes: dict[str, PointOutcome] = {}
+
+    def point_finished(self, run: PlannedRun, outcome: PointOutcome) -> None:
+        self.outcomes[run.key] = outcome
+        if run.key == self.key:
+            assert self.host.sshd is not None
+            os.killpg(self.host.sshd.pid, signal.SIGKILL)
+            self.host.sshd.wait(timeout=10)
+
+
+def test_placement_is_seen_per_host_and_a_dead_host_fails_only_its_points(
+    netns_hosts: Callable[..., NetnsHosts], tmp_path: Path
+) -> None:
+    alpha, bravo = netns_hosts(2, names=["echo", "foxtrot"])
+    hosts = "".join(
+        _host(h, name, f"[{{path: {tmp_path / name}.dat, size: 8M}}]")
+        for h, name in ((alpha, "a"), (bravo, "b"))
+    )
+    matrix = _matrix(
+        tmp_path / "matrix.yaml",
+        hosts,
+        "ioengine: null\nrw: randread\nbs: 4k\nruntime: 3\ntime_based: 1\nnumjobs: 2\n",
+        "host: [a, b]\nbinding: ['node:0']\n",
+        "repeat: 2\n",
+    )
+    progress = KillAfter(bravo, "0002-r1")  # order: a r1, b r1, a r2, b r2
+    result = run(load_matrix(matrix), out=tmp_path / "results", progress=progress)
+
+    statuses = {key: outcome.status for key, outcome in progress.outcomes.items()}
+    reasons = {key: outcome.reason for key, outcome in progress.outcomes.items()}
+    assert statuses == {"0001-r1": "ok", "0002-r1": "ok", "0001-r2": "ok", "0002-r2": "failed"}, reasons
+    reason = progress.outcomes["0002-r2"].reason or ""
+    assert "host b" in reason, reason
+    assert result.exit_code == 1
+    frame = result.frame
+    assert frame is not None
+    ok = frame[frame["status"] == "ok"]
+    assert set(ok["host"]) == {"a", "b"} and (ok["iops"] > 0).all()
+    # Each host's jobs were seen in its own /proc, bound as planned (the binding is in the job file).
+    assert set(ok["cpus_observed"].dropna()) and ok["cpus_observed"].notna().all()
+    for meta_path in sorted(result.run_dir.glob("points/000?-r1/meta.json")):
+        (process,) = json.loads(meta_path.read_text())["processes"]
+        assert process["observed"], process
+        assert all(o["policy"] and "bind:0" in o["policy"] for o in process["observed"])
+    assert set(frame[frame["status"] == "failed"]["host"]) == {"b"}
