@@ -587,13 +587,17 @@ def test_client_output_rows_are_named_by_port() -> None:
     text = CLIENT_PLUS.read_text()
     raw = json.loads(text[text.index("{") :])
     ports = sorted({e["port"] for e in raw["client_stats"]})
-    frame = parse_client_output(text, {ports[0]: "a", ports[1]: "b"}, origin="fio.json")
+    frame = parse_client_output(
+        text, {("127.0.0.1", ports[0]): "a", ("127.0.0.1", ports[1]): "b"}, origin="fio.json"
+    )
     assert sorted(frame["host"].unique()) == ["a", "b"]
     assert "All clients" not in set(frame["jobname"])
     assert len(frame) == 4
     io = frame.groupby("host")["io_bytes"].sum()
     assert (io["a"], io["b"]) == (2 * 2**20, 2 * 3 * 2**20)
-    only_b = parse_client_output(text, {ports[1]: "b"})
+    only_b = parse_client_output(text, {("127.0.0.1", ports[1]): "b"})
+    # Servers named directly may share fio's port and differ in address.
+    assert parse_client_output(text, {("10.0.0.1", ports[1]): "b"}).empty
     assert set(only_b["host"]) == {"b"} and len(only_b) == 2
     # The hosts together are one point; by host each its own.
     both = point_totals(frame.assign(point=1, repeat=1))
@@ -809,8 +813,8 @@ def test_frame_of_a_failed_host_point_names_the_host(tmp_path: Path) -> None:
             "status": "failed",
             "reason": "host b: lost",
             "processes": [
-                {**process, "host": "a", "client_port": 1},
-                {**process, "host": "b", "client_port": 2},
+                {**process, "host": "a", "client": "127.0.0.1,1", "client_port": 1},
+                {**process, "host": "b", "client": "127.0.0.1,2", "client_port": 2},
             ],
         }
     )

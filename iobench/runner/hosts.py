@@ -35,7 +35,7 @@ from iobench.errors import EnvironmentFault, IobenchError, ResultsError, RunStor
 from iobench.matrix.model import Matrix
 from iobench.planner.hosts import client_argv, host_specs, host_targets, plan_on_fleet
 from iobench.planner.plans import FioProcess, Plan, PlannedRun
-from iobench.results.fioout.clients import parse_client_output
+from iobench.results.fioout.clients import client_key, parse_client_output
 from iobench.results.points import headline
 from iobench.results.rundir import parsed_key
 from iobench.runner.sweep import (
@@ -241,12 +241,12 @@ class _HostPointRunner(_PointRunner):
         assert self.fleet is not None
         named = self.fleet.by_name()
         hosts = [named[p.host] for p in run.processes if p.host is not None]
-        ports = {h.server.port: h.name for h in hosts if h.server is not None}
+        clients = {client_key(h.server.client): h.name for h in hosts if h.server is not None}
         everything = None
         # Parsed once for every host (not once per host: the output grows with the hosts).
         if text:
             with contextlib.suppress(ResultsError):
-                everything = parse_client_output(text, ports, origin=str(output))
+                everything = parse_client_output(text, clients, origin=str(output))
         failed: dict[str, str] = {}
         frames: list[pd.DataFrame] = []
         for process, host in zip(run.processes, hosts, strict=True):
