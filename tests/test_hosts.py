@@ -916,3 +916,42 @@ def test_observers_keep_job_processes_seen_twice(tmp_path: Path) -> None:
     observers.look(host, table)
     (worker,) = observers.seen[host.name].values()
     assert worker.settled and worker.cpus == "1" and worker.policy is not None
+
+
+@pytest.mark.fio
+def test_a_server_named_in_the_matrix_is_used_and_left_running(
+    write_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    from iobench.system.ssh import free_local_port
+
+    port = free_local_port()
+    pid_file = tmp_path / "given.pid"
+    subprocess.run(["fio", f"--server=127.0.0.1,{port}", f"--daemonize={pid_file}"], check=True, timeout=30)
+    deadline = time.monotonic() + 10
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid = int(pid_file.read_text())
+    try:
+        path = write_matrix(
+            textwrap.dedent(
+                f"""\
+                version: 1
+                name: given
+                fio: {{ioengine: 'null', rw: randread, bs: 4k, runtime: 1, time_based: 1}}
+                hosts:
+                  - {{name: g, ssh: root@g, server: "127.0.0.1:{port}", targets: [{{path: {tmp_path}/g.dat, size: 8M}}]}}
+                matrix: {{iodepth: [1]}}
+                """
+            )
+        )
+        hosts = LocalHosts(tmp_path / "homes")
+        result = run_hosts(load_matrix(path), out=tmp_path / "results", connector=hosts)
+        assert result.counts == {"ok": 1}
+        assert result.frame is not None and set(result.frame["host"]) == {"g"}
+        meta = json.loads((result.run_dir / "points" / "0001-r1" / "meta.json").read_text())
+        assert meta["processes"][0]["client"] == f"127.0.0.1,{port}"
+        assert not hosts.made["g"].relays  # no forward: straight to the named server
+        assert not _gone(pid, wait=0)  # not iobench's to stop
+    finally:
+        os.kill(pid, 15)
+        assert _gone(pid)
