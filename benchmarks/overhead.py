@@ -1,11 +1,16 @@
-"""iobench's overhead over plain fio on the same null-engine job files.
+"""iobench's overhead over plain fio on the same null-engine job files, and what telemetry adds.
 
 Runs a 16-point matrix (null engine, runtime 1 s) through ``iobench run`` (the
 real CLI, as a user starts it) and then runs the job files iobench wrote through
 plain fio, one after another, with the same arguments. Reports both wall times,
 their ratio, and the overhead per point.
 
-    .venv/bin/python benchmarks/overhead.py [--points 16] [--rounds 3] [--markdown]
+``--telemetry`` compares instead ``iobench run`` with telemetry on (the
+default, every 1 s) and off (``telemetry: false``), the two alternating round
+by round so that a busy machine weighs on both alike; it reports both wall
+times, their difference and the sampler's own CPU time.
+
+    .venv/bin/python benchmarks/overhead.py [--points 16] [--rounds 3] [--markdown] [--telemetry]
 """
 
 from __future__ import annotations
@@ -36,6 +41,60 @@ matrix:
   iodepth: {iodepths}
   numjobs: [1, 2]
 """
+
+
+def sampler_cpu(run_dir: Path) -> float:
+    """CPU seconds the telemetry sampler spent over the whole run (from each point's telemetry context)."""
+    import pyarrow.parquet as pq
+
+    total = 0.0
+    for path in (run_dir / "points").glob("*/telemetry.parquet"):
+        context = json.loads((pq.read_schema(path).metadata or {}).get(b"iobench_telemetry", b"{}"))
+        total += float(context.get("sampler_cpu_s") or 0.0)
+    return total
+
+
+def telemetry_main(args: argparse.Namespace, depths: list[int]) -> None:
+    """Telemetry on vs off, alternating; medians."""
+    on: list[float] = []
+    off: list[float] = []
+    cpu: list[float] = []
+    loop: dict[str, list[float]] = {"on": [], "off": []}
+    with tempfile.TemporaryDirectory(prefix="iobench-overhead-") as tmp:
+        base = Path(tmp)
+        text = MATRIX.format(target=base / "null.dat", iodepths=depths)
+        (base / "on.yaml").write_text(text)
+        (base / "off.yaml").write_text(text + "telemetry: false\n")
+        for n in range(args.rounds):
+            order = ("on", "off") if n % 2 == 0 else ("off", "on")
+            for mode in order:
+                wall, run_dir = iobench_run(base / f"{mode}.yaml", base / f"results-{mode}-{n}")
+                (on if mode == "on" else off).append(wall)
+                loop[mode].append(in_loop_overhead(run_dir) * 1000)
+                if mode == "on":
+                    cpu.append(sampler_cpu(run_dir))
+                shutil.rmtree(run_dir)
+    on_s, off_s = statistics.median(on), statistics.median(off)
+    diff = (on_s - off_s) / off_s * 100
+    cpu_ms = statistics.median(cpu) / args.points * 1000
+    loop_on, loop_off = statistics.median(loop["on"]), statistics.median(loop["off"])
+    if args.markdown:
+        print(
+            "| points | rounds | telemetry off (s) | telemetry on (s) | difference "
+            "| in-loop/point off → on (ms) | sampler CPU/point (ms) |"
+        )
+        print("|---|---|---|---|---|---|---|")
+        print(
+            f"| {args.points} | {args.rounds} | {off_s:.2f} | {on_s:.2f} | {diff:+.1f} % "
+            f"| {loop_off:.1f} → {loop_on:.1f} | {cpu_ms:.1f} |"
+        )
+    else:
+        print(f"points: {args.points}, rounds: {args.rounds} (medians; on/off alternating)")
+        print(f"telemetry off: {off_s:8.2f} s   {sorted(round(v, 2) for v in off)}")
+        print(f"telemetry on:  {on_s:8.2f} s   {sorted(round(v, 2) for v in on)}")
+        print(f"difference:    {diff:+8.1f} %   (target ≤ 2 %)")
+        print(f"in the loop:   {loop_off:8.1f} → {loop_on:.1f} ms/point around fio (off → on)")
+        print(f"sampler CPU:   {cpu_ms:8.1f} ms/point")
 
 
 def iobench_run(matrix: Path, out: Path) -> tuple[float, Path]:
@@ -85,8 +144,12 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=16, choices=(4, 8, 16, 32))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--markdown", action="store_true", help="print a table for docs/benchmarks.md")
+    parser.add_argument("--telemetry", action="store_true", help="compare telemetry on and off instead")
     args = parser.parse_args()
     depths = {4: [1], 8: [1, 8], 16: [1, 4, 16, 32], 32: [1, 2, 4, 8, 16, 32, 64, 128]}[args.points]
+    if args.telemetry:
+        telemetry_main(args, depths)
+        return
     rows = []
     with tempfile.TemporaryDirectory(prefix="iobench-overhead-") as tmp:
         base = Path(tmp)

@@ -40,6 +40,7 @@ _LAZY = {
     "point_totals": "iobench.results.points",
     "timeseries": "iobench.results.timeseries",
     "compare": "iobench.results.compare",
+    "telemetry": "iobench.results.telemetry",
     "discover_topology": "iobench.system.topology",
     "plots": "iobench.plots",
     "report": "iobench.report",
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     from iobench.results.fioout import parse_fio, parse_fio_text
     from iobench.results.points import point_totals, summarize
     from iobench.results.rundir import load
+    from iobench.results.telemetry import telemetry
     from iobench.results.timeseries import timeseries
     from iobench.runner.sweep import RunInterrupted, RunResult, run
     from iobench.system.topology import discover_topology
@@ -94,4 +96,5 @@ __all__ = [
     "run",
     "summarize",
     "timeseries",
+    "telemetry",
 ]

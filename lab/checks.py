@@ -20,6 +20,8 @@ import iobench
 from iobench.store.records import PointMeta
 from iobench.store.rundir import RunDir
 from iobench.system.cpulist import parse_cpulist
+from iobench.system.pcie import link_bandwidth
+from lab.machine import SLOW_PORT_LINK
 
 
 @dataclass(frozen=True)
@@ -43,9 +45,12 @@ class Lab:
             int(n["id"]): set(n["cpus"]) for n in topology.get("nodes", [])
         }
         self.cores = [set(c["cpus"]) for c in topology.get("cores", [])]
+        self.devices: dict[str, dict[str, Any]] = {d["name"]: d for d in topology.get("devices", [])}
+        self.disks: dict[str, str] = self.facts.get("disks") or {}
         self.disk_node = {
-            dev: (None if key == "nonode" else int(key.removeprefix("node")))
-            for key, dev in (self.facts.get("disks") or {}).items()
+            dev: self.devices[Path(dev).name]["numa_node"]
+            for dev in self.disks.values()
+            if Path(dev).name in self.devices
         }
         self._frames: dict[str, pd.DataFrame] = {}
 
@@ -63,6 +68,12 @@ class Lab:
 
     def other_node(self, node: int) -> int:
         return next(n for n in self.node_cpus if n != node)
+
+    def device(self, key: str) -> dict[str, Any]:
+        """The topology's entry for the lab disk ``key`` (``slow``, ``shared-a``, …)."""
+        name = Path(self.disks[key]).name
+        _require(name in self.devices, f"{key} ({name}) is not in the guest's topology")
+        return self.devices[name]
 
 
 class CheckFailed(Exception):
@@ -92,8 +103,9 @@ def topology_is_two_sockets_smt2(lab: Lab) -> str:
     nodes = {n["id"]: (n["cpus"], n["distances"]) for n in topology["nodes"]}
     _require(nodes == {0: ([0, 1, 2, 3], [10, 21]), 1: ([4, 5, 6, 7], [21, 10])}, nodes)
     _require(sorted(len(c) for c in lab.cores) == [2, 2, 2, 2], lab.cores)
-    homes = sorted(lab.disk_node.values(), key=str)
-    _require(homes == [0, 1, None], lab.disk_node)
+    homes = {key: lab.disk_node.get(dev) for key, dev in lab.disks.items()}
+    wanted = {"node0": 0, "node1": 1, "nonode": None, "slow": None, "shared-a": 1, "shared-b": 1}
+    _require(homes == wanted, homes)
     return f"2 nodes × 2 cores × 2 threads; NVMe homes {lab.disk_node}"
 
 
@@ -214,6 +226,71 @@ def given_home_node_places_local_and_remote(lab: Lab) -> str:
     return f"home_node 1: local on {set(local)}, remote on {set(remote)}"
 
 
+def _hops(device: dict[str, Any]) -> list[dict[str, Any]]:
+    pcie: dict[str, Any] = device.get("pcie") or {}
+    _require(pcie, f"{device['name']} has no PCIe placement")
+    return list(pcie["hops"])
+
+
+def slowed_root_port_is_read_and_judged(lab: Lab) -> str:
+    """The slow disk's root port reports the x-speed/x-width QEMU was given; the judgement matches the link.
+
+    QEMU's emulated NVMe reports 2.5 GT/s x1 as both its maximum and its
+    current link, so the port's lower maximum cannot degrade it: the port is
+    below its own maximum (a note), and no lab disk may get a link warning.
+    """
+    slow = lab.device("slow")
+    port, *_, own = _hops(slow)
+    speed, width = float(SLOW_PORT_LINK[0]), int(SLOW_PORT_LINK[1])
+    _require(port["role"] == "root-port" and slow["root_port"] == port["address"], port)
+    _require((port["link"]["max_speed"], port["link"]["max_width"]) == (speed, width), port)
+    _require((port["link"]["current_speed"], port["link"]["current_width"]) == (2.5, 1), port)
+    _require(own["role"] == "device" and own["address"] == slow["pci_path"][-1], own)
+    _require(slow["link"]["max_speed"] == 2.5 and slow["link"]["max_width"] == 1, slow["link"])
+    expected = link_bandwidth(2.5, 1)
+    _require(
+        slow["pcie"]["link_bw_bytes"] == expected,
+        f"link_bw_bytes {slow['pcie']['link_bw_bytes']} != {expected}",
+    )
+    topology = lab.facts["topology"]
+    notes = [n for n in topology["notes"] if n["where"] == port["address"]]
+    _require(
+        [(n["kind"], n["devices"]) for n in notes] == [("port-below-max", [slow["name"]])],
+        f"notes for {port['address']}: {notes}",
+    )
+    lab_names = {Path(dev).name for dev in lab.disks.values()}
+    wrong = [w for w in topology["warnings"] if set(w["devices"]) & lab_names]
+    _require(not wrong, f"link warnings for emulated NVMe at their maximum: {wrong}")
+    return (
+        f"{slow['name']}: root port {port['address']} at {port['link']['current_speed']:g} GT/s "
+        f"x{port['link']['current_width']} of its {speed:g} GT/s x{width}; NVMe 2.5 GT/s x1 of 2.5 GT/s x1, "
+        f"link_bw_bytes {expected:.0f}; note: {notes[0]['message']}"
+    )
+
+
+def shared_root_port_is_found(lab: Lab) -> str:
+    topology = lab.facts["topology"]
+    a, b = lab.device("shared-a"), lab.device("shared-b")
+    names = sorted([a["name"], b["name"]])
+    shared = [s for s in topology["shared_root_ports"] if s["devices"] == names]
+    _require(len(shared) == 1, f"shared root ports {topology['shared_root_ports']}, wanted one with {names}")
+    port = shared[0]["root_port"]
+    for device in (a, b):
+        _require(device["root_port"] == port and len(device["pci_path"]) == 4, device["pci_path"])
+    _require(a["pci_path"][:2] == b["pci_path"][:2] and a["pci_path"][2] != b["pci_path"][2], (a, b))
+    node0, node1 = lab.device("node0"), lab.device("node1")
+    _require(node0["root_port"] != node1["root_port"], (node0["root_port"], node1["root_port"]))
+    runs = lab.facts["runs"]
+    warned = [(w["kind"], w["devices"], w["where"]) for w in runs["shared"].get("warnings", [])]
+    _require(warned == [("shared-root-port", names, port)], f"the shared sweep warned {warned}")
+    numa = [w for w in runs["numa"].get("warnings", []) if w["kind"] == "shared-root-port"]
+    _require(not numa, f"the numa sweep (a disk per node) warned {numa}")
+    return (
+        f"{', '.join(names)} under root port {port} (switch {a['pci_path'][1]}); "
+        f"`run` warned: {runs['shared']['warnings'][0]['message']}"
+    )
+
+
 def guard_refused_and_disk_unchanged(lab: Lab) -> str:
     guard = lab.facts["guard"]
     for case, words in (("mounted", "mounted"), ("unmounted", "--allow-write")):
@@ -238,6 +315,8 @@ CHECKS: tuple[Callable[[Lab], str], ...] = (
     settings_back_to_their_originals,
     unknown_home_skips_local_and_remote,
     given_home_node_places_local_and_remote,
+    slowed_root_port_is_read_and_judged,
+    shared_root_port_is_found,
     guard_refused_and_disk_unchanged,
 )
 

@@ -3,9 +3,10 @@
 ``python -m lab.guest OUT`` (started by ``guest.sh``) writes to ``OUT``:
 
 - ``runs/<name>-<stamp>/``: one iobench run directory per matrix in ``matrices/``;
-- ``lab.json``: the guest's topology, which NVMe sits on which node, each
-  disk's settings before and after the sweeps, each run's directory, counts or
-  error, and the guard experiment's outcome with the disk's hashes.
+- ``lab.json``: the guest's topology (with its PCIe placement), which NVMe is
+  which (by serial), each disk's settings before and after the sweeps, each
+  run's directory, counts, plan warnings or error, and the guard experiment's
+  outcome with the disk's hashes.
 
 One Python process runs everything: under emulation, importing pandas alone
 takes half a minute.
@@ -24,11 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import iobench
+from iobench.system.hostfs import SystemRoot
 from iobench.system.topology import Topology
 from iobench.system.tuning import read_settings, write_setting
+from lab.machine import DISKS
 
 MATRICES = Path(__file__).resolve().parent / "matrices"
-SWEEPS = ("numa", "smt", "settings", "unknown-home", "home-node")
+SWEEPS = ("numa", "smt", "settings", "unknown-home", "home-node", "shared")
 # The node-0 disk starts from settings no sweep uses, so "restored" cannot pass by accident.
 START_SETTINGS: dict[str, str | int] = {"scheduler": "kyber", "readahead_kb": 256}
 GUARD_MOUNT = Path("/mnt/guard")
@@ -37,12 +40,13 @@ PRECIOUS = "data a benchmark must never destroy\n"
 
 
 def lab_disks(topology: Topology) -> dict[str, str]:
-    """``node0``, ``node1`` and ``nonode`` → /dev path, by the controllers' NUMA node, not by name."""
+    """``node0``, ``node1``, ``nonode``, ``slow``, ``shared-a``, ``shared-b`` → /dev path, by serial, not by name."""
+    system = SystemRoot()
     disks = {}
     for device in topology.devices:
-        if device.name.startswith("nvme"):
-            key = "nonode" if device.numa_node is None else f"node{device.numa_node}"
-            disks[key] = f"/dev/{device.name}"
+        serial = system.read_text(f"sys/block/{device.name}/device/serial")
+        if device.name.startswith("nvme") and serial in DISKS:
+            disks[serial.removeprefix("lab-")] = f"/dev/{device.name}"
     return disks
 
 
@@ -62,6 +66,7 @@ def run_sweep(name: str, runs: Path) -> dict[str, Any]:
         "counts": result.counts,
         "exit_code": result.exit_code,
         "seconds": round(time.monotonic() - started, 1),
+        "warnings": [warning.to_dict() for warning in result.plan.warnings],
     }
 
 
@@ -120,11 +125,12 @@ def main(out: Path) -> int:
         facts["topology"] = topology.to_dict()
         disks = lab_disks(topology)
         facts["disks"] = disks
-        if set(disks) != {"node0", "node1", "nonode"}:
-            facts["error"] = f"expected an NVMe on node 0, node 1 and one with no node; found {disks}"
+        wanted = {serial.removeprefix("lab-") for serial in DISKS}
+        if set(disks) != wanted:
+            facts["error"] = f"expected the NVMe {sorted(wanted)} (by serial); found {disks}"
             return 1
         for key, dev in disks.items():
-            os.environ[f"LAB_DISK_{key.upper()}"] = dev
+            os.environ[f"LAB_DISK_{key.upper().replace('-', '_')}"] = dev
         for name, value in START_SETTINGS.items():
             write_setting(Path(disks["node0"]).name, name, value)
         facts["settings_before"] = disk_settings(disks)

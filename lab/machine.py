@@ -39,8 +39,14 @@ PRUNED = (
     "net/bluetooth",
 )
 DISK_SIZE = 1 << 30
-# (serial, PCIe expander bridge's NUMA node or None for the root bus)
-DISKS = (("lab-node0", 0), ("lab-node1", 1), ("lab-nonode", None))
+# Every NVMe by serial (the guest finds its disks by serial, not by name):
+# node0/node1 behind a root port of their node's PCIe expander bridge, nonode on
+# the root bus (numa_node -1), slow behind a root port given a lower link
+# maximum than QEMU's default, shared-a/b behind one switch under one root port
+# of node 1's expander bridge.
+DISKS = ("lab-node0", "lab-node1", "lab-nonode", "lab-slow", "lab-shared-a", "lab-shared-b")
+# x-speed/x-width of the slow root port (QEMU's default is 16 GT/s x32).
+SLOW_PORT_LINK = ("5", "2")
 
 
 class LabUnavailable(Exception):
@@ -194,7 +200,7 @@ def accelerator() -> str:
 def make_disks(folder: Path) -> list[Path]:
     """Sparse 1 GiB images, one per NVMe controller."""
     images = []
-    for serial, _ in DISKS:
+    for serial in DISKS:
         image = folder / f"{serial}.img"
         with open(image, "wb") as handle:
             handle.truncate(DISK_SIZE)
@@ -205,7 +211,7 @@ def make_disks(folder: Path) -> list[Path]:
 def qemu_argv(
     kernel: Kernel, initramfs: Path, disks: list[Path], out: Path, *, python: str, accel: str
 ) -> list[str]:
-    """2 sockets × 2 cores × 2 threads, a NUMA node per socket, an NVMe per node plus one with no node."""
+    """2 sockets × 2 cores × 2 threads, a NUMA node per socket, six NVMe placed as :data:`DISKS` says."""
     if accel == "tcg":
         cpu = "max,vendor=GenuineIntel"  # TCG has no AMD topoext: an AMD-flavoured guest would see no SMT
     else:
@@ -227,15 +233,22 @@ def qemu_argv(
         "-numa", "cpu,node-id=1,socket-id=1",
         "-numa", "dist,src=0,dst=1,val=21",
     ]  # fmt: skip
-    for index, ((serial, node), image) in enumerate(zip(DISKS, disks, strict=True)):
+    for node in (0, 1):
+        # An expander bridge is a host bridge with its own _PXM; every endpoint needs an explicit bus.
+        argv += ["-device", f"pxb-pcie,id=pxb{node},bus_nr={64 * (node + 1)},numa_node={node},bus=pcie.0"]
+        argv += ["-device", f"pcie-root-port,id=port{node},bus=pxb{node},chassis={10 + node},slot=0"]
+    speed, width = SLOW_PORT_LINK
+    argv += [
+        "-device", f"pcie-root-port,id=slowport,bus=pcie.0,chassis=30,slot=0,x-speed={speed},x-width={width}",
+        "-device", "pcie-root-port,id=swport,bus=pxb1,chassis=31,slot=0",
+        "-device", "x3130-upstream,id=swup,bus=swport",
+        "-device", "xio3130-downstream,id=swdown0,bus=swup,chassis=32,slot=0",
+        "-device", "xio3130-downstream,id=swdown1,bus=swup,chassis=33,slot=0",
+    ]  # fmt: skip
+    # The root bus has no proximity domain: the nonode and slow disks get numa_node -1.
+    buses = ("port0", "port1", "pcie.0", "slowport", "swdown0", "swdown1")
+    for index, (serial, bus, image) in enumerate(zip(DISKS, buses, disks, strict=True)):
         argv += ["-drive", f"file={image},if=none,id=disk{index},format=raw,cache=none,aio=threads"]
-        if node is None:
-            bus = "pcie.0"  # the root bus has no proximity domain: numa_node = -1
-        else:
-            # An expander bridge is a host bridge with its own _PXM; every endpoint needs an explicit bus.
-            argv += ["-device", f"pxb-pcie,id=pxb{node},bus_nr={64 * (node + 1)},numa_node={node},bus=pcie.0"]
-            argv += ["-device", f"pcie-root-port,id=port{node},bus=pxb{node},chassis={10 + node},slot=0"]
-            bus = f"port{node}"
         argv += ["-device", f"nvme,drive=disk{index},serial={serial},bus={bus}"]
     argv += [
         "-fsdev", "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap",
@@ -246,7 +259,7 @@ def qemu_argv(
         "-initrd", str(initramfs),
         "-append", (
             f"console=ttyS0 quiet panic=-1 labinit={HERE / 'guest.sh'} labmodules={kernel.modules}"
-            f" labpython={python}"
+            f" labpython={python} labdisks={len(DISKS)}"
         ),
         "-display", "none",
         "-serial", f"file:{out / 'console.log'}",

@@ -63,6 +63,6 @@ def test_lab_check(lab_run: LabRun, name: str) -> None:
 def test_results_came_back_as_run_directories(lab_run: LabRun) -> None:
     assert (lab_run.out / "runs").is_dir(), guest_logs(lab_run.out)
     runs = sorted(p.name.rsplit("-", 2)[0] for p in (lab_run.out / "runs").iterdir())
-    assert runs == ["lab-home-node", "lab-numa", "lab-settings", "lab-smt", "lab-unknown-home"]
+    assert runs == ["lab-home-node", "lab-numa", "lab-settings", "lab-shared", "lab-smt", "lab-unknown-home"]
     assert all((p / "results.parquet").is_file() for p in (lab_run.out / "runs").iterdir())
     assert Path(lab_run.out / "checks.json").is_file()

@@ -301,11 +301,11 @@ fio:
   ioengine: null
   rw: randread
   bs: 4k
-  runtime: 5
+  runtime: 8
   time_based: 1
   rate_iops: 400
-  thinktime: 500000
-  thinktime_iotime: 1
+  thinktime: 1000000
+  thinktime_iotime: 2
   rate_ignore_thinktime: 1
   steadystate: iops:0
 matrix:
@@ -315,7 +315,10 @@ matrix:
 
 @pytest.mark.fio
 def test_real_fio_that_does_not_settle_is_not_steady(tmp_path: Path) -> None:
-    """1 s of I/O at 400 IOPS, 0.5 s idle, again: the windows swing between 200 and 400 IOPS.
+    """2 s of I/O at 400 IOPS, 1 s idle, again: a 3-window cycle, so no two pairs of windows agree.
+
+    (A 2-window cycle, such as 1 s on and 0.5 s off can give, averages out in the
+    pairs of windows: by design, that reads as steady.)
 
     Point 1 is judged by iobench from the logs (no steady-state duration);
     point 2 by fio itself, with a criterion that cannot hold (``iops:0``).

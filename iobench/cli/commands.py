@@ -69,6 +69,12 @@ def _print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2) + "\n")
 
 
+def _warn(warnings: Any) -> None:
+    """Print a plan's warnings (``Plan.warnings``) to stderr."""
+    for warning in warnings:
+        err.print(f"[yellow]warning:[/] {escape(str(warning))}", markup=True, soft_wrap=True)
+
+
 @app.command()
 def run(
     matrix: MatrixArg,
@@ -129,6 +135,7 @@ def run(
         if isinstance(progress, RichProgress):
             progress.live.stop()
     if quiet:
+        _warn(result.plan.warnings)
         print(result.run_dir)
     else:
         counts = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
@@ -201,6 +208,7 @@ def plan(
         the_plan = plan_matrix(m, fsroot=fsroot, allow_write=allow_write or [])
     except IobenchError as exc:
         raise _fail(exc) from None
+    _warn(the_plan.warnings)
     if as_json:
         _print_json(the_plan.to_json())
     else:
@@ -209,7 +217,8 @@ def plan(
 
 @app.command()
 def topology(fsroot: FsrootOpt = Path("/"), as_json: JsonOpt = False) -> None:
-    """NUMA nodes, CPUs, SMT siblings and block devices with their home node."""
+    """NUMA nodes, CPUs, SMT siblings, block devices with their home node and PCIe placement."""
+    from iobench.cli.console import pcie_lines
     from iobench.system.cpulist import format_cpulist
     from iobench.system.topology import discover_topology
 
@@ -230,6 +239,9 @@ def topology(fsroot: FsrootOpt = Path("/"), as_json: JsonOpt = False) -> None:
             f"{d.name:<12} node {home}  scheduler {d.scheduler or '-'}  readahead {d.readahead_kb} KiB  "
             f"{d.model or ''}".rstrip()
         )
+    for line in pcie_lines(topo):
+        print(line)
+    _warn(f for f in topo.pcie_findings() if f.severity == "warning")
 
 
 @app.command()

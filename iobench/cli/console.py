@@ -14,6 +14,8 @@ from rich.text import Text
 
 from iobench.planner.plans import Plan, PlannedRun
 from iobench.runner.sweep import PointOutcome, RunResult
+from iobench.system.pcie import format_bandwidth, format_link
+from iobench.system.topology import Topology
 
 
 def describe_params(params: dict[str, Any]) -> str:
@@ -31,6 +33,30 @@ def headline(outcome: PointOutcome) -> str:
     if outcome.lat_mean_us is not None:
         parts.append(f"{outcome.lat_mean_us:,.1f} µs")
     return " · ".join(parts) or "ok"
+
+
+def pcie_lines(topology: Topology) -> list[str]:
+    """``iobench topology``'s PCIe part: each PCI device's way up, the shared root ports, the notes."""
+    lines = []
+    for device in topology.devices:
+        placement = device.pcie
+        if placement is None:
+            continue
+        hops = []
+        for hop in reversed(placement.hops):
+            link = hop.link
+            state = format_link(link.current_gts, link.current_width)
+            if link.below_max:
+                state += f" of {format_link(link.max_gts, link.max_width)}"
+            hops.append(f"{hop.address} [{state}]" if link.known else hop.address)
+        bandwidth = format_bandwidth(placement.link_bw_bytes)
+        lines.append(
+            f"pcie {device.name:<10} {placement.root_complex or '?'} > {' > '.join(hops)}  ({bandwidth})"
+        )
+    for port, devices in topology.shared_root_ports().items():
+        lines.append(f"root port {port} is shared by {', '.join(devices)}")
+    lines.extend(f"note: {f}" for f in topology.pcie_findings() if f.severity == "note")
+    return lines
 
 
 def _clock(seconds: float) -> str:
@@ -78,6 +104,8 @@ class PlainProgress:
     def started(self, plan: Plan, todo: Sequence[PlannedRun], run_dir: Path) -> None:
         """Say where results go."""
         self.total = len(todo)
+        for warning in plan.warnings:
+            print(f"warning: {warning}", file=self.out, flush=True)
         print(f"iobench: {len(todo)} runs of {plan.matrix.name} -> {run_dir}", file=self.out, flush=True)
 
     def point_started(self, run: PlannedRun, index: int) -> None:
@@ -122,6 +150,8 @@ class RichProgress:
     def started(self, plan: Plan, todo: Sequence[PlannedRun], run_dir: Path) -> None:
         """Start the live display."""
         self.eta = _Eta(todo)
+        for warning in plan.warnings:
+            self.console.print(Text.assemble(("warning: ", "yellow"), str(warning)))
         self.console.print(f"[bold]{plan.matrix.name}[/]: {len(todo)} runs -> {run_dir}")
         eta = self.eta.seconds()
         self.bar.update(self.task, description=plan.matrix.name, total=len(todo), eta=_eta_text(eta))

@@ -112,6 +112,12 @@ class AxesModel(BaseModel):
     exclude: list[dict[str, ScalarValue]] = []
 
 
+#: Seconds between telemetry samples when the matrix does not say.
+TELEMETRY_INTERVAL_S = 1.0
+#: The shortest and longest interval ``telemetry: {interval: ...}`` accepts.
+TELEMETRY_LIMITS_S = (0.05, 3600.0)
+
+
 class MatrixModel(BaseModel):
     """The whole matrix file, structure only; meaning is checked afterwards."""
 
@@ -130,6 +136,7 @@ class MatrixModel(BaseModel):
     launch: Literal["single", "per-target"] = "single"
     timeout: StrictStr | StrictInt | None = None
     drop_caches: StrictBool = False
+    telemetry: Any = True
 
 
 @dataclass(frozen=True)
@@ -163,6 +170,8 @@ class Matrix:
     drop_caches: bool
     fio_binary: str
     fio_version: str
+    telemetry_s: float | None = TELEMETRY_INTERVAL_S
+    """Seconds between telemetry samples while a point runs; None when ``telemetry: false``."""
     hosts: tuple[Host, ...] = ()
 
     @property
@@ -514,6 +523,39 @@ def _target_list(
     return tuple(targets)
 
 
+def _telemetry(checker: _Checker) -> float | None:
+    """``telemetry:``: true (every :data:`TELEMETRY_INTERVAL_S`), false, or ``{interval: 0.5}``."""
+    raw = checker.model.telemetry
+    if raw is False:
+        return None
+    if raw is True:
+        return TELEMETRY_INTERVAL_S
+    hint = "write `telemetry: false`, `telemetry: true` or `telemetry: {interval: 0.5}`"
+    if not isinstance(raw, dict):
+        checker.issues.add(("telemetry",), f"{raw!r} is not true, false or a mapping", hint)
+        return None
+    for key in raw:
+        if key != "interval":
+            checker.issues.add(("telemetry", str(key)), "unknown key", "allowed keys: interval", key=True)
+    interval = raw.get("interval", TELEMETRY_INTERVAL_S)
+    if isinstance(interval, bool) or not isinstance(interval, int | float | str):
+        checker.issues.add(("telemetry", "interval"), f"{interval!r} is not a duration", hint)
+        return None
+    try:
+        seconds = parse_seconds(interval)
+    except ValueError as exc:
+        checker.issues.add(("telemetry", "interval"), str(exc))
+        return None
+    low, high = TELEMETRY_LIMITS_S
+    if not low <= seconds <= high:
+        checker.issues.add(
+            ("telemetry", "interval"),
+            f"interval {seconds:g} s is outside {low:g}–{high:g} s",
+            "1 s is the default; `telemetry: false` turns sampling off",
+        )
+    return seconds
+
+
 def _hosts(checker: _Checker, axes: dict[str, tuple[Value, ...]], entries: list[Combo]) -> tuple[Host, ...]:
     """``hosts:`` checked for form, and the ``host`` axis against their names."""
     issues = checker.issues
@@ -689,6 +731,7 @@ def parse_matrix(
     target_list = _targets(checker, targets, allow_write)
     host_list = _hosts(checker, axes, include)
     timeout_s = _timeout(checker)
+    telemetry_s = _telemetry(checker)
     _check_text(issues, ("name",), model.name, "name")
     _check_size(issues, axes, include, model.repeat)
     issues.raise_if_any()
@@ -716,6 +759,7 @@ def parse_matrix(
         drop_caches=model.drop_caches,
         fio_binary=catalog.binary,
         fio_version=catalog.version,
+        telemetry_s=telemetry_s,
         hosts=host_list,
     )
 

@@ -22,6 +22,7 @@ from iobench.planner.placement import Placement, Skip, job_binding, resolve_plac
 from iobench.system.cpulist import format_cpulist
 from iobench.system.hostfs import SystemRoot
 from iobench.system.hosts import HostFacts
+from iobench.system.pcie import PcieFinding, sweep_findings
 from iobench.system.safety import check_targets, root_disks
 from iobench.system.topology import TargetLocation, Topology, discover_topology, locate_target
 from iobench.system.tuning import QUEUE_SETTINGS as SETTINGS
@@ -106,7 +107,12 @@ class PlannedRun:
 
 @dataclass(frozen=True)
 class Plan:
-    """Everything a run will do, in the order it will do it."""
+    """Everything a run will do, in the order it will do it.
+
+    ``warnings`` are what the plan does not refuse but the user should know:
+    a target disk whose PCIe link is degraded or limited, several target
+    disks under one PCIe root port (docs/pcie.md).
+    """
 
     matrix: Matrix
     runs: tuple[PlannedRun, ...]
@@ -114,6 +120,7 @@ class Plan:
     fsroot: str
     topology: Topology = field(repr=False)
     locations: dict[str, TargetLocation] = field(repr=False)
+    warnings: tuple[PcieFinding, ...] = ()
     hosts: tuple[HostFacts, ...] = field(default=(), repr=False)
     """Each host's facts from the preflight (``hosts:``); empty for this machine."""
 
@@ -440,4 +447,8 @@ def plan(
             f"{matrix.source}: every point is skipped on this machine:\n"
             + "\n".join(f"  {r}" for r in reasons)
         )
-    return Plan(matrix, tuple(_ordered(points, matrix.order, seed)), seed, root, topology, locations)
+    disks = [disk for location in locations.values() for disk in location.disks]
+    warnings = tuple(sweep_findings(topology.placements(), disks))
+    return Plan(
+        matrix, tuple(_ordered(points, matrix.order, seed)), seed, root, topology, locations, warnings
+    )

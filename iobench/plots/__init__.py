@@ -32,6 +32,7 @@ from iobench.plots.heatmap import heatmap
 from iobench.plots.latency import latency_percentiles
 from iobench.plots.numa import local_vs_remote, smt
 from iobench.plots.ratios import ratios
+from iobench.plots.telemetry import busiest_threads, cpu_where, device_vs_fio
 from iobench.plots.timeline import timeline
 from iobench.results.points import parameter_columns, point_totals
 
@@ -39,9 +40,12 @@ __all__ = [
     "KINDS",
     "LABELS",
     "SCALES",
+    "busiest_threads",
     "caption",
     "cpu_per_io",
+    "cpu_where",
     "default_figures",
+    "device_vs_fio",
     "draw",
     "figures_for",
     "heatmap",

@@ -19,6 +19,7 @@ from iobench.plots.cpu import cpu_per_io
 from iobench.plots.heatmap import heatmap
 from iobench.plots.latency import latency_percentiles, percentile_layout
 from iobench.plots.numa import local_vs_remote, smt
+from iobench.plots.telemetry import busiest_threads, cpu_where, device_vs_fio
 from iobench.plots.timeline import timeline
 
 #: ``iobench plot RESULTS KIND``: each kind's function.
@@ -56,7 +57,7 @@ def _curves_per_panel(totals: pd.DataFrame) -> int:
     return max(dt.distinct(dt.select(totals, panels, panel), lines) for panel in dt.combos(totals, panels))
 
 
-def figures_for(df: pd.DataFrame) -> dict[str, Figure]:
+def figures_for(df: pd.DataFrame, telemetry: pd.DataFrame | None = None) -> dict[str, Figure]:
     """Every figure that fits the run's axes, keyed by a short name usable as a file name.
 
     ================================  ==================================================
@@ -70,12 +71,19 @@ def figures_for(df: pd.DataFrame) -> dict[str, Figure]:
     ``latency-percentiles``           ``clat_p*_us`` hold data (at most
                                       :data:`MAX_CURVES` curves a panel)
     ``cpu-per-io-<setting>``          scheduler, readahead_kb or direct varies
+    ``cpu-where``                     ``telemetry`` is given and holds CPU samples
+    ``device-vs-fio``                 ``telemetry`` is given and points have ``dev_iops``
+    ``busiest-threads``               ``telemetry`` is given and holds thread samples
     ================================  ==================================================
 
     Parameters
     ----------
     df
         A tidy frame.
+    telemetry
+        The run's :func:`iobench.telemetry`, for the figures that explain the
+        points (``iobench report`` passes it; the figures drawn at the end of a
+        run leave it out, to keep the run short).
 
     Returns
     -------
@@ -102,6 +110,20 @@ def figures_for(df: pd.DataFrame) -> dict[str, Figure]:
     setting = next((c for c in CPU_SETTINGS if c in axes), None)
     if setting and "cpu_us_per_io" in totals and totals["cpu_us_per_io"].notna().any():
         figures[f"cpu-per-io-{_slug(setting)}"] = cpu_per_io(df, setting)
+    if telemetry is not None and not telemetry.empty:
+        figures.update(_telemetry_figures(df, telemetry, totals))
+    return figures
+
+
+def _telemetry_figures(df: pd.DataFrame, telemetry: pd.DataFrame, totals: pd.DataFrame) -> dict[str, Figure]:
+    figures: dict[str, Figure] = {}
+    sources = set(telemetry["source"].dropna())
+    if "cpu" in sources:
+        figures["cpu-where"] = cpu_where(df, telemetry)
+    if "dev_iops" in totals and totals["dev_iops"].notna().any():
+        figures["device-vs-fio"] = device_vs_fio(df)
+    if "thread" in sources:
+        figures["busiest-threads"] = busiest_threads(df, telemetry)
     return figures
 
 

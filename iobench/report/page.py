@@ -31,8 +31,11 @@ import pandas as pd
 
 from iobench.errors import ResultsError, RunStorageError
 from iobench.plots.files import save_figure_file
+from iobench.report.verdicts import HEADER as VERDICT_HEADER
+from iobench.report.verdicts import verdict_groups
 from iobench.results.points import parameter_columns, summarize
 from iobench.results.rundir import load
+from iobench.results.telemetry import telemetry
 from iobench.store.records import Manifest
 from iobench.store.rundir import RunDir, remedy, replacing, storage
 
@@ -90,7 +93,7 @@ def write_report(
     run = RunDir.open(run_dir)
     frame = load(run.path)
     target = Path(out) if out is not None else run.path / "report"
-    figures = figures_for(frame)
+    figures = figures_for(frame, telemetry(run))
     not_steady = unsteady_timeline(run.path, frame)
     if not_steady is not None:
         figures["timeline-not-steady"] = not_steady
@@ -132,7 +135,7 @@ def render_page(
     figures: Iterable[tuple[str, str]],
     summary: pd.DataFrame | None = None,
 ) -> str:
-    """The HTML text: title, counts, figures (base64 PNG), summary, problems, machine, targets, matrix.
+    """The HTML text: title, counts, figures (base64 PNG), summary, bottlenecks, problems, machine, targets, matrix.
 
     Parameters
     ----------
@@ -155,6 +158,8 @@ def render_page(
         when=" → ".join(str(when) for when in (manifest.started, manifest.finished) if when),
         figures=list(figures),
         summary=_summary_table(summarize(frame, by=_split_by(frame)) if summary is None else summary),
+        verdicts=verdict_groups(frame),
+        verdict_header=VERDICT_HEADER,
         problems=_problems(frame),
         unsteady=_unsteady(frame),
         machine=_machine_rows(manifest),

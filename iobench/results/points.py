@@ -80,6 +80,33 @@ ADDED: tuple[str, ...] = ("jobs", "pct_exact")
 STEADY: tuple[str, ...] = ("steady", "steady_reason")
 #: How ``steady_reason`` begins when fio's own steady-state detection (``steadystate=``) judged.
 FIO_STEADY = "fio steadystate"
+#: The telemetry summary of a point (:mod:`iobench.results.telemetry`, docs/telemetry.md), in frame
+#: order: the ``dev_*`` numbers are the row's direction's, the rest the point × repeat's.
+TELEMETRY: tuple[str, ...] = (
+    "dev_iops",
+    "dev_bw_bytes",
+    "dev_await_ms",
+    "dev_util_pct",
+    "dev_fio_ratio",
+    "cpu_busy_pct",
+    "cpu_busy_max_pct",
+    "cpu_sys_pct",
+    "irq_remote_pct",
+    "top_thread",
+    "top_thread_pct",
+    "bottleneck",
+    "bottleneck_reason",
+    "telemetry_note",
+)
+#: The text columns among :data:`TELEMETRY`.
+TELEMETRY_TEXT: frozenset[str] = frozenset(
+    {"top_thread", "bottleneck", "bottleneck_reason", "telemetry_note"}
+)
+#: What :func:`summarize` keeps of them over repeats: the numbers' means, the verdicts and busiest threads seen.
+TELEMETRY_SUMMARY: tuple[str, ...] = tuple(c for c in TELEMETRY if c not in TELEMETRY_TEXT) + (
+    "top_thread",
+    "bottleneck",
+)
 
 #: The percentiles a point carries, by latency kind: ``clat_p99_us``, ``lat_p99_9_us``, ...
 LATENCY_KINDS: tuple[str, ...] = ("clat", "lat", "slat")
@@ -195,6 +222,7 @@ def _not_parameters() -> frozenset[str]:
             *ADDED,
             *STEADY,
             "unsteady",
+            *TELEMETRY,
             *percentiles,
             "source",
         }
@@ -419,6 +447,15 @@ def _totals(rows: pd.DataFrame, keys: list[str], context: list[str]) -> pd.DataF
         totals["steady"] = _all_of(rows["steady"], ids, count)
     if "steady_reason" in present:
         totals["steady_reason"] = _one_or_joined(rows, "steady_reason", ids, count).astype("string").array
+    for column in TELEMETRY:
+        if column in present:  # the same on every row of a point × repeat (× direction)
+            if column in TELEMETRY_TEXT:
+                totals[column] = pd.array(_one_or_joined(rows, column, ids, count).array, dtype="string")
+            else:
+                numbers = _floats(rows, column)
+                known = np.bincount(ids, weights=~np.isnan(numbers), minlength=count) > 0
+                top = groups.max(np.where(np.isnan(numbers), -np.inf, numbers))
+                totals[column] = pd.array(np.where(known, top, np.nan), dtype="Float64")
     return totals
 
 
@@ -503,7 +540,8 @@ def point_totals(df: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFr
         combined); ``pct_exact`` (the ``clat_p*_us`` are fio's own: merged json+
         bins, or one job's printed value; false: approximated; NA: none); then
         the :data:`CONTEXT` columns; then ``steady`` and ``steady_reason`` when
-        ``df`` has them (a point × repeat judged as a whole).
+        ``df`` has them (a point × repeat judged as a whole); then the
+        :data:`TELEMETRY` columns the frame has (the same on every row of a point × repeat × direction).
 
     Raises
     ------
@@ -684,7 +722,9 @@ def summarize(
         shorter than ``runtime_requested_ms``, unless fio stopped it on reaching
         steady state), ``unsteady`` (repeats judged not steady, counted before
         ``steady_only`` leaves them out; NA when the frame has no ``steady``
-        column), then the :data:`CONTEXT` columns.
+        column), then the :data:`CONTEXT` columns, then, where the frame has
+        telemetry, ``<m>_mean`` of its numbers and the distinct ``top_thread``
+        and ``bottleneck`` values over the repeats (joined with ``+``).
 
     Raises
     ------
@@ -699,7 +739,10 @@ def summarize(
     extra = [c for cs in list(_PERCENTILES.values())[1:] for c in cs.values() if c in totals]
     metrics = [m for m in SUMMARY_METRICS if m in totals] + extra
     stats = [f"{m}_{s}" for m in metrics for s in ("mean", "std", "ci95", "cv")]
-    columns = [*keys, "n", *stats, "pct_exact", "noisy", "short_runtime", "unsteady", *context]
+    observed = [c for c in TELEMETRY_SUMMARY if c in totals]
+    numbers = [c for c in observed if c not in TELEMETRY_TEXT]
+    telemetry = [f"{c}_mean" if c in numbers else c for c in observed]
+    columns = [*keys, "n", *stats, "pct_exact", "noisy", "short_runtime", "unsteady", *context, *telemetry]
     if totals.empty:
         return pd.DataFrame(columns=columns)
     not_steady = _not_steady(totals)
@@ -735,6 +778,13 @@ def summarize(
     summary["unsteady"] = counted if "steady" in totals else pd.array([pd.NA] * count, dtype="Int64")
     for column in context:
         summary[column] = _one_or_joined(totals, column, ids, count).array
+    if numbers:
+        means = over_repeats(totals, keys, numbers)
+        for column in numbers:
+            summary[f"{column}_mean"] = means[f"{column}_mean"].astype("Float64").array
+    for column in observed:
+        if column in TELEMETRY_TEXT:
+            summary[column] = pd.array(_one_or_joined(totals, column, ids, count).array, dtype="string")
     return summary[columns]
 
 

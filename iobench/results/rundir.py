@@ -14,8 +14,9 @@ from iobench.errors import ResultsError, RunStorageError
 from iobench.results.fioout import parse_fio_text
 from iobench.results.fioout.clients import client_key, parse_client_output
 from iobench.results.fioout.frame import FRAME_METRICS
-from iobench.results.points import EXTRA, IDENTITY, PLACEMENT, STEADY
+from iobench.results.points import EXTRA, IDENTITY, PLACEMENT, STEADY, TELEMETRY
 from iobench.results.steady import with_steady
+from iobench.results.telemetry import with_telemetry
 from iobench.store.records import FRAME_VERSION, Manifest, PointMeta, ProcessRecord
 from iobench.store.rundir import RunDir
 
@@ -185,8 +186,10 @@ def build_frame(run: RunDir, parsed: Parsed | None = None) -> pd.DataFrame:
         axes += [a for a in meta.params if a not in axes and a not in PLACEMENT and a not in IDENTITY]
     if not frames:
         return pd.DataFrame({c: pd.Series([], dtype="object") for c in IDENTITY})
-    frame = with_steady(_tidy_types(pd.concat(frames, ignore_index=True), axes), run)
-    order = [c for c in (*IDENTITY, *axes, *PLACEMENT, *FRAME_METRICS, *EXTRA, *STEADY) if c in frame]
+    frame = with_steady(with_telemetry(_tidy_types(pd.concat(frames, ignore_index=True), axes), run), run)
+    order = [
+        c for c in (*IDENTITY, *axes, *PLACEMENT, *FRAME_METRICS, *EXTRA, *STEADY, *TELEMETRY) if c in frame
+    ]
     rest = [c for c in frame.columns if c not in order and c != "source"]
     return _with_machine(frame[order + rest], manifest)
 

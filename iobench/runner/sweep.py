@@ -39,6 +39,7 @@ from iobench.planner.plans import FioProcess, Plan, PlannedRun, plan
 from iobench.results.fioout import parse_fio_text
 from iobench.results.points import headline
 from iobench.results.rundir import build_frame
+from iobench.runner import recording
 from iobench.store.records import MachineFacts, Manifest, PointMeta, ProcessRecord, Status
 from iobench.store.rundir import RunDir, describe_counts, now, probe, remedy, write_text
 from iobench.system.hostfs import SystemRoot, devno_text
@@ -442,6 +443,7 @@ class _PointRunner:
         meta.settings = _device_settings(self.plan, run)
         started = time.monotonic()
         token = f"{os.getpid()}-{run.key}-{time.monotonic_ns()}"
+        sampling = recording.start(self.plan, run)
         try:
             results = self._launch(run, cwd, token)
         except CommandNotFound:
@@ -453,8 +455,12 @@ class _PointRunner:
             self.run_dir.commit(cwd, run.key, meta)
             return PointOutcome(run.key, "failed", str(dead), time.monotonic() - started)
         finally:
+            if sampling is not None:
+                sampling.stop()
             _reap(token, self.system)
         status, reason, frames = self._judge(run, cwd, results)
+        if sampling is not None:
+            sampling.save(cwd, [cwd / p.output for p in run.processes], frames, status)
         write_text(cwd / "stderr.txt", "".join(done.stderr for done, _ in results))
         _ended(meta, status, reason, started)
         meta.processes = [self._process_meta(p, r) for p, r in zip(run.processes, results, strict=True)]

@@ -37,10 +37,14 @@ from iobench.errors import IobenchError, TopologyError
 from iobench.system.cpulist import parse_cpulist, parse_cpumask
 
 __all__ = [
+    "CPU_TIME_FIELDS",
+    "DiskStat",
+    "Interrupts",
     "Mount",
     "ProcessStat",
     "SystemFileError",
     "SystemRoot",
+    "TaskStat",
     "block_node_devno",
     "devno_text",
 ]
@@ -150,6 +154,122 @@ class ProcessStat:
     def exit_code(self) -> int | None:
         """The wait status of a zombie (field 52, Linux 3.5+); None on older kernels."""
         return _int_or_none(self.field(52))
+
+
+#: The per-CPU columns of ``/proc/stat``, in clock ticks (``guest`` is counted in ``user`` too).
+CPU_TIME_FIELDS: tuple[str, ...] = (
+    "user",
+    "nice",
+    "system",
+    "idle",
+    "iowait",
+    "irq",
+    "softirq",
+    "steal",
+    "guest",
+    "guest_nice",
+)
+_PF_KTHREAD = 0x00200000
+
+
+@dataclass(frozen=True)
+class DiskStat:
+    """One line of ``/proc/diskstats``: a block device's counters since boot (Documentation/admin-guide/iostats.rst).
+
+    Times are in milliseconds, sizes in 512-byte sectors whatever the device's
+    block size. Discard fields (Linux 4.18+) and flush fields (5.5+) are 0 on
+    kernels that do not have them.
+    """
+
+    reads: int
+    reads_merged: int
+    sectors_read: int
+    read_ms: int
+    writes: int
+    writes_merged: int
+    sectors_written: int
+    write_ms: int
+    in_flight: int
+    io_ms: int
+    queue_ms: int
+    discards: int = 0
+    discards_merged: int = 0
+    sectors_discarded: int = 0
+    discard_ms: int = 0
+    flushes: int = 0
+    flush_ms: int = 0
+
+
+@dataclass(frozen=True)
+class Interrupts:
+    """``/proc/interrupts``: the count of every interrupt line on every CPU it lists.
+
+    Attributes
+    ----------
+    cpus : tuple of int
+        The CPU of each count column (the header names only online CPUs).
+    counts : dict of str to tuple of int
+        Line (``"36"``, ``"NMI"``) → its count on each CPU of :attr:`cpus`.
+    names : dict of str to str
+        Line → the rest of its row: controller, trigger and the handlers'
+        names (``PCI-MSIX-0000:00:02.0 1-edge virtio1-req.0``).
+    """
+
+    cpus: tuple[int, ...]
+    counts: dict[str, tuple[int, ...]]
+    names: dict[str, str]
+
+
+@dataclass(frozen=True)
+class TaskStat:
+    """A thread's CPU use from ``/proc/<pid>/task/<tid>/stat``.
+
+    Attributes
+    ----------
+    pid, tid : int
+        Its process and itself (equal for a single-threaded process and for kernel threads).
+    comm : str
+        Its name (``fio``, ``kworker/1:1H-kblockd``, ``iou-wrk-4242``).
+    user_ticks, system_ticks : int
+        CPU time since it started, in clock ticks (fields 14 and 15).
+    processor : int or None
+        The CPU it last ran on (field 39).
+    kernel : bool
+        A kernel thread (``PF_KTHREAD`` in field 9).
+    """
+
+    pid: int
+    tid: int
+    comm: str
+    user_ticks: int
+    system_ticks: int
+    processor: int | None
+    kernel: bool
+
+
+def _parse_stat(pid: int, text: str) -> ProcessStat | None:
+    """A ``stat`` line split around ``comm``; None when it makes no sense."""
+    if ")" not in text:
+        return None
+    head, _, tail = text.rpartition(")")
+    fields = tuple(tail.split())
+    if len(fields) < 2 or not fields[1].isdigit():
+        return None
+    return ProcessStat(pid=pid, comm=head.partition("(")[2], fields=fields)
+
+
+def _read_small(path: str) -> bytes | None:
+    """One ``read(2)`` of a small procfs file (cheaper than :meth:`Path.read_text` in a hot loop)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _int_or_none(text: str | None) -> int | None:
@@ -560,13 +680,7 @@ class SystemRoot:
     def process_stat(self, pid: int) -> ProcessStat | None:
         """``proc/<pid>/stat``, or None when the process is gone or the line makes no sense."""
         text = self.read_text(self.procfs / str(pid) / "stat")
-        if text is None or ")" not in text:
-            return None
-        head, _, tail = text.rpartition(")")
-        fields = tuple(tail.split())
-        if len(fields) < 2 or not fields[1].isdigit():
-            return None
-        return ProcessStat(pid=pid, comm=head.partition("(")[2], fields=fields)
+        return None if text is None else _parse_stat(pid, text)
 
     def parent_pids(self) -> dict[int, int]:
         """Every process's parent, from each ``proc/<pid>/stat``: pid → ppid."""
@@ -646,3 +760,164 @@ class SystemRoot:
             if key.strip() in ("model name", "cpu", "Processor"):
                 return value.strip()
         return None
+
+    # --- counters (telemetry) ------------------------------------------------------------
+
+    def cpu_times(self) -> dict[int, tuple[int, ...]] | None:
+        """Each CPU's time since boot from ``proc/stat``, in clock ticks, in :data:`CPU_TIME_FIELDS` order.
+
+        Returns
+        -------
+        dict of int to tuple of int or None
+            CPU number → ticks (missing trailing fields of old kernels are 0);
+            None when the file cannot be read.
+        """
+        text = self.read_text("proc/stat")
+        if text is None:
+            return None
+        times: dict[int, tuple[int, ...]] = {}
+        width = len(CPU_TIME_FIELDS)
+        for line in text.splitlines():
+            if not (line.startswith("cpu") and line[3:4].isdigit()):
+                continue
+            name, *values = line.split()
+            try:
+                numbers = [int(v) for v in values[:width]]
+            except ValueError:
+                continue
+            times[int(name[3:])] = tuple(numbers + [0] * (width - len(numbers)))
+        return times
+
+    def diskstats(self) -> dict[str, DiskStat] | None:
+        """Every block device's counters from ``proc/diskstats``, by kernel name; None when unreadable."""
+        text = self.read_text("proc/diskstats")
+        if text is None:
+            return None
+        stats: dict[str, DiskStat] = {}
+        for line in text.splitlines():
+            fields = line.split()
+            if len(fields) < 14:
+                continue
+            try:
+                numbers = [int(v) for v in fields[3:20]]
+            except ValueError:
+                continue
+            stats[fields[2]] = DiskStat(*numbers)
+        return stats
+
+    def interrupts(self) -> Interrupts | None:
+        """``proc/interrupts`` parsed; None when it cannot be read (some containers hide it)."""
+        text = self.read_text("proc/interrupts")
+        if not text:
+            return None
+        lines = text.splitlines()
+        try:
+            cpus = tuple(int(word[3:]) for word in lines[0].split() if word.startswith("CPU"))
+        except ValueError:
+            return None
+        counts: dict[str, tuple[int, ...]] = {}
+        names: dict[str, str] = {}
+        for line in lines[1:]:
+            label, sep, rest = line.partition(":")
+            if not sep:
+                continue
+            words = rest.split()
+            numbers = []
+            for word in words[: len(cpus)]:
+                if not word.isdigit():
+                    break
+                numbers.append(int(word))
+            if not numbers:
+                continue
+            irq = label.strip()
+            counts[irq] = tuple(numbers + [0] * (len(cpus) - len(numbers)))
+            names[irq] = " ".join(words[len(numbers) :])
+        return Interrupts(cpus=cpus, counts=counts, names=names)
+
+    def meminfo(self) -> dict[str, int] | None:
+        """``proc/meminfo`` in bytes (``Dirty``, ``Writeback``, ``Cached``, …); None when unreadable."""
+        text = self.read_text("proc/meminfo")
+        if text is None:
+            return None
+        found: dict[str, int] = {}
+        for line in text.splitlines():
+            key, _, value = line.partition(":")
+            words = value.split()
+            if words and words[0].isdigit():
+                found[key.strip()] = int(words[0]) * (1024 if words[1:2] == ["kB"] else 1)
+        return found
+
+    def tasks(self) -> list[TaskStat]:
+        """Every thread of every process and every kernel thread, with its CPU time so far.
+
+        One ``read(2)`` per thread: this runs once per telemetry sample. Threads
+        that end while they are listed are left out.
+        """
+        found: list[TaskStat] = []
+        proc = os.fspath(self.procfs)
+        try:
+            pids = [name for name in os.listdir(proc) if name.isdigit()]
+        except OSError:
+            return found
+        for pid in pids:
+            task_dir = f"{proc}/{pid}/task"
+            try:
+                tids = os.listdir(task_dir)
+            except OSError:
+                continue
+            for tid in tids:
+                data = _read_small(f"{task_dir}/{tid}/stat")
+                parsed = None if data is None else _parse_stat(int(tid), data.decode(errors="replace"))
+                if parsed is None:
+                    continue
+                utime, stime = _int_or_none(parsed.field(14)), _int_or_none(parsed.field(15))
+                if utime is None or stime is None:
+                    continue
+                flags = _int_or_none(parsed.field(9)) or 0
+                found.append(
+                    TaskStat(
+                        pid=int(pid),
+                        tid=int(tid),
+                        comm=parsed.comm,
+                        user_ticks=utime,
+                        system_ticks=stime,
+                        processor=_int_or_none(parsed.field(39)),
+                        kernel=bool(flags & _PF_KTHREAD),
+                    )
+                )
+        return found
+
+    def device_irqs(self, name: str) -> tuple[int, ...]:
+        """The interrupt lines of the hardware under a block device, from sysfs.
+
+        Walks up from the device's folder to the first ancestor with
+        ``msi_irqs/`` (MSI and MSI-X vectors: an NVMe controller's queues, a
+        virtio device's), else the first with a legacy ``irq`` line.
+
+        Parameters
+        ----------
+        name : str
+            A whole disk (``nvme0n1``, ``sda``, ``vda``).
+
+        Returns
+        -------
+        tuple of int
+            Ascending; empty for virtual devices (loop, dm, md, zram) and where
+            sysfs shows neither.
+        """
+        current = self.block_dir(name)
+        top = self.realpath("sys/devices")
+        while current is not None and current != top and top in current.parents:
+            vectors = [int(n) for n in self.list_dir(current / "msi_irqs") if n.isdigit()]
+            if vectors:
+                return tuple(sorted(vectors))
+            legacy = self.read_int(current / "irq") if (current / "subsystem").exists() else None
+            if legacy and os.path.basename(os.path.realpath(current / "subsystem")) == "pci":
+                return (legacy,)
+            current = current.parent
+        return ()
+
+    def loop_backing_file(self, name: str) -> str | None:
+        """The file behind loop device ``name`` (``loop/backing_file``), or None for anything else."""
+        directory = self.block_dir(name)
+        return self.read_text(directory / "loop" / "backing_file") if directory is not None else None

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from iobench.errors import TopologyError
 from iobench.system.cpulist import parse_cpulist
 from iobench.system.hostfs import SystemRoot, devno_text
+from iobench.system.pcie import PcieFinding, PciePlacement, link_findings, read_placement, shared_root_ports
 
 __all__ = [
     "Core",
@@ -104,6 +105,11 @@ class Device:
         Capacity (``size`` is in 512-byte sectors whatever the block size).
     partitions, holders, slaves : tuple of str
         Partition names; devices stacked on it (dm, md); devices under it.
+    pcie : PciePlacement or None
+        Its PCI function, the bridges up to the root port with each link's
+        current and maximum speed and width, and ``link_bw_bytes``, the
+        bandwidth of the narrowest link on that way (docs/pcie.md); None for
+        a device with no PCI function above it.
     """
 
     name: str
@@ -118,6 +124,7 @@ class Device:
     holders: tuple[str, ...]
     slaves: tuple[str, ...]
     firmware: str | None = None
+    pcie: PciePlacement | None = None
 
 
 @dataclass(frozen=True)
@@ -172,6 +179,39 @@ class Topology:
         """
         return next((dev for dev in self.devices if dev.name == name), None)
 
+    def placements(self) -> dict[str, PciePlacement | None]:
+        """Return each whole device's PCIe placement.
+
+        Returns
+        -------
+        dict of str to PciePlacement or None
+            Device name → placement, None for devices without a PCI function.
+        """
+        return {dev.name: dev.pcie for dev in self.devices}
+
+    def shared_root_ports(self) -> dict[str, tuple[str, ...]]:
+        """Return the root ports with more than one block device below them.
+
+        Returns
+        -------
+        dict of str to tuple of str
+            Root port address → device names (see
+            :func:`iobench.system.pcie.shared_root_ports`).
+        """
+        return shared_root_ports(self.placements())
+
+    def pcie_findings(self) -> tuple[PcieFinding, ...]:
+        """Return what the PCIe links of every block device call for.
+
+        Returns
+        -------
+        tuple of PcieFinding
+            Degraded and limiting links (``severity`` ``"warning"``) and ports
+            below their own maximum that limit nothing (``"note"``); see
+            :func:`iobench.system.pcie.link_findings` and docs/pcie.md.
+        """
+        return tuple(link_findings(self.placements()))
+
     def online_cpus(self) -> tuple[int, ...]:
         """Return every online CPU of the machine.
 
@@ -212,8 +252,15 @@ class Topology:
         dict
             ``nodes``, ``cores`` and ``devices`` in the shape of SPEC §9, plus
             ``fsroot``, each core's ``node`` and each device's ``partitions``,
-            ``holders`` and ``slaves``.
+            ``holders`` and ``slaves``. Each device carries ``pci_path``
+            (root port first, its own function last; empty off PCI),
+            ``root_port``, ``link`` (its own function's, speeds in GT/s) and
+            ``pcie`` (every hop, ``root_complex``, ``link_bw_bytes``,
+            ``max_link_bw_bytes``), null off PCI; ``shared_root_ports`` lists
+            root ports above several devices, ``warnings`` and ``notes`` the
+            PCIe findings (docs/pcie.md).
         """
+        findings = self.pcie_findings()
         return {
             "fsroot": self.fsroot,
             "nodes": [{"id": n.id, "cpus": list(n.cpus), "distances": list(n.distances)} for n in self.nodes],
@@ -222,6 +269,12 @@ class Topology:
                 for c in self.cores
             ],
             "devices": [_device_dict(d) for d in self.devices],
+            "shared_root_ports": [
+                {"root_port": port, "devices": list(devices)}
+                for port, devices in self.shared_root_ports().items()
+            ],
+            "warnings": [f.to_dict() for f in findings if f.severity == "warning"],
+            "notes": [f.to_dict() for f in findings if f.severity == "note"],
         }
 
 
@@ -439,6 +492,7 @@ def _read_device(system: SystemRoot, name: str, nodes: tuple[Node, ...]) -> Devi
         firmware=system.read_text(path / "device" / "firmware_rev")
         or system.read_text(path / "device" / "rev")
         or None,
+        pcie=read_placement(system, path),
     )
 
 
@@ -495,6 +549,10 @@ def _device_dict(device: Device) -> dict[str, Any]:
         "partitions": list(device.partitions),
         "holders": list(device.holders),
         "slaves": list(device.slaves),
+        "pci_path": list(device.pcie.path) if device.pcie else [],
+        "root_port": device.pcie.root_port if device.pcie else None,
+        "link": device.pcie.link.to_dict() if device.pcie else None,
+        "pcie": device.pcie.to_dict() if device.pcie else None,
     }
 
 

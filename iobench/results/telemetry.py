@@ -1,0 +1,1086 @@
+"""System telemetry of a point: the samples (long form), the per-point summary and the bottleneck verdict.
+
+The runner samples the system while each point runs
+(:mod:`iobench.system.sampler`) and :func:`build_table` turns the raw counters
+into one row per sample interval × entity × metric, saved as
+``points/<key>/telemetry.parquet`` with the point's context (what was watched,
+the measured window, notes about counters that were missing) in the file's
+metadata. :func:`telemetry` reads them all back; :func:`with_telemetry` adds the
+per-point summary columns to the tidy frame. docs/telemetry.md has the rules and
+the thresholds; they live here as constants and nowhere else.
+
+Rates are taken over each interval between two samples. ``t_s`` is the end of
+the interval, in seconds from the start of the point's measured window (fio's
+runtime, ramp excluded), clipped to the window; the intervals tile the window.
+A summary is a mean over the window (:func:`_means` has the rules): device
+and interrupt counts over fio's runtime, CPU and thread shares weighted by each
+interval's time inside the window.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from iobench.errors import ResultsError
+from iobench.results.points import TELEMETRY, TELEMETRY_TEXT, parameter_columns, point_totals
+from iobench.store.records import PointMeta
+from iobench.store.rundir import RunDir, storage
+from iobench.system.hostfs import CPU_TIME_FIELDS
+from iobench.system.pcie import link_bandwidth
+from iobench.system.sampler import Snapshot
+
+FILE_NAME = "telemetry.parquet"
+#: The long form's columns (SPEC §12).
+COLUMNS: tuple[str, ...] = ("point", "repeat", "t_s", "source", "entity", "node", "metric", "value")
+SOURCES: tuple[str, ...] = ("cpu", "thread", "disk", "irq", "mem")
+_META_KEY = b"iobench_telemetry"
+
+# --- thresholds of the verdict (docs/telemetry.md) ---------------------------------
+#: The point's CPUs count as saturated from this mean busy share (%).
+CPU_BUSY_PCT = 95.0
+#: One thread of the point (fio's, or a kernel thread) counts as saturating its CPU from this share (%).
+THREAD_BUSY_PCT = 95.0
+#: A device counts as saturated from this utilisation (% of the time with I/O in flight).
+DEVICE_UTIL_PCT = 95.0
+#: Deeper queue, no more I/Os: a point whose iodepth is at least ``AWAIT_DEPTH_RATIO`` × the previous
+#: one's, with device IOPS up by less than ``AWAIT_IOPS_GAIN`` and await up by at least ``AWAIT_RATIO`` ×.
+AWAIT_DEPTH_RATIO = 2.0
+AWAIT_IOPS_GAIN = 0.10
+AWAIT_RATIO = 1.5
+#: A CPU serving at least ``IRQ_SHARE_PCT`` % of the target devices' interrupts, spending at least
+#: ``IRQ_CPU_PCT`` % of its time in irq + softirq, makes the point interrupt-bound.
+IRQ_SHARE_PCT = 10.0
+IRQ_CPU_PCT = 50.0
+#: Completions served on a node other than the device's own from this share (%) make it ``remote-irq``.
+REMOTE_IRQ_PCT = 50.0
+#: A PCIe link counts as saturated from this share of its bandwidth (%).
+LINK_PCT = 90.0
+#: Device vs fio I/O counts: outside ``[1 / MISMATCH, MISMATCH]`` the difference is explained in a note.
+MISMATCH = 1.25
+#: A process that is neither fio's nor the kernel's, using this much of a CPU, is named in a note.
+OTHER_THREAD_PCT = 50.0
+
+#: Per point × repeat × direction.
+DIRECTION_COLUMNS: tuple[str, ...] = ("dev_iops", "dev_bw_bytes", "dev_await_ms", "dev_fio_ratio")
+#: Every column :func:`with_telemetry` adds to the tidy frame, in frame order (listed once, in points).
+SUMMARY_COLUMNS: tuple[str, ...] = TELEMETRY
+#: Per point × repeat.
+POINT_COLUMNS: tuple[str, ...] = tuple(c for c in TELEMETRY if c not in DIRECTION_COLUMNS)
+VERDICTS: tuple[str, ...] = (
+    "cpu:sys",
+    "cpu:user",
+    "link",
+    "device",
+    "interrupts",
+    "remote-irq",
+    "none-found",
+)
+
+_DIRECTION_PREFIX = {"read": "read", "write": "write", "trim": "discard"}
+_SECTOR = 512
+_CLK_TCK = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
+
+
+# --- samples → long form ---------------------------------------------------------------
+
+
+class _Rows:
+    def __init__(self) -> None:
+        self.t_s: list[float] = []
+        self.source: list[str] = []
+        self.entity: list[str] = []
+        self.node: list[int | None] = []
+        self.metric: list[str] = []
+        self.value: list[float] = []
+
+    def add(self, t_s: float, source: str, entity: str, node: int | None, metric: str, value: float) -> None:
+        self.t_s.append(t_s)
+        self.source.append(source)
+        self.entity.append(entity)
+        self.node.append(node)
+        self.metric.append(metric)
+        self.value.append(float(value))
+
+
+def _cpu_rows(
+    rows: _Rows, t_s: float, before: Snapshot, after: Snapshot, cpu_nodes: Mapping[int, int]
+) -> None:
+    if before.cpu is None or after.cpu is None:
+        return
+    index = {name: i for i, name in enumerate(CPU_TIME_FIELDS)}
+    counted = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")  # guest is in user
+    for cpu, now in after.cpu.items():
+        then = before.cpu.get(cpu)
+        if then is None:
+            continue
+        delta = {name: max(0, now[index[name]] - then[index[name]]) for name in counted}
+        total = sum(delta.values())
+        if total <= 0:
+            continue
+        node = cpu_nodes.get(cpu)
+        pct = {name: 100.0 * value / total for name, value in delta.items()}
+        for metric, value in (
+            ("user_pct", pct["user"] + pct["nice"]),
+            ("system_pct", pct["system"]),
+            ("irq_pct", pct["irq"]),
+            ("softirq_pct", pct["softirq"]),
+            ("iowait_pct", pct["iowait"]),
+            ("steal_pct", pct["steal"]),
+            ("idle_pct", pct["idle"]),
+            ("busy_pct", 100.0 - pct["idle"] - pct["iowait"]),
+        ):
+            rows.add(t_s, "cpu", str(cpu), node, metric, value)
+
+
+def _thread_rows(
+    rows: _Rows,
+    t_s: float,
+    seconds: float,
+    before: Snapshot,
+    after: Snapshot,
+    cpu_nodes: Mapping[int, int],
+    kinds: dict[str, str],
+) -> None:
+    """One row set per thread name: CPU share summed over its threads (% of one CPU), and the busiest one's."""
+    if before.tasks is None or after.tasks is None:
+        return
+    leaders = {t.pid: t.comm for t in after.tasks.values() if t.tid == t.pid}
+    named: dict[str, list[float]] = {}
+    where: dict[str, tuple[float, int | None]] = {}
+    for tid, now in after.tasks.items():
+        then = before.tasks.get(tid)
+        if then is None or then.pid != now.pid:
+            continue
+        user = max(0, now.user_ticks - then.user_ticks) / _CLK_TCK
+        system = max(0, now.system_ticks - then.system_ticks) / _CLK_TCK
+        if user + system <= 0:
+            continue
+        share = 100.0 * (user + system) / seconds
+        totals = named.setdefault(now.comm, [0.0, 0.0, 0.0, 0.0, 0.0])
+        totals[0] += share
+        totals[1] += 100.0 * user / seconds
+        totals[2] += 100.0 * system / seconds
+        totals[3] += 1
+        totals[4] = max(totals[4], share)
+        if share >= where.get(now.comm, (-1.0, None))[0]:
+            where[now.comm] = (share, None if now.processor is None else cpu_nodes.get(now.processor))
+        if now.comm not in kinds:
+            leader = leaders.get(now.pid, "")
+            kinds[now.comm] = "kernel" if now.kernel else "fio" if leader.startswith("fio") else "other"
+    for comm, (cpu, user, system, threads, busiest) in named.items():
+        node = where[comm][1]
+        for metric, value in (
+            ("cpu_pct", cpu),
+            ("user_pct", user),
+            ("system_pct", system),
+            ("threads", threads),
+            ("max_thread_pct", busiest),
+        ):
+            rows.add(t_s, "thread", comm, node, metric, value)
+
+
+def _disk_rows(
+    rows: _Rows, t_s: float, seconds: float, before: Snapshot, after: Snapshot, homes: Mapping[str, Any]
+) -> None:
+    if before.disks is None or after.disks is None:
+        return
+    for name, now in after.disks.items():
+        then = before.disks.get(name)
+        if then is None:
+            continue
+        node = homes.get(name)
+        ms = seconds * 1000.0
+        for prefix, ios, merges, sectors, busy in (
+            ("read", "reads", "reads_merged", "sectors_read", "read_ms"),
+            ("write", "writes", "writes_merged", "sectors_written", "write_ms"),
+            ("discard", "discards", "discards_merged", "sectors_discarded", "discard_ms"),
+        ):
+            count = max(0, getattr(now, ios) - getattr(then, ios))
+            if prefix == "discard" and count == 0:
+                continue
+            rows.add(t_s, "disk", name, node, f"{prefix}_iops", count / seconds)
+            rows.add(
+                t_s,
+                "disk",
+                name,
+                node,
+                f"{prefix}_bytes_s",
+                max(0, getattr(now, sectors) - getattr(then, sectors)) * _SECTOR / seconds,
+            )
+            rows.add(
+                t_s,
+                "disk",
+                name,
+                node,
+                f"{prefix}_merges_s",
+                max(0, getattr(now, merges) - getattr(then, merges)) / seconds,
+            )
+            if count:
+                rows.add(
+                    t_s,
+                    "disk",
+                    name,
+                    node,
+                    f"{prefix}_await_ms",
+                    max(0, getattr(now, busy) - getattr(then, busy)) / count,
+                )
+        rows.add(t_s, "disk", name, node, "util_pct", min(100.0, 100.0 * max(0, now.io_ms - then.io_ms) / ms))
+        rows.add(t_s, "disk", name, node, "queue_depth", max(0, now.queue_ms - then.queue_ms) / ms)
+        rows.add(t_s, "disk", name, node, "in_flight", float(now.in_flight))
+
+
+def irq_entity(irq: str, description: str) -> str:
+    """How an interrupt line is named in the long form: its number and handler (``36 virtio1-req.0``)."""
+    words = description.split()
+    return f"{irq} {words[-1]}" if words else irq
+
+
+def _irq_rows(
+    rows: _Rows, t_s: float, seconds: float, before: Snapshot, after: Snapshot, cpu_nodes: Mapping[int, int]
+) -> None:
+    if before.irqs is None or after.irqs is None:
+        return
+    for irq, counts in after.irqs.counts.items():
+        then = before.irqs.counts.get(irq)
+        if then is None:
+            continue
+        entity = irq_entity(irq, after.irqs.names.get(irq, ""))
+        for cpu, now_count, then_count in zip(after.irqs.cpus, counts, then, strict=False):
+            served = now_count - then_count
+            if served > 0:
+                rows.add(t_s, "irq", entity, cpu_nodes.get(cpu), f"cpu{cpu}_per_s", served / seconds)
+
+
+def _mem_rows(rows: _Rows, t_s: float, after: Snapshot, first: Snapshot) -> None:
+    if after.mem is None:
+        return
+    for metric, key in (
+        ("dirty_bytes", "Dirty"),
+        ("writeback_bytes", "Writeback"),
+        ("cached_bytes", "Cached"),
+    ):
+        if key in after.mem:
+            rows.add(t_s, "mem", "system", None, metric, after.mem[key])
+    if first.mem is not None and "Cached" in after.mem and "Cached" in first.mem:
+        rows.add(t_s, "mem", "system", None, "cache_growth_bytes", after.mem["Cached"] - first.mem["Cached"])
+
+
+def build_table(
+    snapshots: Sequence[Snapshot],
+    *,
+    point: int,
+    repeat: int,
+    window: tuple[float, float],
+    context: dict[str, Any],
+) -> Any:
+    """Turn a point's snapshots into its long form (a pyarrow Table), and complete ``context``.
+
+    Parameters
+    ----------
+    snapshots
+        In time order, from :class:`iobench.system.sampler.Sampler`.
+    point, repeat
+        The point × repeat they belong to.
+    window
+        The measured window, in ``time.monotonic()`` seconds; intervals outside it are dropped.
+    context
+        The point's context (``cpu_nodes``, ``devices``…); ``intervals``
+        (``[t_s, seconds inside the window, interval length]`` each),
+        ``thread_kinds`` (thread name → ``fio``, ``kernel`` or ``other``) and
+        ``window_s`` are added.
+
+    Returns
+    -------
+    pyarrow.Table
+        The :data:`COLUMNS`.
+    """
+    import pyarrow as pa
+
+    rows = _Rows()
+    start, end = window
+    cpu_nodes = {int(cpu): int(node) for cpu, node in (context.get("cpu_nodes") or {}).items()}
+    homes = {name: facts.get("home_node") for name, facts in (context.get("devices") or {}).items()}
+    kinds: dict[str, str] = dict(context.get("thread_kinds") or {})
+    intervals = []
+    for before, after in zip(snapshots, snapshots[1:], strict=False):
+        seconds = after.t - before.t
+        inside = min(after.t, end) - max(before.t, start)
+        if seconds <= 0 or inside <= 1e-6:
+            continue
+        t_s = round(min(after.t, end) - start, 6)
+        intervals.append([t_s, round(inside, 6), round(seconds, 6)])
+        _cpu_rows(rows, t_s, before, after, cpu_nodes)
+        _thread_rows(rows, t_s, seconds, before, after, cpu_nodes, kinds)
+        _disk_rows(rows, t_s, seconds, before, after, homes)
+        _irq_rows(rows, t_s, seconds, before, after, cpu_nodes)
+        _mem_rows(rows, t_s, after, snapshots[0])
+    context.update(intervals=intervals, thread_kinds=kinds, window_s=round(max(0.0, end - start), 6))
+    count = len(rows.t_s)
+    return pa.table(
+        {
+            "point": pa.array([point] * count, pa.int32()),
+            "repeat": pa.array([repeat] * count, pa.int32()),
+            "t_s": pa.array(rows.t_s, pa.float64()),
+            "source": pa.array(rows.source, pa.string()),
+            "entity": pa.array(rows.entity, pa.string()),
+            "node": pa.array(rows.node, pa.int32()),
+            "metric": pa.array(rows.metric, pa.string()),
+            "value": pa.array(rows.value, pa.float64()),
+        }
+    )
+
+
+def write_table(path: Path, table: Any, context: Mapping[str, Any]) -> None:
+    """Save a point's long form with its context (in the Parquet file's metadata).
+
+    The file is written into the point's staging folder, which the runner moves
+    into place as a whole: no temporary name is needed.
+
+    Raises
+    ------
+    RunStorageError
+        When it cannot be written.
+    """
+    import pyarrow.parquet as pq
+
+    metadata = dict(table.schema.metadata or {})
+    metadata[_META_KEY] = json.dumps(context, default=str).encode()
+    with storage(path):
+        pq.write_table(table.replace_schema_metadata(metadata), path)
+
+
+def read_point(path: Path) -> tuple[Any, dict[str, Any]]:
+    """A point's long form (pyarrow Table) and context, from its ``telemetry.parquet``.
+
+    Raises
+    ------
+    ResultsError
+        When the file cannot be read.
+    """
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except (OSError, ValueError) as exc:
+        raise ResultsError(f"{path}: cannot read the telemetry: {exc}") from None
+    raw = (table.schema.metadata or {}).get(_META_KEY, b"{}")
+    try:
+        context = json.loads(raw)
+    except ValueError:
+        context = {}
+    return table, context if isinstance(context, dict) else {}
+
+
+def _run_dir(run: Any) -> RunDir:
+    path = getattr(run, "run_dir", run)
+    if isinstance(path, RunDir):
+        return path
+    return RunDir.open(path)
+
+
+def _empty() -> pd.DataFrame:
+    types = {
+        "point": "Int64",
+        "repeat": "Int64",
+        "t_s": "float64",
+        "source": "string",
+        "entity": "string",
+        "node": "Int64",
+        "metric": "string",
+        "value": "float64",
+    }
+    return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in types.items()})
+
+
+def _point_tables(run: RunDir) -> Iterable[tuple[PointMeta, Any, dict[str, Any]]]:
+    for point_dir, meta in run.point_metas():
+        path = point_dir / FILE_NAME
+        if path.is_file():
+            table, context = read_point(path)
+            yield meta, table, context
+
+
+def telemetry(run: Any) -> pd.DataFrame:
+    """Every telemetry sample of a run, in long form (SPEC §12).
+
+    Parameters
+    ----------
+    run
+        A run directory (path), or what :func:`iobench.run` returned.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``point``, ``repeat``, ``t_s`` (end of the sample interval, seconds
+        from the start of the point's measured window), ``source`` (``cpu``,
+        ``thread``, ``disk``, ``irq``, ``mem``), ``entity`` (CPU number, thread
+        name, device, interrupt line), ``node`` (the CPU's, the thread's last
+        CPU's, the device's home node, the node of the CPU that served the
+        interrupt; NA for memory), ``metric`` and ``value``. Empty (with these
+        columns) when the run recorded none (``telemetry: false``).
+
+    Raises
+    ------
+    ResultsError
+        When ``run`` is not a run directory or a telemetry file is unreadable.
+
+    Examples
+    --------
+    >>> t = iobench.telemetry("results/demo-20240101-120000")        # doctest: +SKIP
+    >>> t[(t.source == "cpu") & (t.metric == "busy_pct")].groupby("entity").value.mean()  # doctest: +SKIP
+    """
+    import pyarrow as pa
+
+    tables = [table for _, table, _ in _point_tables(_run_dir(run))]
+    if not tables:
+        return _empty()
+    frame: pd.DataFrame = pa.concat_tables(tables).to_pandas()
+    for column in ("point", "repeat", "node"):
+        frame[column] = frame[column].astype("Int64")
+    for column in ("source", "entity", "metric"):
+        frame[column] = frame[column].astype("string")
+    return frame.reset_index(drop=True)
+
+
+# --- the summary -----------------------------------------------------------------------
+
+
+Means = dict[tuple[str, str], dict[str, float]]
+"""(source, metric) → entity → its mean over the window."""
+
+
+@dataclass
+class _Point:
+    """One point × repeat's telemetry, averaged over its window."""
+
+    point: int
+    repeat: int
+    context: dict[str, Any]
+    means: Means
+    nodes: dict[tuple[str, str, str], int | None]  # (source, entity, metric) → node
+    notes: list[str]
+
+    def values(self, source: str, metric: str) -> dict[str, float]:
+        return self.means.get((source, metric), {})
+
+    def devices(self, role: str) -> list[str]:
+        return [n for n, f in (self.context.get("devices") or {}).items() if f.get("role") == role]
+
+
+_COUNTED = ("_iops", "_bytes_s", "_merges_s", "util_pct", "queue_depth")
+_KEY = ["point", "repeat"]
+
+
+def _spans(contexts: Mapping[tuple[int, int], Mapping[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every point's intervals with their count and share weights, and each point's window and share total."""
+    rows, totals = [], []
+    for (point, repeat), context in contexts.items():
+        intervals = context.get("intervals") or []
+        if not intervals:
+            continue
+        ramped = float(context.get("ramp_s") or 0) > 0
+        inside_total = sum(float(i[1]) for i in intervals)
+        for index, (t_s, inside, length) in enumerate(intervals):
+            counted = inside if ramped and index == 0 else length
+            rows.append((point, repeat, float(t_s), float(counted), float(inside)))
+        window = float(context.get("window_s") or 0.0) or inside_total
+        totals.append((point, repeat, window, inside_total))
+    return (
+        pd.DataFrame(rows, columns=[*_KEY, "t_s", "cw", "sw"]),
+        pd.DataFrame(totals, columns=[*_KEY, "window", "share_total"]),
+    )
+
+
+def _means(frame: pd.DataFrame, contexts: Mapping[tuple[int, int], Mapping[str, Any]]) -> pd.DataFrame:
+    """Each point × repeat × source × entity × metric over the point's measured window.
+
+    Rates of counters (a device's I/Os, bytes, merges, busy time and queue
+    time; interrupts) count every interval that touches the window in full —
+    fio does no I/O outside its window — except the first one's part before
+    the window when fio ramped up (``ramp_s``), and are divided by the window's
+    length: the device's own count over fio's runtime. Awaits are weighted by
+    the I/Os behind them. Shares (CPU, threads) are weighted by each
+    interval's time inside the window; a thread missing from an interval
+    counts as 0 there.
+    """
+    columns = [*_KEY, "source", "entity", "node", "metric", "value"]
+    spans, totals = _spans(contexts)
+    if frame.empty or spans.empty:
+        return pd.DataFrame(columns=columns)
+    data = frame.merge(spans, on=[*_KEY, "t_s"], how="inner")
+    metric = data["metric"]
+    is_count = (data["source"] == "irq") | ((data["source"] == "disk") & metric.str.endswith(_COUNTED))
+    is_await = metric.str.endswith("_await_ms")
+    data = data.assign(w=np.where(is_count, data["cw"], data["sw"]))
+    if is_await.any():
+        iops = data[(data["source"] == "disk") & metric.str.endswith("_iops")]
+        iops = iops.assign(metric=iops["metric"].str.replace("_iops", "_await_ms"))
+        iops = iops[[*_KEY, "t_s", "entity", "metric", "value"]].rename(columns={"value": "ios"})
+        waits = data[is_await].merge(iops, on=[*_KEY, "t_s", "entity", "metric"], how="left")
+        data = pd.concat(
+            [data[~is_await], waits.assign(w=waits["cw"] * waits["ios"].fillna(0))], ignore_index=True
+        )
+    data = data.assign(vw=data["value"] * data["w"])
+    grouped = data.groupby([*_KEY, "source", "entity", "metric"], sort=False, dropna=False)
+    out = grouped.agg(vw=("vw", "sum"), w=("w", "sum"), node=("node", "first")).reset_index()
+    out = out.merge(totals, on=_KEY, how="left")
+    name = out["metric"]
+    counts = (out["source"] == "irq") | ((out["source"] == "disk") & name.str.endswith(_COUNTED))
+    sparse = out["source"] == "thread"
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["value"] = np.select(
+            [counts, sparse],
+            [out["vw"] / out["window"], out["vw"] / out["share_total"]],
+            out["vw"] / out["w"].where(out["w"] > 0),
+        )
+    return out[columns]
+
+
+def _load_points(run: RunDir) -> list[_Point]:
+    import pyarrow as pa
+
+    found: dict[tuple[int, int], dict[str, Any]] = {}
+    tables = []
+    for meta, table, context in _point_tables(run):
+        found[(meta.point, meta.repeat)] = context
+        tables.append(table)
+    if not found:
+        return []
+    frame = pa.concat_tables(tables).to_pandas()
+    means = _means(frame, found)
+    by_point: dict[tuple[int, int], tuple[Means, dict[tuple[str, str, str], int | None]]] = {
+        key: ({}, {}) for key in found
+    }
+    for point, repeat, source, entity, node, metric, value in means.itertuples(index=False, name=None):
+        values, nodes = by_point[(int(point), int(repeat))]
+        if value is not None and not (isinstance(value, float) and math.isnan(value)):
+            values.setdefault((source, metric), {})[str(entity)] = float(value)
+        nodes[(source, str(entity), metric)] = None if pd.isna(node) else int(node)
+    return [
+        _Point(key[0], key[1], context, *by_point[key], [str(n) for n in context.get("notes") or []])
+        for key, context in found.items()
+    ]
+
+
+def _fmt_cpus(cpus: Sequence[int]) -> str:
+    from iobench.system.cpulist import format_cpulist
+
+    return format_cpulist(tuple(sorted(cpus))) or "-"
+
+
+def _pct(value: float) -> str:
+    return f"{value:.0f} %"
+
+
+@dataclass
+class _Verdict:
+    name: str | None = None
+    reason: str | None = None
+
+    def offer(self, name: str, reason: str) -> None:
+        if self.name is None:
+            self.name, self.reason = name, reason
+
+
+class _Judge:
+    """The per-point numbers and the verdict of one point × repeat."""
+
+    def __init__(self, p: _Point, links: Mapping[str, Mapping[str, Any]]) -> None:
+        self.p = p
+        self.links = links
+        self.row: dict[str, Any] = {"point": p.point, "repeat": p.repeat}
+        self.notes = list(p.notes)
+
+    def cpu(self) -> None:
+        busy = self.p.values("cpu", "busy_pct")
+        if not busy:
+            self.notes.append("no CPU counters (/proc/stat unreadable)")
+            return
+        mine = [str(c) for c in self.p.context.get("point_cpus") or []]
+        mine = [c for c in mine if c in busy] or list(busy)
+        self.row["cpu_busy_pct"] = sum(busy[c] for c in mine) / len(mine)
+        busiest = max(busy, key=lambda c: busy[c])
+        self.row["cpu_busy_max_pct"] = busy[busiest]
+        self.row["_busiest_cpu"] = busiest
+        for metric in ("system_pct", "user_pct", "irq_pct", "softirq_pct"):
+            values = self.p.values("cpu", metric)
+            self.row[f"_{metric}"] = sum(values.get(c, 0.0) for c in mine) / len(mine)
+        self.row["cpu_sys_pct"] = self.row["_system_pct"]
+        self.row["_mine"] = mine
+
+    def threads(self) -> None:
+        share = self.p.values("thread", "cpu_pct")
+        if not share:
+            if self.p.context.get("threads", True):
+                self.notes.append("no thread was seen using CPU")
+            return
+        ranked = sorted(share.items(), key=lambda item: -item[1])
+        self.row["top_thread"], self.row["top_thread_pct"] = ranked[0]
+        kinds = self.p.context.get("thread_kinds") or {}
+        others = [
+            f"{name} ({_pct(value)})"
+            for name, value in ranked
+            if kinds.get(name) == "other" and value >= OTHER_THREAD_PCT and name != "iobench-sample"
+        ]
+        if others:
+            self.notes.append(
+                "other processes used CPU during the point: "
+                + ", ".join(others[:3])
+                + " (they compete with fio)"
+            )
+
+    def disks(self) -> dict[str, dict[str, float]]:
+        """Per direction ``dev_iops``, ``dev_bw_bytes``, ``dev_await_ms`` over the targets' devices; util per point."""
+        targets = self.p.devices("target")
+        if not targets:
+            if not any("no block device" in n for n in self.notes):
+                self.notes.append("no block device under the targets: no device counters")
+            return {}
+        out: dict[str, dict[str, float]] = {}
+        if not any(d in self.p.values("disk", "util_pct") for d in targets):
+            self.notes.append(f"no /proc/diskstats line for {', '.join(targets)}")
+            return {}
+
+        def total(metric: str) -> float:
+            values = self.p.values("disk", metric)
+            return sum(values.get(d, 0.0) for d in targets)
+
+        for direction, prefix in _DIRECTION_PREFIX.items():
+            iops = self.p.values("disk", f"{prefix}_iops")
+            if not any(d in iops for d in targets):
+                continue
+            waits = self.p.values("disk", f"{prefix}_await_ms")
+            weight = total(f"{prefix}_iops")
+            waited = sum(waits.get(d, 0.0) * iops.get(d, 0.0) for d in targets)
+            out[direction] = {
+                "dev_iops": weight,
+                "dev_bw_bytes": total(f"{prefix}_bytes_s"),
+                "dev_await_ms": waited / weight if weight > 0 else math.nan,
+            }
+        util = {d: v for d, v in self.p.values("disk", "util_pct").items() if d in targets}
+        busiest = max(util, key=lambda d: util[d])
+        self.row["dev_util_pct"] = util[busiest]
+        self.row["_util_device"] = busiest
+        queue = [v for d, v in self.p.values("disk", "queue_depth").items() if d in targets]
+        self.row["_queue"] = max(queue) if queue else math.nan
+        all_ios = sum(v["dev_iops"] for v in out.values())
+        waited_all = sum(v["dev_await_ms"] * v["dev_iops"] for v in out.values() if v["dev_iops"] > 0)
+        self.row["_dev_iops"] = all_ios
+        self.row["_dev_await"] = waited_all / all_ios if all_ios > 0 else math.nan
+        return out
+
+    def irqs(self) -> None:
+        irqs = self.p.context.get("irqs") or {}
+        if not irqs:
+            return
+        rows = [
+            (entity, self.p.nodes.get(("irq", entity, metric)), metric, value)
+            for (source, metric), values in self.p.means.items()
+            if source == "irq"
+            for entity, value in values.items()
+        ]
+        if not rows:
+            self.notes.append("the target devices' interrupt lines did not fire during the point")
+            return
+        devices = self.p.context.get("devices") or {}
+        total = remote = 0.0
+        known = False
+        served: dict[str, float] = defaultdict(float)
+        for entity, node, metric, value in rows:
+            device = (irqs.get(str(entity).split(" ", 1)[0]) or {}).get("device") or ""
+            home = (devices.get(device) or {}).get("home_node")
+            total += value
+            served[metric.removesuffix("_per_s").removeprefix("cpu")] += value
+            if home is not None and node is not None:
+                known = True
+                remote += value if int(node) != int(home) else 0.0
+        if total > 0 and known:
+            self.row["irq_remote_pct"] = 100.0 * remote / total
+        elif total > 0:
+            self.notes.append("the target devices' home node is unknown: irq_remote_pct is NA")
+        self.row["_irq_served"] = {cpu: 100.0 * v / total for cpu, v in served.items()} if total > 0 else {}
+
+    def link(self) -> tuple[str, float, float] | None:
+        """The busiest PCIe way of the targets' disks: (what, bytes/s one way, its bandwidth one way).
+
+        A disk's way up is as fast as its narrowest link (``link_bw_bytes``);
+        disks of the point under one root port also share that port's link.
+        PCIe is full duplex: reads and writes are compared with it separately.
+        """
+        disks = sorted(set(self.p.devices("target")) | set(self.p.devices("disk")))
+        reads, writes = self.p.values("disk", "read_bytes_s"), self.p.values("disk", "write_bytes_s")
+        moved = {disk: max(reads.get(disk, 0.0), writes.get(disk, 0.0)) for disk in disks}
+        ways: list[tuple[str, float, float]] = []
+        ports: dict[str, list[str]] = defaultdict(list)
+        for disk in disks:
+            facts = self.links.get(disk) or {}
+            if facts.get("bw") is not None:
+                ways.append((disk, moved[disk], float(facts["bw"])))
+            if facts.get("root_port") is not None:
+                ports[str(facts["root_port"])].append(disk)
+        for port, members in ports.items():
+            capacity = next(
+                (self.links[d].get("port_bw") for d in members if self.links[d].get("port_bw")), None
+            )
+            if len(members) > 1 and capacity is not None:
+                ways.append(
+                    (f"root port {port} ({', '.join(members)})", sum(moved[d] for d in members), capacity)
+                )
+        return max(ways, key=lambda way: way[1] / way[2], default=None)
+
+    def verdict(self, depth_note: str | None) -> None:
+        v = _Verdict()
+        row = self.row
+        busy = row.get("cpu_busy_pct")
+        if busy is not None and busy >= CPU_BUSY_PCT:
+            kernel = row["_system_pct"] + row["_irq_pct"] + row["_softirq_pct"]
+            kind = "cpu:sys" if kernel >= row["_user_pct"] else "cpu:user"
+            v.offer(
+                kind,
+                f"the point's CPUs ({_fmt_cpus([int(c) for c in row['_mine']])}) were {_pct(busy)} busy: "
+                f"user {_pct(row['_user_pct'])}, system {_pct(row['_system_pct'])}, irq {_pct(row['_irq_pct'])}, "
+                f"softirq {_pct(row['_softirq_pct'])}"
+                + (
+                    f"; busiest thread {row['top_thread']} ({_pct(row['top_thread_pct'])})"
+                    if "top_thread" in row
+                    else ""
+                ),
+            )
+        saturating = self._saturating_thread()
+        if saturating is not None:
+            name, share, system = saturating
+            v.offer(
+                "cpu:sys" if system >= share / 2 else "cpu:user",
+                f"thread {name} used {_pct(share)} of a CPU ({_pct(system)} of it in the kernel): one CPU is its limit",
+            )
+        link = self.link()
+        if link is not None and link[1] >= LINK_PCT / 100 * link[2]:
+            disk, moved, capacity = link
+            v.offer(
+                "link",
+                f"{disk} moved {moved / 1e9:.2f} GB/s one way, {_pct(100 * moved / capacity)} of what its PCIe "
+                f"link carries ({capacity / 1e9:.2f} GB/s at its current speed and width)",
+            )
+        util = row.get("dev_util_pct")
+        if util is not None and util >= DEVICE_UTIL_PCT:
+            v.offer(
+                "device",
+                f"{row['_util_device']} had I/O in flight {_pct(util)} of the time (queue depth {row['_queue']:.1f}, "
+                f"await {row['_dev_await']:.2f} ms)",
+            )
+        if depth_note is not None:
+            v.offer("device", depth_note)
+        served = row.get("_irq_served") or {}
+        for cpu, share in sorted(served.items(), key=lambda item: -item[1]):
+            if share < IRQ_SHARE_PCT:
+                break
+            irq_time = self._cpu_value(cpu, "irq_pct") + self._cpu_value(cpu, "softirq_pct")
+            if irq_time >= IRQ_CPU_PCT:
+                v.offer(
+                    "interrupts",
+                    f"CPU {cpu} served {_pct(share)} of the target devices' interrupts and spent "
+                    f"{_pct(irq_time)} of its time in irq and softirq",
+                )
+        remote = row.get("irq_remote_pct")
+        if remote is not None and remote >= REMOTE_IRQ_PCT:
+            v.offer(
+                "remote-irq",
+                f"{_pct(remote)} of the target devices' interrupts (their I/O completions) were served on another "
+                "node than the device's",
+            )
+        v.offer("none-found", self._nothing())
+        row["bottleneck"], row["bottleneck_reason"] = v.name, v.reason
+
+    def _cpu_value(self, cpu: str, metric: str) -> float:
+        return self.p.values("cpu", metric).get(cpu, 0.0)
+
+    def _saturating_thread(self) -> tuple[str, float, float] | None:
+        kinds = self.p.context.get("thread_kinds") or {}
+        mine = {
+            name: value
+            for name, value in self.p.values("thread", "max_thread_pct").items()
+            if kinds.get(name) in ("fio", "kernel")
+        }
+        if not mine or max(mine.values()) < THREAD_BUSY_PCT:
+            return None
+        name = max(mine, key=lambda n: mine[n])
+        threads = max(1.0, self.p.values("thread", "threads").get(name, 1.0))
+        system = self.p.values("thread", "system_pct").get(name, 0.0) / threads
+        return name, mine[name], system
+
+    def _nothing(self) -> str:
+        row = self.row
+        parts = []
+        if "cpu_busy_pct" in row:
+            parts.append(
+                f"the point's CPUs {_pct(row['cpu_busy_pct'])} busy (busiest CPU {row['_busiest_cpu']}: "
+                f"{_pct(row['cpu_busy_max_pct'])})"
+            )
+        if "dev_util_pct" in row:
+            parts.append(f"{row['_util_device']} util {_pct(row['dev_util_pct'])}")
+        if "irq_remote_pct" in row:
+            parts.append(f"remote interrupts {_pct(row['irq_remote_pct'])}")
+        if "top_thread" in row:
+            parts.append(f"busiest thread {row['top_thread']} {_pct(row['top_thread_pct'])}")
+        return "no resource reached its threshold: " + ("; ".join(parts) or "nothing was measured")
+
+
+def _links(machine: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each device's PCIe bandwidth facts from the manifest's topology, where the topology has them (SPEC §9).
+
+    ``bw``: the narrowest link on its way up (``pcie.link_bw_bytes``, else its
+    own link's); ``root_port`` and ``port_bw``: its root port and that port's
+    link, which devices under one port share.
+    """
+    devices = (machine.get("topology") or {}).get("devices") or []
+    found: dict[str, dict[str, Any]] = {}
+    for device in devices:
+        if not isinstance(device, dict):
+            continue
+        pcie: dict[str, Any] = device["pcie"] if isinstance(device.get("pcie"), dict) else {}
+        link: dict[str, Any] = device["link"] if isinstance(device.get("link"), dict) else {}
+        bw = pcie.get("link_bw_bytes") or link.get("bw_bytes")
+        if bw is None and link:
+            bw = link_bandwidth(link.get("current_speed"), link.get("current_width"))
+        hops = [h for h in pcie.get("hops") or [] if isinstance(h, dict)]
+        port = next((h for h in hops if h.get("role") == "root-port"), None)
+        port_bw = ((port or {}).get("link") or {}).get("bw_bytes")
+        if bw is None and port_bw is None:
+            continue
+        found[str(device.get("name"))] = {"bw": bw, "root_port": device.get("root_port"), "port_bw": port_bw}
+    return found
+
+
+def _mismatch(direction: str, ratio: float, bytes_ratio: float | None) -> str | None:
+    """Why the device's I/O count differs from fio's, when it differs by more than :data:`MISMATCH`."""
+    if not math.isfinite(ratio) or 1 / MISMATCH <= ratio <= MISMATCH:
+        return None
+    same_bytes = bytes_ratio is not None and 1 / MISMATCH <= bytes_ratio <= MISMATCH
+    if ratio < 1 and same_bytes:
+        why = "the same bytes in fewer, larger requests: the block layer merged them"
+    elif ratio < 1:
+        why = "most were served from the page cache (buffered I/O), or the data never reached the device"
+    elif direction == "read" and bytes_ratio is not None and bytes_ratio > MISMATCH:
+        why = "more data read than fio asked for: readahead"
+    else:
+        why = (
+            "requests split by the device's size limits, writeback of earlier writes, or other processes' I/O"
+        )
+    return f"device {direction}s were {ratio:.2f}× fio's: {why}"
+
+
+def _depth_notes(totals: pd.DataFrame, params: Sequence[str]) -> dict[tuple[int, int], str]:
+    """Points where a deeper queue bought no I/Os but waited longer (the device's limit)."""
+    if "iodepth" not in totals or "_dev_iops" not in totals:
+        return {}
+    others = [c for c in params if c != "iodepth" and c in totals]
+    found: dict[tuple[int, int], str] = {}
+    data = totals.dropna(subset=["iodepth", "_dev_iops", "_dev_await"])
+    keys = ["repeat", *others]
+    for _, group in data.groupby(keys, dropna=False, sort=False) if keys else [((), data)]:
+        ordered = group.sort_values("iodepth")
+        for (_, lower), (_, upper) in zip(ordered.iterrows(), ordered.iloc[1:].iterrows(), strict=False):
+            if (
+                float(upper["iodepth"]) < AWAIT_DEPTH_RATIO * float(lower["iodepth"])
+                or lower["_dev_iops"] <= 0
+            ):
+                continue
+            gain = float(upper["_dev_iops"]) / float(lower["_dev_iops"]) - 1
+            if (
+                gain < AWAIT_IOPS_GAIN
+                and float(upper["_dev_await"]) >= AWAIT_RATIO * float(lower["_dev_await"]) > 0
+            ):
+                found[(int(upper["point"]), int(upper["repeat"]))] = (
+                    f"from iodepth {lower['iodepth']:g} to {upper['iodepth']:g} the device's await rose from "
+                    f"{lower['_dev_await']:.2f} to {upper['_dev_await']:.2f} ms while its IOPS grew {gain:.0%}"
+                )
+    return found
+
+
+def summaries(run: RunDir, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The telemetry summary of every point × repeat of ``run`` (the one place it is computed).
+
+    Parameters
+    ----------
+    run
+        The run directory.
+    frame
+        Its tidy frame without the telemetry columns (fio's numbers, to compare with the device's).
+
+    Returns
+    -------
+    tuple of pandas.DataFrame
+        Per point × repeat × direction: ``point``, ``repeat``, ``direction``
+        and :data:`DIRECTION_COLUMNS`; per point × repeat: ``point``,
+        ``repeat`` and :data:`POINT_COLUMNS`.
+    """
+    points = _load_points(run)
+    links = _links(run.manifest().machine.facts())
+    per_direction: list[dict[str, Any]] = []
+    judges = []
+    fio = _fio_numbers(frame)
+    for p in points:
+        judge = _Judge(p, links)
+        judge.cpu()
+        judge.threads()
+        directions = judge.disks()
+        judge.irqs()
+        for direction, values in directions.items():
+            mine = fio.get((p.point, p.repeat, direction))
+            ratio = bytes_ratio = math.nan
+            if mine is not None and mine[0] > 0:
+                ratio = values["dev_iops"] / mine[0]
+                bytes_ratio = values["dev_bw_bytes"] / mine[1] if mine[1] > 0 else math.nan
+                note = _mismatch(direction, ratio, bytes_ratio if math.isfinite(bytes_ratio) else None)
+                if note and p.context.get("ioengine") == "null":
+                    note = "the null engine does no I/O: the device's counts are other processes'"
+                if note:
+                    judge.notes.append(note)
+            if mine is None and values["dev_iops"] == 0:
+                continue
+            per_direction.append(
+                {
+                    "point": p.point,
+                    "repeat": p.repeat,
+                    "direction": direction,
+                    **values,
+                    "dev_fio_ratio": ratio,
+                }
+            )
+        judges.append(judge)
+    params = parameter_columns(frame) if "point" in frame else []
+    depth = _depth_notes(_with_params(pd.DataFrame([j.row for j in judges]), frame, params), params)
+    rows = []
+    for judge in judges:
+        if judge.p.context.get("status", "ok") == "ok":
+            judge.verdict(depth.get((judge.p.point, judge.p.repeat)))
+        judge.row["telemetry_note"] = "; ".join(dict.fromkeys(judge.notes)) or None
+        rows.append({k: v for k, v in judge.row.items() if not k.startswith("_")})
+    return (
+        pd.DataFrame(per_direction, columns=["point", "repeat", "direction", *DIRECTION_COLUMNS]),
+        pd.DataFrame(rows, columns=["point", "repeat", *POINT_COLUMNS]),
+    )
+
+
+def _fio_numbers(frame: pd.DataFrame) -> dict[tuple[int, int, str], tuple[float, float]]:
+    """fio's IOPS and bytes/s per point × repeat × direction, from :func:`point_totals`."""
+    if frame.empty or "point" not in frame or "iops" not in frame:
+        return {}
+    totals = point_totals(frame)
+    if totals.empty:
+        return {}
+    out = {}
+    bw = totals["bw_bytes"] if "bw_bytes" in totals else pd.Series(np.nan, index=totals.index)
+    for point, repeat, direction, iops, rate in zip(
+        totals["point"], totals["repeat"], totals["direction"], totals["iops"], bw, strict=True
+    ):
+        if pd.isna(iops):
+            continue
+        out[(int(point), int(repeat), str(direction))] = (float(iops), 0.0 if pd.isna(rate) else float(rate))
+    return out
+
+
+def _with_params(rows: pd.DataFrame, frame: pd.DataFrame, params: Sequence[str]) -> pd.DataFrame:
+    if rows.empty or "point" not in frame:
+        return rows
+    first = frame[["point", *params]].drop_duplicates("point")
+    return rows.merge(first, on="point", how="left")
+
+
+def with_telemetry(frame: pd.DataFrame, run: RunDir) -> pd.DataFrame:
+    """The tidy frame with the telemetry summary columns (:data:`SUMMARY_COLUMNS`), NA where none was recorded.
+
+    ``dev_iops``, ``dev_bw_bytes``, ``dev_await_ms`` and ``dev_fio_ratio`` are
+    the row's direction's; the others are the point × repeat's, the same on
+    every row of it. An ok point that was sampled always has a ``bottleneck``;
+    one that was not has ``bottleneck_reason`` saying so.
+    """
+    if "point" not in frame or "repeat" not in frame:
+        return frame
+    per_direction, per_point = summaries(run, frame)
+    by_direction: dict[tuple[Any, ...], Any] = {
+        (int(r["point"]), int(r["repeat"]), str(r["direction"])): r for r in per_direction.to_dict("records")
+    }
+    by_point: dict[tuple[Any, ...], Any] = {
+        (int(r["point"]), int(r["repeat"])): r for r in per_point.to_dict("records")
+    }
+    points = [None if pd.isna(v) else int(v) for v in frame["point"]]
+    repeats = [None if pd.isna(v) else int(v) for v in frame["repeat"]]
+    directions = (
+        [None if pd.isna(v) else str(v) for v in frame["direction"]]
+        if "direction" in frame
+        else [None] * len(frame)
+    )
+    status = frame["status"].tolist() if "status" in frame else ["ok"] * len(frame)
+    columns: dict[str, list[Any]] = {c: [] for c in SUMMARY_COLUMNS}
+    for point, repeat, direction, state in zip(points, repeats, directions, status, strict=True):
+        whole = by_point.get((point, repeat)) if point is not None and repeat is not None else None
+        part = by_direction.get((point, repeat, direction)) if whole is not None and direction else None
+        for column in SUMMARY_COLUMNS:
+            source = part if column in DIRECTION_COLUMNS else whole
+            value = None if source is None else source.get(column)
+            columns[column].append(
+                None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+            )
+        if whole is None and state == "ok":
+            columns["bottleneck_reason"][-1] = (
+                "no telemetry recorded (telemetry: false, or a run from before it)"
+            )
+    out = frame.copy()
+    for column, values in columns.items():
+        out[column] = pd.array(values, dtype="string" if column in TELEMETRY_TEXT else "Float64")
+    return out
+
+
+def cpu_by_node(samples: pd.DataFrame) -> pd.DataFrame:
+    """Where each point's CPU time went, per NUMA node: user, system, irq, softirq and iowait in CPUs.
+
+    Parameters
+    ----------
+    samples
+        :func:`telemetry` of a run.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``point``, ``repeat``, ``node`` and one column per kind: the node's
+        CPUs' mean share of the window summed over them (2.0 = two CPUs' worth).
+    """
+    kinds = ["user_pct", "system_pct", "irq_pct", "softirq_pct", "iowait_pct"]
+    cpu = samples[(samples["source"] == "cpu") & samples["metric"].isin(kinds)]
+    if cpu.empty:
+        return pd.DataFrame(columns=["point", "repeat", "node", *[k.removesuffix("_pct") for k in kinds]])
+    per_cpu = cpu.groupby(["point", "repeat", "node", "entity", "metric"], dropna=False)["value"].mean()
+    per_node = (per_cpu / 100.0).groupby(level=["point", "repeat", "node", "metric"], dropna=False).sum()
+    table = per_node.unstack("metric").reindex(columns=kinds).fillna(0.0).reset_index()
+    return table.rename(columns={k: k.removesuffix("_pct") for k in kinds})
+
+
+def thread_shares(samples: pd.DataFrame, top: int = 8) -> pd.DataFrame:
+    """Each point's busiest threads: mean CPU share (% of one CPU) of the ``top`` busiest names over all points.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``point``, ``repeat``, ``thread``, ``cpu_pct``.
+    """
+    rows = samples[(samples["source"] == "thread") & (samples["metric"] == "cpu_pct")]
+    if rows.empty:
+        return pd.DataFrame(columns=["point", "repeat", "thread", "cpu_pct"])
+    counts = samples.groupby(["point", "repeat"])["t_s"].nunique().rename("n")
+    sums = rows.groupby(["point", "repeat", "entity"])["value"].sum().reset_index()
+    sums = sums.merge(counts.reset_index(), on=["point", "repeat"])
+    sums["cpu_pct"] = sums["value"] / sums["n"]
+    names = sums.groupby("entity")["cpu_pct"].max().sort_values(ascending=False).index[:top]
+    keep = sums[sums["entity"].isin(names)].rename(columns={"entity": "thread"})
+    return keep[["point", "repeat", "thread", "cpu_pct"]].reset_index(drop=True)

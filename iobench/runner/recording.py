@@ -1,0 +1,214 @@
+"""Telemetry around one point: what to watch, the sampler while fio runs, the samples saved with the point.
+
+:func:`start` decides what the point's sampler reads (its targets' devices and
+the disks under them, those disks' interrupt lines, the point's CPUs to stay
+off) and starts it; :meth:`PointTelemetry.stop` ends it the moment fio has
+ended; :meth:`PointTelemetry.save` finds the measured window from fio's output
+and writes ``telemetry.parquet`` into the point's staging folder.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from iobench.matrix.values import Duration
+from iobench.planner.plans import Plan, PlannedRun
+from iobench.results.telemetry import FILE_NAME, build_table, write_table
+from iobench.system.hostfs import SystemRoot, devno_text
+from iobench.system.sampler import Sampler, Watch
+
+_TIMESTAMP = re.compile(rb'"timestamp_ms"\s*:\s*(\d+)')
+#: Bytes of fio's JSON output read to find its ``timestamp_ms`` (it comes before the jobs).
+HEAD_BYTES = 4096
+
+
+def _watch_devices(
+    plan: Plan, run: PlannedRun, system: SystemRoot, notes: list[str]
+) -> dict[str, dict[str, Any]]:
+    """Every device whose counters matter to the point, with its role, target and home node."""
+    devices: dict[str, dict[str, Any]] = {}
+
+    def add(name: str, role: str, target: str, home: int | None) -> None:
+        devices.setdefault(name, {"role": role, "target": target, "home_node": home})
+
+    for path in sorted({t for p in run.processes for t in p.targets}):
+        location = plan.locations[path]
+        if location.device is None:
+            notes.append(f"{path}: no block device under it (tmpfs?): no device counters")
+            continue
+        add(location.device, "target", path, location.home_node)
+        for below in system.devices_below(location.device)[1:]:
+            add(below, "member", path, _home(plan, below))
+        for disk in location.disks:
+            add(disk, "disk", path, _home(plan, disk))
+        backing = _backing_disk(location.device, system)
+        if backing is not None:
+            add(backing, "backing", path, _home(plan, backing))
+    return devices
+
+
+def _home(plan: Plan, name: str) -> int | None:
+    device = plan.topology.device(name)
+    return device.numa_node if device is not None else None
+
+
+def _backing_disk(name: str, system: SystemRoot) -> str | None:
+    """The block device holding a loop device's backing file, where its I/O finally lands."""
+    backing = system.loop_backing_file(name)
+    if not backing:
+        return None
+    try:
+        info = os.stat(backing)
+    except OSError:
+        return None
+    if stat.S_ISBLK(info.st_mode):
+        return system.block_name(devno_text(info.st_rdev))
+    return system.block_name(devno_text(info.st_dev)) if os.major(info.st_dev) else None
+
+
+def _watch_irqs(
+    devices: dict[str, dict[str, Any]], system: SystemRoot, notes: list[str]
+) -> dict[str, dict[str, Any]]:
+    """The interrupt lines of the targets' disks (not of a loop device's backing disk)."""
+    irqs: dict[str, dict[str, Any]] = {}
+    disks = [n for n, f in devices.items() if f["role"] in ("target", "disk") and not system.is_partition(n)]
+    table = system.interrupts() if disks else None
+    if disks and table is None:
+        notes.append("/proc/interrupts cannot be read: no interrupt data (irq_remote_pct is NA)")
+        return irqs
+    for disk in disks:
+        lines = system.device_irqs(disk)
+        if not lines:
+            directory = system.block_dir(disk)
+            if directory is not None and not system.exists(directory / "device"):
+                notes.append(f"{disk} is a virtual device: no interrupts of its own")
+            else:
+                notes.append(
+                    f"{disk}: no interrupt lines in sysfs (no msi_irqs nor irq): irq_remote_pct is NA"
+                )
+            continue
+        for irq in lines:
+            name = table.names.get(str(irq), "") if table is not None else ""
+            irqs[str(irq)] = {"device": disk, "name": name}
+    return irqs
+
+
+@dataclass
+class PointTelemetry:
+    """The sampler of one running point and what it needs to save its samples."""
+
+    run: PlannedRun
+    sampler: Sampler
+    context: dict[str, Any]
+    offset: float = field(default_factory=lambda: time.time() - time.monotonic())
+    launched: float = field(default_factory=time.monotonic)
+    ended: float | None = None
+
+    def stop(self) -> None:
+        """End sampling (fio has ended): the last sample is taken now, while the runner reads fio's output."""
+        if self.ended is None:
+            self.ended = time.monotonic()
+            self.sampler.stop(wait=False)
+
+    def window(self, outputs: Sequence[Path], frames: Sequence[pd.DataFrame]) -> tuple[float, float, str]:
+        """The measured window (monotonic seconds) and how it was found.
+
+        Its end is when fio wrote its results (``timestamp_ms``, the latest of
+        the point's fio processes), else when fio ended; its start is the
+        longest job's ``runtime_ms`` before that, else the first sample.
+        """
+        snaps = self.sampler.snapshots
+        first, last = snaps[0].t, snaps[-1].t
+        stamps = [s for s in (_timestamp(p) for p in outputs) if s is not None]
+        end = min(max(stamps) / 1000.0 - self.offset, last) if stamps else last
+        runtimes = [
+            float(v) for f in frames if "runtime_ms" in f for v in f["runtime_ms"].dropna() if float(v) > 0
+        ]
+        if runtimes:
+            start = max(first, end - max(runtimes) / 1000.0)
+            return start, max(start, end), "fio" if stamps else "fio runtime before fio's exit"
+        return first, last, "sampled span (no fio runtime)"
+
+    def save(self, cwd: Path, outputs: Sequence[Path], frames: Sequence[pd.DataFrame], status: str) -> None:
+        """Write ``telemetry.parquet`` (samples within the measured window, with the context) into ``cwd``.
+
+        Raises
+        ------
+        RunStorageError
+            When the file cannot be written.
+        """
+        self.stop()
+        snaps = self.sampler.stop()
+        context = self.context
+        context.update(
+            status=status,
+            samples=len(snaps),
+            sampler_cpus=list(self.sampler.placed_on) if self.sampler.placed_on is not None else None,
+            sampler_cpu_s=round(self.sampler.cpu_s, 4),
+            sampler_read_s=round(self.sampler.read_s, 4),
+        )
+        if len(snaps) < 2:
+            context["notes"].append("fio ended before a second sample: no telemetry for this point")
+            start = end = snaps[0].t if snaps else 0.0
+            how = "none"
+        else:
+            start, end, how = self.window(outputs, frames)
+        context["window"] = how
+        table = build_table(
+            snaps, point=self.run.point, repeat=self.run.repeat, window=(start, end), context=context
+        )
+        write_table(cwd / FILE_NAME, table, context)
+
+
+def _timestamp(path: Path) -> int | None:
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(HEAD_BYTES)
+    except OSError:
+        return None
+    found = _TIMESTAMP.search(head)
+    return int(found[1]) if found else None
+
+
+def start(plan: Plan, run: PlannedRun, system: SystemRoot | None = None) -> PointTelemetry | None:
+    """Start sampling for ``run`` (call just before fio starts); None when telemetry is off or cannot apply.
+
+    Telemetry reads this machine: a plan made from a snapshot (``fsroot``
+    other than ``/``) or a point that does not run is not sampled.
+    """
+    interval = plan.matrix.telemetry_s
+    if interval is None or run.status != "run" or os.path.realpath(plan.fsroot) != "/":
+        return None
+    system = system or SystemRoot()
+    notes: list[str] = []
+    devices = _watch_devices(plan, run, system, notes)
+    irqs = _watch_irqs(devices, system, notes)
+    cpus = sorted({c for p in run.processes for c in p.cpus})
+    ramp = plan.matrix.setting(run.params, "ramp_time")
+    delay = float(ramp) if isinstance(ramp, Duration) else 0.0
+    watch = Watch(devices=tuple(devices), irqs=tuple(irqs), avoid_cpus=tuple(cpus))
+    engine = plan.matrix.setting(run.params, "ioengine")
+    context: dict[str, Any] = {
+        "interval_s": interval,
+        "ioengine": None if engine is None else str(engine),
+        "ramp_s": delay,
+        "point_cpus": cpus,
+        "cpu_nodes": {str(c): n.id for n in plan.topology.nodes for c in n.cpus},
+        "devices": devices,
+        "irqs": irqs,
+        "notes": notes,
+        "threads": watch.threads,
+    }
+    sampler = Sampler(watch, interval, delay=delay, system=system)
+    telemetry = PointTelemetry(run, sampler, context)
+    sampler.start()
+    return telemetry

@@ -1,0 +1,231 @@
+"""One light sampler of system counters while a point runs (telemetry).
+
+A :class:`Sampler` is a thread of the iobench process. It waits out fio's
+ramp, then every ``interval`` seconds reads, through the one system layer
+(:class:`~iobench.system.hostfs.SystemRoot`): per-CPU times (``/proc/stat``),
+the watched devices' counters (``/proc/diskstats``), the watched interrupt lines
+(``/proc/interrupts``), ``/proc/meminfo`` and every thread's CPU time. It keeps
+the raw counters (:class:`Snapshot`); turning them into rates is
+:mod:`iobench.results.telemetry`'s job.
+
+The thread moves itself off the point's CPUs when any other CPU is online
+(``sched_setaffinity`` on the thread alone), names itself ``iobench-sample``
+so it shows as itself in the thread list, and measures its own CPU time.
+A counter file that cannot be read gives None in the snapshot, never an error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from iobench.system.hostfs import DiskStat, Interrupts, SystemRoot, TaskStat
+
+THREAD_NAME = "iobench-sample"
+#: Seconds :meth:`Sampler.stop` waits for the thread before giving up on it.
+JOIN_TIMEOUT_S = 10.0
+_PR_SET_NAME = 15
+
+
+@dataclass(frozen=True)
+class Watch:
+    """What a point's sampler reads besides CPUs, memory and threads.
+
+    Attributes
+    ----------
+    devices : tuple of str
+        Kernel names of block devices whose ``/proc/diskstats`` line is kept.
+    irqs : tuple of str
+        Interrupt lines (``/proc/interrupts`` labels, ``"36"``) whose counts are kept.
+    avoid_cpus : tuple of int
+        The point's CPUs: the sampler runs on the others when there are any.
+    threads : bool
+        Read every thread's CPU time too (the costliest part).
+    """
+
+    devices: tuple[str, ...] = ()
+    irqs: tuple[str, ...] = ()
+    avoid_cpus: tuple[int, ...] = ()
+    threads: bool = True
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The counters at one moment; None where the file could not be read.
+
+    Attributes
+    ----------
+    t : float
+        ``time.monotonic()`` when the reading started.
+    cpu : dict or None
+        CPU → ticks (:data:`~iobench.system.hostfs.CPU_TIME_FIELDS`).
+    disks : dict or None
+        Watched device → its counters (devices the kernel does not list are absent).
+    irqs : Interrupts or None
+        ``/proc/interrupts`` cut down to the watched lines.
+    mem : dict or None
+        ``/proc/meminfo`` in bytes.
+    tasks : dict or None
+        Thread id → its stat, when threads are watched.
+    """
+
+    t: float
+    cpu: dict[int, tuple[int, ...]] | None
+    disks: dict[str, DiskStat] | None
+    irqs: Interrupts | None
+    mem: dict[str, int] | None
+    tasks: dict[int, TaskStat] | None
+
+
+def take_snapshot(system: SystemRoot, watch: Watch) -> Snapshot:
+    """Read every counter ``watch`` asks for once."""
+    now = time.monotonic()
+    cpu = system.cpu_times()
+    disks = None
+    if watch.devices:
+        stats = system.diskstats()
+        disks = None if stats is None else {d: stats[d] for d in watch.devices if d in stats}
+    irqs = None
+    if watch.irqs:
+        table = system.interrupts()
+        if table is not None:
+            wanted = [i for i in watch.irqs if i in table.counts]
+            irqs = Interrupts(
+                table.cpus, {i: table.counts[i] for i in wanted}, {i: table.names[i] for i in wanted}
+            )
+    mem = system.meminfo()
+    tasks = {t.tid: t for t in system.tasks()} if watch.threads else None
+    return Snapshot(now, cpu, disks, irqs, mem, tasks)
+
+
+def _name_thread(name: str) -> None:
+    """Set the calling thread's ``comm`` (``prctl(PR_SET_NAME)``), so it shows under its own name."""
+    with contextlib.suppress(OSError, AttributeError, TypeError):
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        libc.prctl(_PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
+
+
+@dataclass
+class Sampler:
+    """Samples ``watch`` every ``interval`` seconds on a thread of its own, from ``delay`` seconds after :meth:`start`.
+
+    Parameters
+    ----------
+    watch : Watch
+        What to read.
+    interval : float
+        Seconds between samples (the schedule does not drift: sample k is due
+        at ``delay + k × interval``).
+    delay : float
+        Seconds to wait before the first sample (fio's ``ramp_time``).
+    system : SystemRoot
+        Where the counters are read.
+
+    Attributes
+    ----------
+    snapshots : list of Snapshot
+        In time order; the last one is taken when :meth:`stop` is called.
+    placed_on : tuple of int or None
+        The CPUs the thread ran on, when it moved off the point's CPUs; None when it could not.
+    cpu_s : float
+        CPU time the sampler thread used.
+    read_s : float
+        Wall time spent reading counters (the rest is sleep).
+    """
+
+    watch: Watch
+    interval: float
+    delay: float = 0.0
+    system: SystemRoot = field(default_factory=SystemRoot)
+    snapshots: list[Snapshot] = field(default_factory=list)
+    placed_on: tuple[int, ...] | None = None
+    cpu_s: float = 0.0
+    read_s: float = 0.0
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    _thread: threading.Thread | None = field(default=None, repr=False)
+
+    def start(self) -> Sampler:
+        """Start the thread; returns ``self``.
+
+        Without a delay, a first sample of the counters (threads left out:
+        the costly part) is taken here, before the caller starts anything, so
+        that no I/O can come before the first sample however late the thread
+        gets a CPU.
+        """
+        if self.delay <= 0:
+            begun = time.perf_counter()
+            self.snapshots.append(take_snapshot(self.system, replace(self.watch, threads=False)))
+            self.read_s += time.perf_counter() - begun
+        self._thread = threading.Thread(target=self._loop, name=THREAD_NAME, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, *, wait: bool = True) -> list[Snapshot]:
+        """Take the last sample now (when sampling had begun), end the thread and return every snapshot.
+
+        With ``wait=False`` the thread is only told to stop (its last sample is
+        taken while the caller goes on); a later ``stop()`` waits for it.
+        """
+        self._stop.set()
+        if not wait:
+            return []
+        if self._thread is not None:
+            self._thread.join(JOIN_TIMEOUT_S)
+        return list(self.snapshots)
+
+    def _place(self) -> None:
+        online = _online(self.system)
+        others = tuple(c for c in online if c not in set(self.watch.avoid_cpus))
+        if not others or not self.watch.avoid_cpus:
+            return
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, others)  # 0: this thread only
+            self.placed_on = others
+
+    def _sample(self) -> None:
+        begun = time.perf_counter()
+        self.snapshots.append(take_snapshot(self.system, self.watch))
+        self.read_s += time.perf_counter() - begun
+
+    def _loop(self) -> None:
+        used = time.thread_time()
+        try:
+            _name_thread(THREAD_NAME)
+            self._place()
+            start = time.monotonic() + self.delay
+            if self.delay > 0 and self._stop.wait(self.delay):
+                return  # fio ended during its ramp: nothing was measured
+            step = 0
+            while True:
+                self._sample()
+                step += 1
+                due = start + step * self.interval
+                if self._stop.wait(max(0.0, due - time.monotonic())):
+                    self._sample()
+                    return
+        finally:
+            self.cpu_s = time.thread_time() - used
+
+
+def _online(system: SystemRoot) -> tuple[int, ...]:
+    times = system.cpu_times()
+    if times:
+        return tuple(sorted(times))
+    with contextlib.suppress(OSError):
+        return tuple(sorted(os.sched_getaffinity(0)))
+    return ()
+
+
+def sample_for(
+    seconds: float, watch: Watch, interval: float, system: SystemRoot | None = None
+) -> Sequence[Snapshot]:
+    """Sample ``watch`` for ``seconds`` on the calling thread's behalf (tests, notebooks): every snapshot taken."""
+    sampler = Sampler(watch, interval, system=system or SystemRoot()).start()
+    time.sleep(seconds)
+    return sampler.stop()
