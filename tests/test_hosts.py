@@ -587,13 +587,17 @@ def test_client_output_rows_are_named_by_port() -> None:
     text = CLIENT_PLUS.read_text()
     raw = json.loads(text[text.index("{") :])
     ports = sorted({e["port"] for e in raw["client_stats"]})
-    frame = parse_client_output(text, {ports[0]: "a", ports[1]: "b"}, origin="fio.json")
+    frame = parse_client_output(
+        text, {("127.0.0.1", ports[0]): "a", ("127.0.0.1", ports[1]): "b"}, origin="fio.json"
+    )
     assert sorted(frame["host"].unique()) == ["a", "b"]
     assert "All clients" not in set(frame["jobname"])
     assert len(frame) == 4
     io = frame.groupby("host")["io_bytes"].sum()
     assert (io["a"], io["b"]) == (2 * 2**20, 2 * 3 * 2**20)
-    only_b = parse_client_output(text, {ports[1]: "b"})
+    only_b = parse_client_output(text, {("127.0.0.1", ports[1]): "b"})
+    # Servers named directly may share fio's port and differ in address.
+    assert parse_client_output(text, {("10.0.0.1", ports[1]): "b"}).empty
     assert set(only_b["host"]) == {"b"} and len(only_b) == 2
     # The hosts together are one point; by host each its own.
     both = point_totals(frame.assign(point=1, repeat=1))
@@ -809,8 +813,8 @@ def test_frame_of_a_failed_host_point_names_the_host(tmp_path: Path) -> None:
             "status": "failed",
             "reason": "host b: lost",
             "processes": [
-                {**process, "host": "a", "client_port": 1},
-                {**process, "host": "b", "client_port": 2},
+                {**process, "host": "a", "client": "127.0.0.1,1", "client_port": 1},
+                {**process, "host": "b", "client": "127.0.0.1,2", "client_port": 2},
             ],
         }
     )
@@ -912,3 +916,42 @@ def test_observers_keep_job_processes_seen_twice(tmp_path: Path) -> None:
     observers.look(host, table)
     (worker,) = observers.seen[host.name].values()
     assert worker.settled and worker.cpus == "1" and worker.policy is not None
+
+
+@pytest.mark.fio
+def test_a_server_named_in_the_matrix_is_used_and_left_running(
+    write_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    from iobench.system.ssh import free_local_port
+
+    port = free_local_port()
+    pid_file = tmp_path / "given.pid"
+    subprocess.run(["fio", f"--server=127.0.0.1,{port}", f"--daemonize={pid_file}"], check=True, timeout=30)
+    deadline = time.monotonic() + 10
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pid = int(pid_file.read_text())
+    try:
+        path = write_matrix(
+            textwrap.dedent(
+                f"""\
+                version: 1
+                name: given
+                fio: {{ioengine: 'null', rw: randread, bs: 4k, runtime: 1, time_based: 1}}
+                hosts:
+                  - {{name: g, ssh: root@g, server: "127.0.0.1:{port}", targets: [{{path: {tmp_path}/g.dat, size: 8M}}]}}
+                matrix: {{iodepth: [1]}}
+                """
+            )
+        )
+        hosts = LocalHosts(tmp_path / "homes")
+        result = run_hosts(load_matrix(path), out=tmp_path / "results", connector=hosts)
+        assert result.counts == {"ok": 1}
+        assert result.frame is not None and set(result.frame["host"]) == {"g"}
+        meta = json.loads((result.run_dir / "points" / "0001-r1" / "meta.json").read_text())
+        assert meta["processes"][0]["client"] == f"127.0.0.1,{port}"
+        assert not hosts.made["g"].relays  # no forward: straight to the named server
+        assert not _gone(pid, wait=0)  # not iobench's to stop
+    finally:
+        os.kill(pid, 15)
+        assert _gone(pid)

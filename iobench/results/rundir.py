@@ -12,7 +12,7 @@ import pandas as pd
 
 from iobench.errors import ResultsError, RunStorageError
 from iobench.results.fioout import parse_fio_text
-from iobench.results.fioout.clients import parse_client_output
+from iobench.results.fioout.clients import client_key, parse_client_output
 from iobench.results.fioout.frame import FRAME_METRICS
 from iobench.results.points import EXTRA, IDENTITY, PLACEMENT, STEADY, TELEMETRY
 from iobench.results.steady import with_steady
@@ -45,22 +45,23 @@ def parsed_key(point: str, process: _Share) -> str:
 def host_shares(point_dir: Path, processes: list[ProcessRecord], parsed: Parsed) -> Parsed:
     """Each host's rows of a fio client's output, keyed as :func:`parsed_key`; the output parsed once.
 
-    A host's rows are those of its client port (``client_port``) and of its job
+    A host's rows are those of its client (``client``: address and port, see
+    :func:`~iobench.results.fioout.clients.client_key`) and of its job
     sections: with ``launch: per-target`` one host runs several job files
-    through the same port.
+    through the same client.
     """
     shares: Parsed = {}
     by_output: dict[str, list[ProcessRecord]] = {}
     for process in processes:
-        if process.client_port is not None and parsed_key(point_dir.name, process) not in parsed:
+        if process.client is not None and parsed_key(point_dir.name, process) not in parsed:
             by_output.setdefault(process.output, []).append(process)
     for name, group in by_output.items():
         output = point_dir / name
         try:
             text = output.read_text(errors="replace")
-            ports = {int(p.client_port): str(p.host) for p in group if p.client_port is not None}
-            frame = parse_client_output(text, ports, origin=str(output))
-        except (OSError, ResultsError):
+            clients = {client_key(p.client): str(p.host) for p in group if p.client}
+            frame = parse_client_output(text, clients, origin=str(output))
+        except (OSError, ValueError, ResultsError):
             continue
         for p in group:
             mine = frame["host"].eq(str(p.host)) & frame["jobname"].isin(p.sections)
@@ -75,7 +76,7 @@ def _process_rows(
     cached = parsed.get(parsed_key(point_dir.name, process))
     if cached is not None:
         frame = cached.copy()
-    elif not output.is_file() or process.client_port is not None:
+    elif not output.is_file() or process.client is not None:
         return None  # a host's share comes from host_shares, or not at all
     else:
         try:

@@ -35,7 +35,7 @@ from iobench.errors import EnvironmentFault, IobenchError, ResultsError, RunStor
 from iobench.matrix.model import Matrix
 from iobench.planner.hosts import client_argv, host_specs, host_targets, plan_on_fleet
 from iobench.planner.plans import FioProcess, Plan, PlannedRun
-from iobench.results.fioout.clients import parse_client_output
+from iobench.results.fioout.clients import client_key, parse_client_output
 from iobench.results.points import headline
 from iobench.results.rundir import parsed_key
 from iobench.runner.sweep import (
@@ -241,12 +241,12 @@ class _HostPointRunner(_PointRunner):
         assert self.fleet is not None
         named = self.fleet.by_name()
         hosts = [named[p.host] for p in run.processes if p.host is not None]
-        ports = {h.server.port: h.name for h in hosts if h.server is not None}
+        clients = {client_key(h.server.client): h.name for h in hosts if h.server is not None}
         everything = None
         # Parsed once for every host (not once per host: the output grows with the hosts).
         if text:
             with contextlib.suppress(ResultsError):
-                everything = parse_client_output(text, ports, origin=str(output))
+                everything = parse_client_output(text, clients, origin=str(output))
         failed: dict[str, str] = {}
         frames: list[pd.DataFrame] = []
         for process, host in zip(run.processes, hosts, strict=True):
@@ -390,6 +390,11 @@ def _host_manifest(earlier: Manifest | None, matrix: Matrix, the_plan: Plan, fle
     )
 
 
+def _host_record(host: Host) -> dict[str, Any]:
+    """How journals name the host: how it is reached, labelled with its frame name."""
+    return host.spec.target.to_json() | {"label": host.name}
+
+
 def _drop_caches(host: Host) -> None:
     host.run(["sync"], timeout=600)
     RemoteRoot(host.connection).write_attribute("/proc/sys/vm/drop_caches", "3")
@@ -472,7 +477,7 @@ def run_hosts(
                 for k in r.settings
                 if k.partition(":")[0] == host.name
             }
-            check_no_pending(sorted(disks), host=host.spec.target.to_json())
+            check_no_pending(sorted(disks), host=_host_record(host))
         fleet.start_servers()
         run_dir = resumed or _create(out, matrix)
         todo = [r for r in the_plan.runs if r.key not in run_dir.finished_keys()]
@@ -489,7 +494,7 @@ def run_hosts(
                 DeviceTuner(
                     run_dir=str(run_dir.path),
                     system=RemoteRoot(host.connection, snapshot=host.facts.snapshot.root),
-                    host=host.spec.target.to_json() | {"label": host.name},
+                    host=_host_record(host),
                 )
             )
         runner = _HostPointRunner(run_dir, the_plan, executor or run_process, fleet=fleet, tuners=tuners)

@@ -63,7 +63,7 @@ from iobench.system.ssh import (
     free_local_port,
 )
 from iobench.system.topology import TargetLocation, Topology, discover_topology, locate_target
-from iobench.system.tuning import host_key
+from iobench.system.tuning import host_id
 
 SERVER_DIR = ".iobench/servers"
 """Where servers' pid files live on a host, relative to the SSH user's home directory."""
@@ -423,8 +423,8 @@ class RemoteMachine(Machine):
         return int(text) if done.returncode == 0 and text.isdigit() else None
 
     def registry_key(self, path: str) -> str:
-        """``<host key>:<path>``: the same path on two hosts is two files."""
-        return f"{host_key(self.host.spec.target.to_json())}:{path}"
+        """``<host id>:<path>``: the same path on two hosts is two files (the id: how the host is reached)."""
+        return f"{host_id(self.host.spec.target.to_json())}:{path}"
 
 
 # --- tokens: which run started a server -------------------------------------------------

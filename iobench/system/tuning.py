@@ -373,13 +373,20 @@ def _host_field(value: dict[str, Any] | None) -> dict[str, Any] | None:
     return value
 
 
-def host_key(host: Mapping[str, Any] | None) -> str:
-    """A file-name-safe key for a host record: its label and a hash of how it is reached."""
+def host_id(host: Mapping[str, Any] | None) -> str:
+    """Which host a record names, by how it is reached (destination and options), not by its label."""
     if host is None:
         return ""
     reached = json.dumps([host.get("destination"), list(host.get("options") or ())])
+    return hashlib.sha256(reached.encode()).hexdigest()[:12]
+
+
+def host_key(host: Mapping[str, Any] | None) -> str:
+    """A file-name-safe key for a host record: its label (for people) and :func:`host_id`."""
+    if host is None:
+        return ""
     label = "".join(c if c.isalnum() or c in "._-" else "_" for c in _host_label(host))[:40]
-    return f"{label}-{hashlib.sha256(reached.encode()).hexdigest()[:8]}"
+    return f"{label}-{host_id(host)}"
 
 
 def _journal_path(disk: str, host: Mapping[str, Any] | None = None) -> Path:
@@ -441,9 +448,9 @@ def check_no_pending(disks: Iterable[str], *, host: Mapping[str, Any] | None = N
         Naming the disk and telling the user to run ``iobench restore``.
     """
     wanted = set(disks)
-    key = host_key(host)
+    key = host_id(host)
     for journal in pending_journals():
-        if journal.disk in wanted and host_key(journal.host) == key:
+        if journal.disk in wanted and host_id(journal.host) == key:
             raise TuningError(
                 f"{journal.where} still has device settings from an earlier run (pid {journal.pid}, "
                 f"started {journal.started}) that were not restored; run `iobench restore` first"

@@ -1,8 +1,10 @@
-"""fio's client/server output with each host named as the caller knows it, by the port it used.
+"""fio's client/server output with each host named as the caller knows it, by where it connected.
 
-Through an SSH forward every server is ``127.0.0.1`` to fio's client, which
-writes that address into each ``client_stats`` entry's ``hostname``; the local
-port (``port``) is what tells the hosts apart. The ``All clients`` entry is a
+fio writes into each ``client_stats`` entry the ``hostname`` its client was
+given and the ``port``. Through an SSH forward every server is ``127.0.0.1``,
+so the local port is what tells the hosts apart; servers named directly may
+share a port (fio's default) and differ in address. A client is therefore
+known by both: ``(hostname, port)``, as in ``--client=<hostname>,<port>``. The ``All clients`` entry is a
 sum fio makes, stamped with whichever host reported last: it is never data
 (:mod:`iobench.results.points` combines hosts as it combines jobs).
 """
@@ -19,16 +21,31 @@ from iobench.results.fioout.frame import to_frame
 from iobench.results.fioout.jsonout import ALL_CLIENTS, read_json
 
 
-def parse_client_output(text: str, ports: Mapping[int, str], *, origin: str = "<text>") -> pd.DataFrame:
-    """The tidy frame of the hosts in ``ports``, their ``host`` column their names.
+def client_key(client: str) -> tuple[str, int]:
+    """``127.0.0.1,41023`` (what ``fio --client=`` took) as ``("127.0.0.1", 41023)``.
+
+    Raises
+    ------
+    ValueError
+        When ``client`` does not end in ``,<port>``.
+    """
+    address, _, port = client.rpartition(",")
+    return address, int(port)
+
+
+def parse_client_output(
+    text: str, clients: Mapping[tuple[str, int], str], *, origin: str = "<text>"
+) -> pd.DataFrame:
+    """The tidy frame of the hosts in ``clients``, their ``host`` column their names.
 
     Parameters
     ----------
     text : str
         What ``fio --client=... --output-format=json+`` wrote (the servers'
         text lines around the JSON are skipped, fio #731/#1931).
-    ports : mapping of int to str
-        Client port → the host's name; entries of other ports are left out.
+    clients : mapping of (str, int) to str
+        ``(hostname, port)`` as given to ``--client`` → the host's name (see
+        :func:`client_key`); entries of other clients are left out.
     origin : str
         Name for messages and the ``source`` column.
 
@@ -49,7 +66,7 @@ def parse_client_output(text: str, ports: Mapping[int, str], *, origin: str = "<
     for entry in obj["client_stats"]:
         if not isinstance(entry, dict) or entry.get("jobname") == ALL_CLIENTS:
             continue
-        name = ports.get(entry.get("port"))  # type: ignore[arg-type]
+        name = clients.get((str(entry.get("hostname")), entry.get("port")))  # type: ignore[arg-type]
         if name is not None:
             entries.append({**entry, "hostname": name})
     return to_frame(read_json({**obj, "client_stats": entries}), origin)
