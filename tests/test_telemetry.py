@@ -117,22 +117,37 @@ def test_missing_counters_read_as_none_never_an_error(tmp_path: Path) -> None:
 
 
 def _task(
-    proc: Path, pid: int, tid: int, comm: str, utime: int, stime: int, cpu: int, *, kernel: bool
+    proc: Path,
+    pid: int,
+    tid: int,
+    comm: str,
+    utime: int,
+    stime: int,
+    cpu: int,
+    *,
+    kernel: bool,
+    threads: int = 1,
 ) -> None:
+    """``<pid>/task/<tid>/stat``, and for the main thread ``<pid>/stat`` with the process's thread count."""
     flags = 0x00200040 if kernel else 0x00400100
     fields_ = ["S", "1", str(pid), "0", "0", "-1", str(flags), "0", "0", "0", "0", str(utime), str(stime)]
+    fields_ += ["0", "0", "20", "0", str(threads)]
     fields_ += ["0"] * (38 - 3 - len(fields_) + 1) + [str(cpu), "0", "0"]
-    _write(proc / str(pid) / "task" / str(tid) / "stat", f"{tid} ({comm}) {' '.join(fields_)}\n")
+    line = f"{tid} ({comm}) {' '.join(fields_)}\n"
+    _write(proc / str(pid) / "task" / str(tid) / "stat", line)
+    if tid == pid:
+        _write(proc / str(pid) / "stat", line)
 
 
 def test_tasks_lists_every_thread_and_kernel_thread(tmp_path: Path) -> None:
     proc = tmp_path / "proc"
     _task(proc, 2, 2, "kthreadd", 0, 5, 1, kernel=True)
     _task(proc, 40, 40, "kworker/1:1H-kblockd", 0, 700, 1, kernel=True)
-    _task(proc, 100, 100, "fio", 300, 40, 0, kernel=False)
-    _task(proc, 100, 101, "iou-wrk-100", 2, 90, 0, kernel=False)
+    _task(proc, 100, 100, "fio", 300, 40, 0, kernel=False, threads=2)
+    _task(proc, 100, 101, "iou-wrk-100", 2, 90, 0, kernel=False, threads=2)
     _task(proc, 200, 200, "a) (b", 1, 1, 3, kernel=False)  # comm may hold parentheses and spaces
     _write(proc / "300" / "task" / "300" / "stat", "garbage\n")
+    (proc / "40" / "task" / "40" / "stat").unlink()  # one thread: <pid>/stat alone is read
     found = {t.tid: t for t in SystemRoot(tmp_path).tasks()}
     assert set(found) == {2, 40, 100, 101, 200}
     assert found[40] == TaskStat(40, 40, "kworker/1:1H-kblockd", 0, 700, 1, True)

@@ -272,6 +272,21 @@ def _read_small(path: str) -> bytes | None:
         os.close(fd)
 
 
+def _task_stat(pid: int, tid: int, data: bytes | None) -> tuple[TaskStat, int] | None:
+    """A ``stat`` line as a :class:`TaskStat` and the process's thread count (field 20); None when unusable."""
+    if data is None or b")" not in data:
+        return None
+    head, _, tail = data.rpartition(b")")
+    fields = tail.split()
+    try:
+        flags, utime, stime, threads = int(fields[6]), int(fields[11]), int(fields[12]), int(fields[17])
+        processor = int(fields[36]) if len(fields) > 36 else None
+    except (IndexError, ValueError):
+        return None
+    comm = head.partition(b"(")[2].decode(errors="replace")
+    return TaskStat(pid, tid, comm, utime, stime, processor, bool(flags & _PF_KTHREAD)), threads
+
+
 def _int_or_none(text: str | None) -> int | None:
     try:
         return int(text) if text is not None else None
@@ -850,8 +865,11 @@ class SystemRoot:
     def tasks(self) -> list[TaskStat]:
         """Every thread of every process and every kernel thread, with its CPU time so far.
 
-        One ``read(2)`` per thread: this runs once per telemetry sample. Threads
-        that end while they are listed are left out.
+        This runs once per telemetry sample, so it is lean: one ``read(2)`` of
+        ``<pid>/stat`` per process, and of ``<pid>/task/<tid>/stat`` per
+        thread only for processes with more than one thread (kernel threads
+        and most processes have one). Threads that end while they are listed
+        are left out.
         """
         found: list[TaskStat] = []
         proc = os.fspath(self.procfs)
@@ -860,31 +878,19 @@ class SystemRoot:
         except OSError:
             return found
         for pid in pids:
+            task = _task_stat(int(pid), int(pid), _read_small(f"{proc}/{pid}/stat"))
+            if task is not None and task[1] == 1:
+                found.append(task[0])
+                continue
             task_dir = f"{proc}/{pid}/task"
             try:
                 tids = os.listdir(task_dir)
             except OSError:
                 continue
             for tid in tids:
-                data = _read_small(f"{task_dir}/{tid}/stat")
-                parsed = None if data is None else _parse_stat(int(tid), data.decode(errors="replace"))
-                if parsed is None:
-                    continue
-                utime, stime = _int_or_none(parsed.field(14)), _int_or_none(parsed.field(15))
-                if utime is None or stime is None:
-                    continue
-                flags = _int_or_none(parsed.field(9)) or 0
-                found.append(
-                    TaskStat(
-                        pid=int(pid),
-                        tid=int(tid),
-                        comm=parsed.comm,
-                        user_ticks=utime,
-                        system_ticks=stime,
-                        processor=_int_or_none(parsed.field(39)),
-                        kernel=bool(flags & _PF_KTHREAD),
-                    )
-                )
+                thread = _task_stat(int(pid), int(tid), _read_small(f"{task_dir}/{tid}/stat"))
+                if thread is not None:
+                    found.append(thread[0])
         return found
 
     def device_irqs(self, name: str) -> tuple[int, ...]:
