@@ -39,6 +39,7 @@ from iobench.plots import (
     smt,
     sweep,
     throughput_metric,
+    timeline,
 )
 from iobench.results.points import t975
 
@@ -322,6 +323,7 @@ def test_kinds_map_the_cli_names_to_the_functions() -> None:
         "cpu-per-io": cpu_per_io,
         "sweep": sweep,
         "line": plot,
+        "timeline": timeline,
     }
     assert LABELS["bw_bytes"] == "Throughput (MiB/s)"
 

@@ -224,7 +224,9 @@ def plan_on_fleet(matrix: Matrix, fleet: Fleet, *, seed: int | None = None) -> P
     first = fleet.hosts[0].facts
     assert first is not None
     facts = tuple(h.facts for h in fleet.hosts if h.facts is not None)
-    return Plan(matrix, tuple(_ordered(points, matrix.order, seed)), seed, "", first.topology, {}, hosts=facts)
+    return Plan(
+        matrix, tuple(_ordered(points, matrix.order, seed)), seed, "", first.topology, {}, hosts=facts
+    )
 
 
 def plan_remote(

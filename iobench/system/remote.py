@@ -69,14 +69,15 @@ for b in /sys/class/block/* /sys/block/*; do
   seen="$seen$r "
   dr "$r" "$r/queue" "$r/holders" "$r/slaves" "$r/device" "$r/dm"
   f "$r/dev" "$r/size" "$r/partition" "$r/queue/scheduler" "$r/queue/read_ahead_kb" "$r/queue/rotational"
-  f "$r/device/model" "$r/dm/name"
+  f "$r/device/model" "$r/device/firmware_rev" "$r/device/rev" "$r/dm/name"
   l "$r"/holders/* "$r"/slaves/*
   p=${r%/*}
   while :; do
     case "$p" in /sys/devices/*) ;; *) break;; esac
     case "$seen" in *" $p "*) break;; esac
     seen="$seen$p "
-    f "$p/numa_node" "$p/local_cpulist" "$p/local_cpus"
+    f "$p/numa_node" "$p/local_cpulist" "$p/local_cpus" "$p/class"
+    f "$p/current_link_speed" "$p/max_link_speed" "$p/current_link_width" "$p/max_link_width"
     p=${p%/*}
   done
 done
