@@ -7,13 +7,14 @@ tests/test_hosts_e2e.py.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import subprocess
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -55,6 +56,21 @@ from iobench.system.tuning import (
 
 DATA = Path(__file__).parent / "data"
 CLIENT_PLUS = DATA / "fio" / "fio-3.33" / "client_plus.json"
+
+
+@pytest.fixture(autouse=True)
+def _no_server_left(tmp_path: Path) -> Iterator[None]:
+    """Whatever a test leaves running in its "hosts" (a server of a host cut off mid-run) is stopped after it."""
+    yield
+    left = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if Path(f"/proc/{entry}/cwd").readlink().is_relative_to(tmp_path):
+                    left.append(int(entry))
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, 9)
 
 
 @pytest.fixture(scope="module")

@@ -886,7 +886,12 @@ class Observers:
     def stop(self) -> None:
         """Stop watching: the streams end, the threads finish (bounded)."""
         for stream in self._streams:
-            stop_process(stream)
+            # An ssh client with nothing below it: no process tree to walk (stop_process's fallback).
+            stream.terminate()
+            try:
+                stream.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                stop_process(stream)
         for thread in self._threads:
             thread.join(timeout=COMMAND_TIMEOUT_S)
         self._streams.clear()
