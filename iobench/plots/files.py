@@ -6,16 +6,19 @@ the runner never draws.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from iobench.errors import ResultsError, RunStorageError
-from iobench.plots import figures_for, save_figure
-from iobench.plots.figures import FORMATS
+from iobench.plots import save_figure
+from iobench.plots.figures import FORMATS, figure_builders
 from iobench.store.rundir import RunDir, describe_counts, remedy, replacing, storage
 
 
@@ -41,18 +44,68 @@ def write_figures(
 ) -> list[Path]:
     """Every figure that fits ``frame`` (:func:`iobench.plots.figures_for`) into ``out_dir``, once per format.
 
+    The figures are drawn in parallel (:func:`draw_all`).
+
     Raises
     ------
     RunStorageError
         When a file cannot be written; the files written before are whole.
     """
-    figures = figures_for(frame)
-    if not figures:
+    builders = figure_builders(frame)
+    if not builders:
         return []
     out = Path(out_dir)
     with storage(out):
         out.mkdir(parents=True, exist_ok=True)
-    return [save_figure_file(fig, out / f"{name}.{fmt}") for name, fig in figures.items() for fmt in formats]
+    jobs = [(build, [out / f"{name}.{fmt}" for fmt in formats]) for name, build in builders.items()]
+    draw_all(jobs)
+    return [path for _, paths in jobs for path in paths]
+
+
+Job = tuple[Callable[[], Any], list[Path]]
+"""A function drawing a figure, and the files to save it in."""
+
+
+def _draw(job: Job) -> None:
+    build, paths = job
+    fig = build()
+    for path in paths:
+        save_figure_file(fig, path)
+
+
+def draw_all(jobs: Sequence[Job]) -> None:
+    """Draw each figure and save it to its files, each in a process of its own when this process may use several CPUs.
+
+    Drawing is nearly all CPU in Python and holds the GIL, so threads would not
+    help; forked children share the frame and the loaded libraries, and the
+    kernel spreads them over the CPUs. A figure a child did not save whole is
+    drawn again here, where a failure raises as it would in one process.
+
+    Raises
+    ------
+    RunStorageError
+        When a file cannot be written; the files written before are whole.
+    """
+    cpus = len(os.sched_getaffinity(0)) if sys.platform == "linux" else 1
+    if cpus < 2 or len(jobs) < 2:
+        for job in jobs:
+            _draw(job)
+        return
+    children: list[tuple[int, Job]] = []
+    try:
+        for job in jobs:
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - a child's coverage is not collected
+                code = 1
+                with contextlib.suppress(BaseException):
+                    _draw(job)
+                    code = 0
+                os._exit(code)
+            children.append((pid, job))
+    finally:
+        failed = [job for pid, job in children if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0]
+    for job in failed:
+        _draw(job)
 
 
 def run_figures(
