@@ -67,11 +67,31 @@ class _DrawLater:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.shown, name)
 
+    drawing: Any = None
+
     def point_started(self, run: Any, index: int) -> None:
         from iobench.runner.preload import preload
 
         preload(FIGURE_MODULES, avoid_cpus=sorted({c for p in run.processes for c in p.cpus}))
         self.shown.point_started(run, index)
+
+    def frame_ready(self, run_dir: Path, frame: Any) -> None:
+        """Start drawing the figures while the runner adds telemetry and steady state to the frame."""
+        from iobench.runner import preload
+
+        preload.wait()  # forking while another thread imports could leave a child an import lock nobody holds
+        from iobench.plots.files import start_run_figures
+
+        try:
+            self.drawing = start_run_figures(run_dir, frame)
+        except (IobenchError, OSError):
+            self.drawing = None  # drawn again after the run, where the failure is reported
+        self.shown.frame_ready(run_dir, frame)
+
+    def stop_drawing(self) -> None:
+        """The run failed after the figures were started: no child is left drawing."""
+        if self.drawing is not None:
+            self.drawing.cancel()
 
 
 def _print_json(data: Any) -> None:
@@ -116,6 +136,7 @@ def run(
         progress = RichProgress(Console())
     else:
         progress = PlainProgress(sys.stdout)
+    drawer = _DrawLater(progress)
     try:
         m = load_matrix(matrix, targets=target or [], allow_write=allow_write or [])
         result = run_matrix(
@@ -124,11 +145,12 @@ def run(
             resume=resume,
             allow_write=allow_write or [],
             fail_fast=fail_fast,
-            progress=_DrawLater(progress),
+            progress=drawer,
         )
         from iobench.plots.files import run_figures
 
-        figures = run_figures(result.run_dir, result.frame, result.counts)
+        figures = run_figures(result.run_dir, result.frame, result.counts, drawing=drawer.drawing)
+        drawer.drawing = None
     except EnvironmentFault as exc:
         if (target or allow_write) and "--resume" in exc.finish:
             exc.finish += " (with the same --target and --allow-write options)"
@@ -141,6 +163,7 @@ def run(
         err.print("iobench: interrupted before the sweep started; nothing was run")
         raise typer.Exit(code=130) from None
     finally:
+        drawer.stop_drawing()
         if isinstance(progress, RichProgress):
             progress.live.stop()
     if quiet:

@@ -31,6 +31,7 @@ RUN_MODULES: tuple[str, ...] = (
 )
 
 _started: set[str] = set()
+_threads: list[threading.Thread] = []
 _lock = threading.Lock()
 
 
@@ -64,5 +65,15 @@ def preload(modules: Iterable[str], *, avoid_cpus: Sequence[int] = ()) -> thread
                 importlib.import_module(name)
 
     thread = threading.Thread(target=load, name=THREAD_NAME, daemon=True)
+    with _lock:
+        _threads.append(thread)
     thread.start()
     return thread
+
+
+def wait() -> None:
+    """Wait until every preload has finished (before forking: a child must not inherit a held import lock)."""
+    with _lock:
+        threads, _threads[:] = list(_threads), []
+    for thread in threads:
+        thread.join()

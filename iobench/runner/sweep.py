@@ -126,6 +126,12 @@ class Progress(Protocol):
     def point_finished(self, run: PlannedRun, outcome: PointOutcome) -> None:
         """``run`` ended and was saved."""
 
+    def frame_ready(self, run_dir: Path, frame: pd.DataFrame) -> None:
+        """Every point is saved; ``frame`` holds them, without the telemetry and steady-state columns added next.
+
+        Enough for the default figures: a front end may start drawing them now.
+        """
+
     def finished(self, result: RunResult) -> None:
         """The frame is written (the figures come after)."""
 
@@ -140,6 +146,9 @@ class NullProgress:
         """Nothing."""
 
     def point_finished(self, run: PlannedRun, outcome: PointOutcome) -> None:
+        """Nothing."""
+
+    def frame_ready(self, run_dir: Path, frame: pd.DataFrame) -> None:
         """Nothing."""
 
     def finished(self, result: RunResult) -> None:
@@ -640,7 +649,7 @@ def run(
             fault.add_note(f"{problem}\nrun `iobench restore` to retry")
         if fault is not None:
             raise _stopped(fault, run_dir, the_plan, manifest, point_runner.parsed) from None
-        result = _finish(run_dir, the_plan, manifest, point_runner.parsed, interrupted=interrupted)
+        result = _finish(run_dir, the_plan, manifest, point_runner.parsed, interrupted=interrupted, show=show)
     show.finished(result)
     if interrupted:
         raise RunInterrupted(result)
@@ -797,11 +806,15 @@ def _finish(
     parsed: dict[str, pd.DataFrame],
     *,
     interrupted: bool,
+    show: Progress | None = None,
 ) -> RunResult:
-    from iobench.results.rundir import build_frame
+    from iobench.results.rundir import base_frame, build_frame
 
     counts: dict[str, int] = dict(Counter(meta.status for _, meta in run_dir.point_metas()))
-    frame = build_frame(run_dir, parsed)
+    base = base_frame(run_dir, parsed)
+    if show is not None:
+        show.frame_ready(run_dir.path, base)
+    frame = build_frame(run_dir, parsed, base=base)
     manifest.status = "interrupted" if interrupted else "finished"
     manifest.finished, manifest.counts = now(), counts
     frame_saved = False
