@@ -3,7 +3,7 @@
 Runs a 16-point matrix (null engine, runtime 1 s) through ``iobench run`` (the
 real CLI, as a user starts it) and then runs the job files iobench wrote through
 plain fio, one after another, with the same arguments. Reports both wall times,
-their ratio, and the overhead per point.
+their ratio, and the overhead per point, for the best round and the median one.
 
 ``--telemetry`` compares instead ``iobench run`` with telemetry on (the
 default, every 1 s) and off (``telemetry: false``), the two alternating round
@@ -161,26 +161,32 @@ def main() -> None:
             scratch.mkdir()
             fio_s = plain_fio(run_dir, scratch)
             rows.append((iobench_s, fio_s, in_loop_overhead(run_dir)))
-    iobench_s = statistics.median(r[0] for r in rows)
-    fio_s = statistics.median(r[1] for r in rows)
-    loop_ms = statistics.median(r[2] for r in rows) * 1000
-    per_point_ms = (iobench_s - fio_s) / args.points * 1000
-    ratio = iobench_s / fio_s
-    if args.markdown:
+    for label, pick in (("best", min), ("median", statistics.median)):
+        iobench_s = pick(r[0] for r in rows)
+        fio_s = pick(r[1] for r in rows)
+        loop_ms = pick(r[2] for r in rows) * 1000
+        per_point_ms = (iobench_s - fio_s) / args.points * 1000
+        ratio = iobench_s / fio_s
+        if args.markdown:
+            if label == "best":
+                print(
+                    "| points | of rounds | plain fio (s) | iobench run (s) | ratio | overhead/point, all costs (ms) "
+                    "| in-loop/point (ms) |"
+                )
+                print("|---|---|---|---|---|---|---|")
+            print(
+                f"| {args.points} | {label} of {args.rounds} | {fio_s:.2f} | {iobench_s:.2f} | {ratio:.3f} "
+                f"| {per_point_ms:.0f} | {loop_ms:.1f} |"
+            )
+            continue
+        print(f"{label} of {args.rounds} rounds, {args.points} points, telemetry on (the default):")
+        print(f"  plain fio:    {fio_s:8.2f} s")
         print(
-            "| points | plain fio (s) | iobench run (s) | ratio | overhead/point, all costs (ms) | in-loop/point (ms) |"
+            f"  iobench run:  {iobench_s:8.2f} s   (process start to exit: validation, plan, frame, figures)"
         )
-        print("|---|---|---|---|---|---|")
-        print(
-            f"| {args.points} | {fio_s:.2f} | {iobench_s:.2f} | {ratio:.3f} | {per_point_ms:.0f} | {loop_ms:.1f} |"
-        )
-    else:
-        print(f"points: {args.points}, rounds: {args.rounds} (medians)")
-        print(f"plain fio:    {fio_s:8.2f} s")
-        print(f"iobench run:  {iobench_s:8.2f} s   (process start to exit: validation, plan, frame, figures)")
-        print(f"ratio:        {ratio:8.3f}   (target < 1.10)")
-        print(f"overhead:     {per_point_ms:8.1f} ms/point, fixed costs spread over the points")
-        print(f"in the loop:  {loop_ms:8.1f} ms/point around fio (target < 30 ms)")
+        print(f"  ratio:        {ratio:8.3f}   (goal <= 1.05)")
+        print(f"  overhead:     {per_point_ms:8.1f} ms/point, every cost spread over the points (goal <= 50)")
+        print(f"  in the loop:  {loop_ms:8.1f} ms/point around fio")
 
 
 if __name__ == "__main__":

@@ -95,3 +95,27 @@ def test_an_accepted_job_file_is_remembered_and_a_refused_one_asked_again(
     assert second.parse_only(good) is None and asked == []
     assert second.parse_only(good.replace("size=1M", "size=2M")) is None and len(asked) == 1
     assert second.parse_only(bad) is not None and len(asked) == 2  # a refusal is never remembered
+
+
+def test_fio_s_version_is_remembered_per_binary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    import iobench.matrix.fiocatalog as fiocatalog
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    real = fio_catalog().binary
+    copy = tmp_path / "fio"
+    shutil.copy2(real, copy)
+    asked: list[str] = []
+    run = fiocatalog.run_process
+
+    def counting(argv: list[str], **kwargs: object) -> object:
+        asked.append(argv[1])
+        return run(argv, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fiocatalog, "run_process", counting)
+    version = fiocatalog._version(str(copy))
+    assert version.startswith("fio-") and asked == ["--version"]
+    assert fiocatalog._version(str(copy)) == version and asked == ["--version"]  # remembered
+    copy.write_bytes(copy.read_bytes() + b"\0")  # another file now: asked again (and it still runs)
+    assert fiocatalog._version(str(copy)) == version and asked == ["--version", "--version"]

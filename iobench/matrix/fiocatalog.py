@@ -6,6 +6,7 @@ so a matrix is checked against the fio that will run it, not a list we keep.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -91,14 +92,15 @@ def _option(data: dict[str, Any]) -> FioOption:
     return FioOption(**{**data, "choices": tuple(data.get("choices", ()))})
 
 
-def _cache_path(binary: str, version: str) -> Path | None:
+def _cache_path(binary: str, version: str, kind: str = "options") -> Path | None:
+    """Where what this fio binary said is remembered: named after the file's identity, so a new fio asks again."""
     try:
         info = os.stat(binary)
     except OSError:
         return None
-    key = f"{binary}:{info.st_mtime_ns}:{info.st_size}:{version}"
+    key = f"{binary}:{info.st_ino}:{info.st_mtime_ns}:{info.st_size}:{version}"
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "iobench" / f"fio-options-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+    return Path(base) / "iobench" / f"fio-{kind}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
 
 
 @dataclass
@@ -220,8 +222,14 @@ def find_fio(binary: str | None = None) -> str:
     return resolved
 
 
-@cache
-def _catalog_for(binary: str) -> FioCatalog:
+def _version(binary: str) -> str:
+    """What ``fio --version`` prints, remembered per binary file (fio takes 40 ms to say it)."""
+    path = _cache_path(binary, "", kind="version")
+    with contextlib.suppress(OSError, ValueError):
+        if path is not None:
+            known = json.loads(path.read_text())
+            if isinstance(known, str) and known.startswith("fio-"):
+                return known
     try:
         done = run_process([binary, "--version"], timeout=30, env=minimal_env())
     except CommandNotFound as exc:
@@ -229,6 +237,16 @@ def _catalog_for(binary: str) -> FioCatalog:
     version = done.stdout.strip()
     if done.returncode != 0 or not version.startswith("fio-"):
         raise FioError(f"{binary} --version printed {version!r}; is this fio?")
+    with contextlib.suppress(OSError):
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, json.dumps(version))
+    return version
+
+
+@cache
+def _catalog_for(binary: str) -> FioCatalog:
+    version = _version(binary)
     major = version.removeprefix("fio-").split(".", 1)[0]
     if not major.isdigit() or int(major) < 3:
         raise FioError(f"{binary} is {version}; iobench runs fio 3.x or newer")
