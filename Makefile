@@ -23,7 +23,7 @@ APT_PACKAGES   := $(RUN_PACKAGES) $(DEVICE_PACKAGES) $(LAB_PACKAGES) $(GUARD_PAC
 # and, when `make deps` installed the package, the service is left disabled.
 SERVICES_OFF   := openssh-server:ssh fio:fio
 
-.PHONY: demo test lint deps venv bench lab clean
+.PHONY: demo test lint deps venv bench profile lab clean
 
 deps: ## the Debian packages in APT_PACKAGES and the venv's prerequisites, when missing (as root)
 	@missing=""; \
@@ -51,7 +51,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+# An editable install leaves iobench's own modules uncompiled, and with PYTHONDONTWRITEBYTECODE
+# set every command would compile them again (a quarter of a second): compile them as a wheel
+# install would. Stale files are harmless (Python checks the source's time and size).
 venv: deps $(STAMP)
+	@$(BIN)/python -m compileall -q iobench
 
 demo: venv ## a real 24-point sweep on a temp file; prints where results and figures are
 	$(BIN)/iobench run configs/demo.yaml
@@ -67,8 +71,12 @@ test: venv lint ## lint, types, then the tests; with CI=true in the environment 
 lab: venv ## boot the QEMU 2-socket SMT guest, sweep NUMA/SMT/settings/guard in it: results/lab-*/
 	$(BIN)/python -m lab results
 
-bench: venv ## iobench's overhead over plain fio (benchmarks/overhead.py)
-	$(BIN)/python benchmarks/overhead.py
+bench: venv ## iobench's overhead over plain fio, then parsing speed against fio-plot (ratios, best of 3)
+	$(BIN)/python benchmarks/overhead.py --rounds 3
+	$(BIN)/python benchmarks/parse_speed.py --repeat 3
+
+profile: venv ## where the time of a whole `iobench run` goes, phase by phase (benchmarks/profile_run.py)
+	$(BIN)/python benchmarks/profile_run.py --rounds 3
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

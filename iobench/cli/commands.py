@@ -86,7 +86,6 @@ class _DrawLater:
             self.drawing = start_run_figures(run_dir, frame)
         except (IobenchError, OSError):
             self.drawing = None  # drawn again after the run, where the failure is reported
-        self.shown.frame_ready(run_dir, frame)
 
     def stop_drawing(self) -> None:
         """The run failed after the figures were started: no child is left drawing."""

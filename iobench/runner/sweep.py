@@ -126,14 +126,14 @@ class Progress(Protocol):
     def point_finished(self, run: PlannedRun, outcome: PointOutcome) -> None:
         """``run`` ended and was saved."""
 
-    def frame_ready(self, run_dir: Path, frame: pd.DataFrame) -> None:
-        """Every point is saved; ``frame`` holds them, without the telemetry and steady-state columns added next.
-
-        Enough for the default figures: a front end may start drawing them now.
-        """
-
     def finished(self, result: RunResult) -> None:
         """The frame is written (the figures come after)."""
+
+
+# Optional (a Progress without it still works): ``frame_ready(run_dir, frame)``, called once
+# every point is saved, with the frame before its telemetry and steady-state columns are
+# added; enough for the default figures, which a front end may start drawing then.
+FRAME_READY = "frame_ready"
 
 
 class NullProgress:
@@ -146,9 +146,6 @@ class NullProgress:
         """Nothing."""
 
     def point_finished(self, run: PlannedRun, outcome: PointOutcome) -> None:
-        """Nothing."""
-
-    def frame_ready(self, run_dir: Path, frame: pd.DataFrame) -> None:
         """Nothing."""
 
     def finished(self, result: RunResult) -> None:
@@ -812,8 +809,9 @@ def _finish(
 
     counts: dict[str, int] = dict(Counter(meta.status for _, meta in run_dir.point_metas()))
     base = base_frame(run_dir, parsed)
-    if show is not None:
-        show.frame_ready(run_dir.path, base)
+    ready = getattr(show, FRAME_READY, None)
+    if ready is not None:
+        ready(run_dir.path, base)
     frame = build_frame(run_dir, parsed, base=base)
     manifest.status = "interrupted" if interrupted else "finished"
     manifest.finished, manifest.counts = now(), counts
