@@ -17,6 +17,7 @@ import pandas as pd
 from iobench.errors import ResultsError
 from iobench.results.fioout import detect
 from iobench.results.fioout.frame import FrameBuilder, job_rows, to_frame
+from iobench.results.fioout.jsondoc import decode_document
 from iobench.results.fioout.jsonout import read_json
 from iobench.results.fioout.model import JobStats
 from iobench.results.fioout.normal import read_normal
@@ -134,7 +135,10 @@ def _jobs_in_file(origin: str) -> list[JobStats]:
     data = _regular_file_bytes(origin)
     if data is None:
         return read_jobs(_read_file(Path(origin)), origin=origin)
-    obj = detect.whole_json(data)  # fio's --output file: decoded straight from the bytes
+    doc = decode_document(data)  # fio's --output file: decoded straight from the bytes into records
+    if doc is not None:
+        return read_json(doc)
+    obj = detect.whole_json(data)  # a value the records refuse (a string for a number, ...)
     if obj is not None:
         return read_json(obj)
     return read_jobs(_as_text(data), origin=origin)
