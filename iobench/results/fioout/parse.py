@@ -16,7 +16,7 @@ import pandas as pd
 
 from iobench.errors import ResultsError
 from iobench.results.fioout import detect
-from iobench.results.fioout.frame import FrameBuilder, job_rows, to_frame
+from iobench.results.fioout.frame import FrameBuilder, Part, to_frame
 from iobench.results.fioout.jsondoc import decode_document
 from iobench.results.fioout.jsonout import read_json
 from iobench.results.fioout.model import JobStats
@@ -196,12 +196,14 @@ def parse_fio(
     size = -(-len(origins) // workers)
     chunks = [origins[i : i + size] for i in range(0, len(origins), size)]
     # fork: the workers inherit the imported parser instead of importing pandas again.
-    # This process parses the first chunk itself while the others run.
+    # This process parses the first chunk itself while the others run; workers send
+    # back their rows converted to arrow columns, and one frame is built here.
     with ProcessPoolExecutor(max_workers=len(chunks) - 1, mp_context=get_context("fork")) as pool:
-        others = pool.map(_frame_of, chunks[1:])
-        first = _frame_of(chunks[0])
-        parts = [first, *others]
-    return pd.concat(parts, ignore_index=True)
+        others = pool.map(_parts_of, chunks[1:])
+        builder = _builder_of(chunks[0])
+        for parts in others:
+            builder.add_parts(parts)
+    return builder.frame()
 
 
 def _worker_count(files: int, processes: int | None) -> int:
@@ -234,8 +236,16 @@ def _is_normal(path: str) -> bool:
     )
 
 
-def _frame_of(origins: Sequence[str]) -> pd.DataFrame:
+def _builder_of(origins: Sequence[str]) -> FrameBuilder:
     builder = FrameBuilder()
     for origin in origins:
-        builder.add(job_rows(_jobs_in_file(origin), origin))
-    return builder.frame()
+        builder.add_jobs(_jobs_in_file(origin), origin)
+    return builder
+
+
+def _parts_of(origins: Sequence[str]) -> list[Part]:
+    return _builder_of(origins).parts()
+
+
+def _frame_of(origins: Sequence[str]) -> pd.DataFrame:
+    return _builder_of(origins).frame()
