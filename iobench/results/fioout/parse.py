@@ -8,14 +8,12 @@ import re
 import stat
 import sys
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from pathlib import Path
 
 import pandas as pd
 
 from iobench.errors import ResultsError
-from iobench.results.fioout import detect
+from iobench.results.fioout import detect, split
 from iobench.results.fioout.frame import FrameBuilder, Part, to_frame
 from iobench.results.fioout.jsondoc import decode_document
 from iobench.results.fioout.jsonout import read_json
@@ -24,7 +22,10 @@ from iobench.results.fioout.normal import read_normal
 from iobench.results.fioout.terse import read_terse
 
 PARALLEL_MIN_FILES = 500
-"""Below this many files per worker, a process pool costs more than it saves."""
+"""Below this many files per process, forking costs more than it saves."""
+
+BLOCK_FILES = 64
+"""Files per block shared out to the processes: small enough that they finish together."""
 
 _FIO_MESSAGE = re.compile(r"^fio: .*$", re.MULTILINE)
 # Raw bytes on every platform (O_BINARY), never wait for a FIFO's writer, never adopt a terminal.
@@ -193,16 +194,14 @@ def parse_fio(
     workers = _worker_count(len(origins), processes)
     if workers < 2:
         return _frame_of(origins)
-    size = -(-len(origins) // workers)
-    chunks = [origins[i : i + size] for i in range(0, len(origins), size)]
-    # fork: the workers inherit the imported parser instead of importing pandas again.
-    # This process parses the first chunk itself while the others run; workers send
-    # back their rows converted to arrow columns, and one frame is built here.
-    with ProcessPoolExecutor(max_workers=len(chunks) - 1, mp_context=get_context("fork")) as pool:
-        others = pool.map(_parts_of, chunks[1:])
-        builder = _builder_of(chunks[0])
-        for parts in others:
-            builder.add_parts(parts)
+    # Blocks of up to BLOCK_FILES files, shared out as the processes get free (split.py);
+    # forked, the processes inherit the imported parser instead of importing pandas again.
+    # Each sends back its rows as arrow columns, and one frame is built here.
+    size = max(min(BLOCK_FILES, -(-len(origins) // (4 * workers))), -(-len(origins) // split.MAX_BLOCKS), 1)
+    blocks = [origins[i : i + size] for i in range(0, len(origins), size)]
+    builder = FrameBuilder()
+    for parts in split.run_blocks(len(blocks), lambda block: _parts_of(blocks[block]), workers):
+        builder.add_parts(parts)
     return builder.frame()
 
 
