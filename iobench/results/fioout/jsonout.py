@@ -99,8 +99,7 @@ def read_direction(section: Direction) -> DirStats:
     """
     io_bytes = section.io_bytes
     if not (io_bytes or section.total_ios or section.io_kbytes):
-        # fio writes every direction of every job; most did nothing and never reach the frame.
-        return _IDLE
+        return _IDLE  # read_json skips the call for these
     bw_bytes = section.bw_bytes
     if bw_bytes is None and section.bw is not None:
         bw_bytes = section.bw * 1024
@@ -202,14 +201,16 @@ def read_json(doc: FioDoc | Mapping[str, Any]) -> list[JobStats]:
         if client and name == ALL_CLIENTS:
             continue
         directions = {}
-        if entry.read is not None:
-            directions["read"] = read_direction(entry.read)
-        if entry.write is not None:
-            directions["write"] = read_direction(entry.write)
-        if entry.trim is not None:
-            directions["trim"] = read_direction(entry.trim)
-        if entry.mixed is not None:
-            directions["mixed"] = read_direction(entry.mixed)
+        for ddir, section in (
+            ("read", entry.read),
+            ("write", entry.write),
+            ("trim", entry.trim),
+            ("mixed", entry.mixed),
+        ):
+            if section is not None:
+                # fio writes every direction of every job; most did nothing and never reach the frame.
+                idle = not (section.io_bytes or section.total_ios or section.io_kbytes)
+                directions[ddir] = _IDLE if idle else read_direction(section)
         records.append(
             JobStats(  # positional, in field order (see read_direction)
                 name,

@@ -117,10 +117,13 @@ def _regular_file_bytes(path: str) -> bytes | None:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             return None
-        chunks = [os.read(fd, info.st_size + 1)]
-        while chunk := os.read(fd, 1 << 16):  # to the end, in case it grew or the size was wrong
+        data = os.read(fd, info.st_size + 1)
+        if len(data) <= info.st_size:
+            return data  # a regular file's read stops short only at its end
+        chunks = [data]
+        while chunk := os.read(fd, 1 << 16):  # to the end: it grew, or its size was wrong (procfs)
             chunks.append(chunk)
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return b"".join(chunks)
     except OSError:
         return None
     finally:
