@@ -202,10 +202,7 @@ def parse_fio(
     # Each sends back its rows as arrow columns, and one frame is built here.
     size = max(min(BLOCK_FILES, -(-len(origins) // (4 * workers))), -(-len(origins) // split.MAX_BLOCKS), 1)
     blocks = [origins[i : i + size] for i in range(0, len(origins), size)]
-    builder = FrameBuilder()
-    for parts in split.run_blocks(len(blocks), lambda block: _parts_of(blocks[block]), workers):
-        builder.add_parts(parts)
-    return builder.frame()
+    return split.run_blocks(len(blocks), lambda block: _parts_of(blocks[block]), workers, _frame_from_parts)
 
 
 def _worker_count(files: int, processes: int | None) -> int:
@@ -247,6 +244,13 @@ def _builder_of(origins: Sequence[str]) -> FrameBuilder:
 
 def _parts_of(origins: Sequence[str]) -> list[Part]:
     return _builder_of(origins).parts()
+
+
+def _frame_from_parts(parts: Sequence[list[Part]]) -> pd.DataFrame:
+    builder = FrameBuilder()
+    for block in parts:
+        builder.add_parts(block)
+    return builder.frame()
 
 
 def _frame_of(origins: Sequence[str]) -> pd.DataFrame:

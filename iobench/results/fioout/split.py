@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from iobench.errors import ResultsError
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 MAX_BLOCKS = 2048
 """Most blocks one run shares out: their tokens (2 bytes each) fit one pipe page, written before any reader."""
@@ -67,8 +68,8 @@ def _child(tokens: int, work: Callable[[int], Any], out: int) -> None:
         os._exit(status)  # no atexit handlers, no flushing of the parent's inherited buffers
 
 
-def run_blocks(count: int, work: Callable[[int], T], processes: int) -> list[T]:
-    """Run ``work(0)`` ... ``work(count - 1)`` in ``processes`` processes; return the results in order.
+def run_blocks(count: int, work: Callable[[int], T], processes: int, finish: Callable[[list[T]], R]) -> R:
+    """Run ``work(0)`` ... ``work(count - 1)`` in ``processes`` processes and ``finish`` their results.
 
     Parameters
     ----------
@@ -79,11 +80,14 @@ def run_blocks(count: int, work: Callable[[int], T], processes: int) -> list[T]:
         inherit this process's state (Linux).
     processes : int
         This process and ``processes - 1`` forked children.
+    finish : callable
+        Called here with ``[work(0), ..., work(count - 1)]`` while the children
+        exit (their exit, unmapping a copy of this process, takes milliseconds).
 
     Returns
     -------
-    list
-        ``work(i)`` for each block ``i``.
+    object
+        What ``finish`` returned.
 
     Raises
     ------
@@ -93,7 +97,7 @@ def run_blocks(count: int, work: Callable[[int], T], processes: int) -> list[T]:
     if not 0 <= count <= MAX_BLOCKS:
         raise ValueError(f"count must be 0..{MAX_BLOCKS}, not {count}")
     tokens, writer = os.pipe()
-    children: list[tuple[int, int]] = []  # (pid, read end of its answer pipe)
+    children: list[tuple[int, int]] = []  # (pid, read end of its answer pipe; -1 once read)
     try:
         os.write(writer, b"".join(_TOKEN.pack(block) for block in range(count)))
         os.close(writer)  # empty and writerless: a read returns b"" (no more blocks)
@@ -107,13 +111,10 @@ def run_blocks(count: int, work: Callable[[int], T], processes: int) -> list[T]:
             children.append((pid, answer))
         results, failure = _take(tokens, work)
         failures = [failure] if failure else []
-        while children:
-            pid, answer = children[0]
+        for index, (pid, answer) in enumerate(children):
+            children[index] = (pid, -1)
             with open(answer, "rb", closefd=True) as pipe:
-                children[0] = (pid, -1)
                 payload = pipe.read()
-            os.waitpid(pid, 0)
-            children.pop(0)
             if payload:  # else the child died: its blocks are run again below
                 theirs, failure = pickle.loads(payload)
                 results.update(theirs)
@@ -129,12 +130,12 @@ def run_blocks(count: int, work: Callable[[int], T], processes: int) -> list[T]:
                     break
         if first is not None:
             raise first[1]
-        return [results[block] for block in range(count)]
+        return finish([results[block] for block in range(count)])
     finally:
-        for pid, answer in children:  # only on an exception here: stop and reap the rest
-            if answer >= 0:
+        for pid, answer in children:
+            if answer >= 0:  # not answered: this process is leaving on an exception
                 os.close(answer)
-            os.kill(pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
         os.close(tokens)
         if writer >= 0:
