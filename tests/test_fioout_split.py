@@ -89,7 +89,7 @@ def test_an_error_that_does_not_pickle_is_described() -> None:
         return block
 
     try:
-        with pytest.raises(ResultsError, match="a parsing process failed: child trouble"):
+        with pytest.raises(ResultsError, match="a parsing process failed: Local: child trouble"):
             split.run_blocks(50, work, 2, list)
     finally:
         os.close(failed)

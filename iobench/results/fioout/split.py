@@ -58,8 +58,8 @@ def _child(tokens: int, work: Callable[[int], Any], out: int) -> None:
         try:
             payload = pickle.dumps((results, failure), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as exc:  # an exception (or result) that does not pickle: say what it was
-            block = failure[0] if failure else min(results)
-            described = ResultsError(f"a parsing process failed: {failure[1] if failure else exc!r}")
+            block, error = failure if failure else (min(results), exc)
+            described = ResultsError(f"a parsing process failed: {type(error).__name__}: {error}")
             payload = pickle.dumps(({}, (block, described)), protocol=pickle.HIGHEST_PROTOCOL)
         with open(out, "wb", closefd=True) as pipe:
             pipe.write(payload)
