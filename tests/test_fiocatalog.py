@@ -69,3 +69,29 @@ def test_parse_only_reports_what_fio_rejects() -> None:
     assert catalog.parse_only("[j]\nioengine=null\nrw=read\nsize=1M\nfilename=/nonexistent/x\n") is None
     complaint = catalog.parse_only("[j]\nioengine=null\nbssplit=4k/50:junk\nfilename=/nonexistent/x\n")
     assert complaint is not None and "bssplit" in complaint
+
+
+def test_an_accepted_job_file_is_remembered_and_a_refused_one_asked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import iobench.matrix.fiocatalog as fiocatalog
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    base = fio_catalog()
+    good = "[j]\nioengine=null\nrw=read\nsize=1M\nfilename=/nonexistent/x\n"
+    bad = "[j]\nioengine=null\nbssplit=4k/50:junk\nfilename=/nonexistent/x\n"
+    first = FioCatalog(base.binary, base.version)
+    assert first.parse_only(good) is None and first.parse_only(bad) is not None
+    first.save()
+    asked: list[list[str]] = []
+    real = fiocatalog.run_process
+
+    def counting(argv: list[str], **kwargs: object) -> object:
+        asked.append(list(argv))
+        return real(argv, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fiocatalog, "run_process", counting)
+    second = FioCatalog(base.binary, base.version)  # a new process would read the same file
+    assert second.parse_only(good) is None and asked == []
+    assert second.parse_only(good.replace("size=1M", "size=2M")) is None and len(asked) == 1
+    assert second.parse_only(bad) is not None and len(asked) == 2  # a refusal is never remembered

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import shlex
 import sys
-import threading
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -55,14 +55,43 @@ def _os_fault(exc: OSError) -> typer.Exit:
     return _fail(RunStorageError.from_os_error(exc))
 
 
-def _warm_up_figures() -> None:
-    # matplotlib takes a third of a second to import: do it while fio runs, not after.
-    def load() -> None:
-        import matplotlib.backends.backend_agg  # noqa: F401
+FIGURE_MODULES = ("matplotlib.backends.backend_agg", "iobench.plots.files")
 
-        import iobench.plots  # noqa: F401
 
-    threading.Thread(target=load, name="iobench-warm-up", daemon=True).start()
+class _DrawLater:
+    """Progress that also imports the figures' modules once the first point starts (they draw after the last)."""
+
+    def __init__(self, shown: Any) -> None:
+        self.shown = shown
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.shown, name)
+
+    drawing: Any = None
+
+    def point_started(self, run: Any, index: int) -> None:
+        from iobench.runner.preload import preload
+
+        preload(FIGURE_MODULES, avoid_cpus=sorted({c for p in run.processes for c in p.cpus}))
+        self.shown.point_started(run, index)
+
+    def frame_ready(self, run_dir: Path, frame: Any) -> None:
+        """Start drawing the figures while the runner adds telemetry and steady state to the frame."""
+        from iobench.runner import preload
+
+        preload.wait()  # forking while another thread imports could leave a child an import lock nobody holds
+        from iobench.plots.files import start_run_figures
+
+        try:
+            self.drawing = start_run_figures(run_dir, frame)
+        except (IobenchError, OSError):
+            self.drawing = None  # drawn again after the run, where the failure is reported
+        self.shown.frame_ready(run_dir, frame)
+
+    def stop_drawing(self) -> None:
+        """The run failed after the figures were started: no child is left drawing."""
+        if self.drawing is not None:
+            self.drawing.cancel()
 
 
 def _print_json(data: Any) -> None:
@@ -97,7 +126,6 @@ def run(
     """
     from iobench.cli.console import PlainProgress, RichProgress
     from iobench.matrix.model import load_matrix
-    from iobench.plots.files import run_figures
     from iobench.runner.sweep import NullProgress, Progress
     from iobench.runner.sweep import run as run_matrix
 
@@ -108,18 +136,21 @@ def run(
         progress = RichProgress(Console())
     else:
         progress = PlainProgress(sys.stdout)
+    drawer = _DrawLater(progress)
     try:
         m = load_matrix(matrix, targets=target or [], allow_write=allow_write or [])
-        _warm_up_figures()
         result = run_matrix(
             m,
             out=out,
             resume=resume,
             allow_write=allow_write or [],
             fail_fast=fail_fast,
-            progress=progress,
+            progress=drawer,
         )
-        figures = run_figures(result.run_dir, result.frame, result.counts)
+        from iobench.plots.files import run_figures
+
+        figures = run_figures(result.run_dir, result.frame, result.counts, drawing=drawer.drawing)
+        drawer.drawing = None
     except EnvironmentFault as exc:
         if (target or allow_write) and "--resume" in exc.finish:
             exc.finish += " (with the same --target and --allow-write options)"
@@ -132,6 +163,7 @@ def run(
         err.print("iobench: interrupted before the sweep started; nothing was run")
         raise typer.Exit(code=130) from None
     finally:
+        drawer.stop_drawing()
         if isinstance(progress, RichProgress):
             progress.live.stop()
     if quiet:
@@ -408,5 +440,25 @@ def restore() -> None:
 
 
 def main() -> None:
-    """Entry point for ``python -m iobench``."""
-    app()
+    """Entry point of the ``iobench`` command and ``python -m iobench``.
+
+    Once the command has ended, whatever it wrote is closed and synced and its
+    output flushed; the interpreter's own teardown (a quarter of a second
+    with pandas and matplotlib loaded) would only make the shell wait, so the
+    process exits at once.
+    """
+    try:
+        app()
+        code: int = 0
+    except SystemExit as done:
+        if isinstance(done.code, str):
+            print(done.code, file=sys.stderr)
+            code = 1
+        else:
+            code = int(done.code or 0)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can reach the reader
+            code = code or 1
+    os._exit(code)

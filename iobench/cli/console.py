@@ -122,6 +122,9 @@ class PlainProgress:
             flush=True,
         )
 
+    def frame_ready(self, run_dir: Path, frame: Any) -> None:
+        """Nothing to show: the figures are the command's."""
+
     def finished(self, result: RunResult) -> None:
         """Nothing more: the CLI prints the summary."""
 
@@ -172,6 +175,9 @@ class RichProgress:
         )
         self.live.update(Group(self.bar, self.current, self.last))
         self.bar.update(self.task, advance=1, eta=_eta_text(self.eta.seconds()))
+
+    def frame_ready(self, run_dir: Path, frame: Any) -> None:
+        """Nothing to show: the figures are the command's."""
 
     def finished(self, result: RunResult) -> None:
         """Stop the live display."""

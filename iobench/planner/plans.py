@@ -11,7 +11,7 @@ import random
 import secrets
 import shutil
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from iobench.errors import TopologyError, TuningError
 from iobench.matrix.expand import Combo
@@ -21,13 +21,15 @@ from iobench.planner.jobfile import render_jobfile
 from iobench.planner.placement import Placement, Skip, job_binding, resolve_placement
 from iobench.system.cpulist import format_cpulist
 from iobench.system.hostfs import SystemRoot
-from iobench.system.hosts import HostFacts
 from iobench.system.pcie import PcieFinding, sweep_findings
 from iobench.system.safety import check_targets, root_disks
 from iobench.system.topology import TargetLocation, Topology, discover_topology, locate_target
 from iobench.system.tuning import QUEUE_SETTINGS as SETTINGS
 from iobench.system.tuning import validate
 from iobench.version import __version__
+
+if TYPE_CHECKING:
+    from iobench.system.hosts import HostFacts
 
 DEFAULT_TIMEOUT_S = 3600.0
 

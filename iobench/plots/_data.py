@@ -6,10 +6,12 @@ module only picks and orders what a figure shows.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import re
-from collections.abc import Sequence
+from collections.abc import Hashable, Iterator, Sequence
+from contextvars import ContextVar
 
 import numpy as np
 import pandas as pd
@@ -30,16 +32,48 @@ def several_hosts(df: pd.DataFrame) -> bool:
     return HOST in df and df[HOST].nunique(dropna=True) > 1
 
 
+_SHARED: ContextVar[dict[tuple[int, tuple[str, ...]], tuple[pd.DataFrame, pd.DataFrame]] | None] = ContextVar(
+    "iobench_shared_totals", default=None
+)
+
+
+Shared = dict[tuple[int, tuple[str, ...]], tuple[pd.DataFrame, pd.DataFrame]]
+
+
+@contextlib.contextmanager
+def shared_totals(memo: Shared | None = None) -> Iterator[Shared]:
+    """Within the block, :func:`point_totals` of one frame object is computed once.
+
+    For drawing several figures of one frame that nobody changes meanwhile
+    (:func:`iobench.plots.figures_for`); each caller gets its own shallow copy.
+    Pass the ``memo`` a block yielded to share it with a later block.
+    """
+    memo = {} if memo is None else memo
+    token = _SHARED.set(memo)
+    try:
+        yield memo
+    finally:
+        _SHARED.reset(token)
+
+
 def point_totals(df: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFrame:
     """:func:`iobench.results.points.point_totals`, each host on its own when the frame holds several.
 
     A figure then draws a line (or panel) per host; the numbers of each are
     still the one module's (:mod:`iobench.results.points`).
     """
+    memo = _SHARED.get()
+    key = (id(df), tuple(by or ()))
+    if memo is not None and key in memo and memo[key][0] is df:
+        return memo[key][1].copy(deep=False)
     split = list(by or ())
     if several_hosts(data_rows(df)) and HOST not in split:
         split.append(HOST)
-    return points.point_totals(df, by=split or None)
+    totals = points.point_totals(df, by=split or None)
+    if memo is not None:
+        memo[key] = (df, totals)  # holding df keeps its id from being reused within the block
+        return totals.copy(deep=False)
+    return totals
 
 
 _PERCENTILE = re.compile(r"clat_p(\d+)(?:_(\d+))?_us")
@@ -139,11 +173,19 @@ def throughput_metric(totals: pd.DataFrame, large: float = 64 * 1024) -> str:
     return "bw_bytes" if len(size) and float(size.median()) >= large else "iops"
 
 
+def _cell(value: object) -> Hashable:
+    """A value as a set member: every kind of NA is one value, numbers and text as they are."""
+    if value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return value if isinstance(value, Hashable) else str(value)
+
+
 def distinct(df: pd.DataFrame, columns: Sequence[str]) -> int:
     """How many distinct combinations of ``columns`` ``df`` holds (NA counts as a value)."""
     if not columns:
         return 1 if len(df) else 0
-    return len(df[list(columns)].astype("string").drop_duplicates())
+    cells = [[_cell(v) for v in df[c].tolist()] for c in columns]
+    return len(set(zip(*cells, strict=True)))
 
 
 def varies(totals: pd.DataFrame, column: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -90,40 +91,68 @@ def figures_for(df: pd.DataFrame, telemetry: pd.DataFrame | None = None) -> dict
     dict of str to matplotlib.figure.Figure
         Empty when no point finished ``ok``.
     """
+    return {name: build() for name, build in figure_builders(df, telemetry).items()}
+
+
+def figure_builders(
+    df: pd.DataFrame, telemetry: pd.DataFrame | None = None
+) -> dict[str, Callable[[], Figure]]:
+    """The figures :func:`figures_for` draws, each as a function that draws it when called.
+
+    Deciding which figures fit is cheap; drawing is not, and this lets a caller
+    draw them where it likes (:func:`iobench.plots.files.write_figures` draws
+    them in parallel). The point totals are computed once for all of them.
+    """
     if dt.data_rows(df).empty:
         return {}
+    with dt.shared_totals() as memo:
+        chosen = _chosen(df, telemetry)
+
+    def builder(draw: Callable[[], Figure]) -> Callable[[], Figure]:
+        def build() -> Figure:
+            with dt.shared_totals(memo):
+                return draw()
+
+        return build
+
+    return {name: builder(draw) for name, draw in chosen.items()}
+
+
+def _chosen(df: pd.DataFrame, telemetry: pd.DataFrame | None) -> dict[str, Callable[[], Figure]]:
     totals = dt.point_totals(df)
     axes = dt.splitting_axes(totals, [])
-    figures: dict[str, Figure] = {}
+    figures: dict[str, Callable[[], Figure]] = {}
     y = dt.throughput_metric(totals)
     if dt.varies(totals, "binding"):
-        figures["local-vs-remote"] = local_vs_remote(df, x=_x(axes, "binding"), y=y)
+        figures["local-vs-remote"] = functools.partial(local_vs_remote, df, x=_x(axes, "binding"), y=y)
     placements = set(totals["placement"].dropna().astype(str)) if "placement" in totals else set()
     if placements & {"same-core", "diff-cores"}:
-        figures["smt"] = smt(df, x=_x(axes, "placement", "numjobs"), y=y)
+        figures["smt"] = functools.partial(smt, df, x=_x(axes, "placement", "numjobs"), y=y)
     if axes and not figures:
-        figures[f"sweep-{_slug(_x(axes))}"] = sweep(df)
+        figures[f"sweep-{_slug(_x(axes))}"] = functools.partial(sweep, df)
     if dt.varies(totals, "iodepth") and dt.varies(totals, "numjobs"):
-        figures[f"heatmap-{_slug(y)}"] = heatmap(df, y)
+        figures[f"heatmap-{_slug(y)}"] = functools.partial(heatmap, df, y)
     if dt.percentile_columns(totals) and _curves_per_panel(totals) <= MAX_CURVES:
-        figures["latency-percentiles"] = latency_percentiles(df)
+        figures["latency-percentiles"] = functools.partial(latency_percentiles, df)
     setting = next((c for c in CPU_SETTINGS if c in axes), None)
     if setting and "cpu_us_per_io" in totals and totals["cpu_us_per_io"].notna().any():
-        figures[f"cpu-per-io-{_slug(setting)}"] = cpu_per_io(df, setting)
+        figures[f"cpu-per-io-{_slug(setting)}"] = functools.partial(cpu_per_io, df, setting)
     if telemetry is not None and not telemetry.empty:
         figures.update(_telemetry_figures(df, telemetry, totals))
     return figures
 
 
-def _telemetry_figures(df: pd.DataFrame, telemetry: pd.DataFrame, totals: pd.DataFrame) -> dict[str, Figure]:
-    figures: dict[str, Figure] = {}
+def _telemetry_figures(
+    df: pd.DataFrame, telemetry: pd.DataFrame, totals: pd.DataFrame
+) -> dict[str, Callable[[], Figure]]:
+    figures: dict[str, Callable[[], Figure]] = {}
     sources = set(telemetry["source"].dropna())
     if "cpu" in sources:
-        figures["cpu-where"] = cpu_where(df, telemetry)
+        figures["cpu-where"] = functools.partial(cpu_where, df, telemetry)
     if "dev_iops" in totals and totals["dev_iops"].notna().any():
-        figures["device-vs-fio"] = device_vs_fio(df)
+        figures["device-vs-fio"] = functools.partial(device_vs_fio, df)
     if "thread" in sources:
-        figures["busiest-threads"] = busiest_threads(df, telemetry)
+        figures["busiest-threads"] = functools.partial(busiest_threads, df, telemetry)
     return figures
 
 

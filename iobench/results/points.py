@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -282,7 +283,10 @@ def _keys(rows: pd.DataFrame, by: Sequence[str] | None) -> tuple[list[str], list
 def _floats(rows: pd.DataFrame, column: str) -> np.ndarray:
     if column not in rows:
         return np.full(len(rows), np.nan)
-    return rows[column].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    values = rows[column]
+    if values.dtype.kind in "fiu":  # numbers already (nullable or not): no conversion through Float64
+        return values.to_numpy(dtype=float, na_value=np.nan)
+    return values.astype("Float64").to_numpy(dtype=float, na_value=np.nan)
 
 
 class _Groups:
@@ -367,6 +371,16 @@ def merged_percentiles(
 
 def _one_or_joined(rows: pd.DataFrame, column: str, ids: np.ndarray, count: int) -> pd.Series:
     """Per group, its one value of ``column``, or the distinct values joined with ``+``."""
+    codes, _ = pd.factorize(rows[column].array, use_na_sentinel=True)
+    known = codes >= 0
+    low = np.full(count, np.iinfo(np.int64).max)
+    high = np.full(count, -1)
+    np.minimum.at(low, ids[known], codes[known])
+    np.maximum.at(high, ids[known], codes[known])
+    if not (high > low).any():  # one value (or none) per group, as nearly always: no joining
+        row = np.full(count, -1)
+        row[ids[known][::-1]] = np.flatnonzero(known)[::-1]  # a row holding the group's value
+        return pd.Series(rows[column].array.take(row, allow_fill=True))
     values = pd.DataFrame({"g": ids, "v": rows[column].array}).dropna().drop_duplicates()
     several = values["g"].duplicated(keep=False)
     if not several.any():
@@ -436,27 +450,27 @@ def _totals(rows: pd.DataFrame, keys: list[str], context: list[str]) -> pd.DataF
     if "runtime_requested_ms" in present:
         out["runtime_requested_ms"] = groups.max(_floats(rows, "runtime_requested_ms"))
     first = np.unique(ids, return_index=True)[1]
-    totals = rows[keys].iloc[first].reset_index(drop=True) if keys else pd.DataFrame(index=range(count))
-    for column, values in out.items():
-        totals[column] = pd.array(values, dtype="Float64")
-    totals["jobs"] = pd.Series(np.bincount(ids, minlength=count), dtype="Int64").array
-    totals["pct_exact"] = pct_exact.array
+    # Every column is made first and the frame once: inserting them one by one costs more than computing them.
+    columns: dict[str, Any] = {c: rows[c].array.take(first) for c in keys}
+    columns.update((column, pd.array(values, dtype="Float64")) for column, values in out.items())
+    columns["jobs"] = pd.array(np.bincount(ids, minlength=count), dtype="Int64")
+    columns["pct_exact"] = pct_exact.array
     for column in context:
-        totals[column] = _one_or_joined(rows, column, ids, count).array
+        columns[column] = _one_or_joined(rows, column, ids, count).array
     if "steady" in present:
-        totals["steady"] = _all_of(rows["steady"], ids, count)
+        columns["steady"] = _all_of(rows["steady"], ids, count)
     if "steady_reason" in present:
-        totals["steady_reason"] = _one_or_joined(rows, "steady_reason", ids, count).astype("string").array
+        columns["steady_reason"] = _one_or_joined(rows, "steady_reason", ids, count).astype("string").array
     for column in TELEMETRY:
         if column in present:  # the same on every row of a point × repeat (× direction)
             if column in TELEMETRY_TEXT:
-                totals[column] = pd.array(_one_or_joined(rows, column, ids, count).array, dtype="string")
+                columns[column] = pd.array(_one_or_joined(rows, column, ids, count).array, dtype="string")
             else:
                 numbers = _floats(rows, column)
                 known = np.bincount(ids, weights=~np.isnan(numbers), minlength=count) > 0
                 top = groups.max(np.where(np.isnan(numbers), -np.inf, numbers))
-                totals[column] = pd.array(np.where(known, top, np.nan), dtype="Float64")
-    return totals
+                columns[column] = pd.array(np.where(known, top, np.nan), dtype="Float64")
+    return pd.DataFrame(columns, index=pd.RangeIndex(count))
 
 
 def _all_of(column: pd.Series, ids: np.ndarray, count: int) -> pd.api.extensions.ExtensionArray:
@@ -803,6 +817,9 @@ def _stopped_steady(totals: pd.DataFrame) -> np.ndarray:
     return (totals["steady"].astype("boolean").fillna(False) & by_fio).to_numpy(dtype=bool)
 
 
+_HEADLINE = ("iops", "total_ios", "runtime_ms", "io_bytes", "bw_bytes", "lat_mean_us")
+
+
 def headline(frames: pd.DataFrame | Sequence[pd.DataFrame]) -> tuple[float | None, float | None]:
     """The CLI's line for one finished point: its IOPS (every direction) and the mean latency of its I/Os.
 
@@ -822,7 +839,9 @@ def headline(frames: pd.DataFrame | Sequence[pd.DataFrame]) -> tuple[float | Non
     rows = data_rows(pd.concat(parts, ignore_index=True)) if parts else pd.DataFrame()
     if rows.empty or "iops" not in rows or rows["iops"].isna().all():
         return None, None
-    directions = _totals(rows.reset_index(drop=True), ["direction"], [])
+    # Only what the line shows: the percentiles (json+ bins decoded and merged) would cost 20x the rest.
+    needed = [c for c in ("direction", *_HEADLINE) if c in rows]
+    directions = _totals(rows[needed].reset_index(drop=True), ["direction"], [])
     iops = directions["iops"].astype("Float64")
     if iops.isna().all():
         return None, None

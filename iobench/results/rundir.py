@@ -14,7 +14,7 @@ from iobench.errors import ResultsError, RunStorageError
 from iobench.results.fioout import parse_fio_text
 from iobench.results.fioout.clients import client_key, parse_client_output
 from iobench.results.fioout.frame import FRAME_METRICS
-from iobench.results.points import EXTRA, IDENTITY, PLACEMENT, STEADY, TELEMETRY
+from iobench.results.points import EXTRA, IDENTITY, PLACEMENT, STEADY, TELEMETRY, parameter_columns
 from iobench.results.steady import with_steady
 from iobench.results.telemetry import with_telemetry
 from iobench.store.records import FRAME_VERSION, Manifest, PointMeta, ProcessRecord
@@ -175,8 +175,13 @@ def _tidy_types(frame: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
     return frame
 
 
-def build_frame(run: RunDir, parsed: Parsed | None = None) -> pd.DataFrame:
-    """Assemble the tidy frame from every saved point of ``run`` (``parsed`` spares re-reading outputs)."""
+def base_frame(run: RunDir, parsed: Parsed | None = None) -> pd.DataFrame:
+    """The tidy frame of every saved point of ``run`` before the telemetry and steady-state columns are added.
+
+    What the default figures need (they draw neither): the CLI starts drawing
+    them from it while :func:`build_frame` adds the rest. ``parsed`` spares
+    re-reading outputs.
+    """
     manifest = run.manifest()
     run_id = run.path.name
     host = manifest.machine.host
@@ -186,7 +191,23 @@ def build_frame(run: RunDir, parsed: Parsed | None = None) -> pd.DataFrame:
         axes += [a for a in meta.params if a not in axes and a not in PLACEMENT and a not in IDENTITY]
     if not frames:
         return pd.DataFrame({c: pd.Series([], dtype="object") for c in IDENTITY})
-    frame = with_steady(with_telemetry(_tidy_types(pd.concat(frames, ignore_index=True), axes), run), run)
+    return _ordered(_tidy_types(pd.concat(frames, ignore_index=True), axes), axes, manifest)
+
+
+def build_frame(run: RunDir, parsed: Parsed | None = None, base: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Assemble the tidy frame from every saved point of ``run`` (``parsed`` spares re-reading outputs).
+
+    ``base``: what :func:`base_frame` returned for the same points, to finish instead of starting again.
+    """
+    frame = base_frame(run, parsed) if base is None else base.copy()
+    if "point" not in frame:
+        return frame
+    manifest = run.manifest()
+    axes = parameter_columns(frame)  # the matrix's axes, in the order base_frame put them
+    return _ordered(with_steady(with_telemetry(frame, run), run), axes, manifest)
+
+
+def _ordered(frame: pd.DataFrame, axes: list[str], manifest: Manifest) -> pd.DataFrame:
     order = [
         c for c in (*IDENTITY, *axes, *PLACEMENT, *FRAME_METRICS, *EXTRA, *STEADY, *TELEMETRY) if c in frame
     ]

@@ -518,7 +518,7 @@ def run_hosts(
             for text in problems:
                 fault.add_note(f"{text}\nrun `iobench restore` to retry")
             raise _stopped(fault, run_dir, the_plan, manifest, runner.parsed) from None
-        result = _finish(run_dir, the_plan, manifest, runner.parsed, interrupted=interrupted)
+        result = _finish(run_dir, the_plan, manifest, runner.parsed, interrupted=interrupted, show=show)
     show.finished(result)
     if interrupted:
         raise RunInterrupted(result)

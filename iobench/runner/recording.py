@@ -16,15 +16,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from iobench.matrix.values import Duration
 from iobench.planner.plans import Plan, PlannedRun
-from iobench.results.telemetry import FILE_NAME, build_table, write_table
 from iobench.system.hostfs import SystemRoot, devno_text
 from iobench.system.sampler import Sampler, Watch
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _TIMESTAMP = re.compile(rb'"timestamp_ms"\s*:\s*(\d+)')
 #: Bytes of fio's JSON output read to find its ``timestamp_ms`` (it comes before the jobs).
@@ -146,6 +146,8 @@ class PointTelemetry:
         RunStorageError
             When the file cannot be written.
         """
+        from iobench.results.telemetry import FILE_NAME, build_table, write_table  # pandas: after fio
+
         self.stop()
         snaps = self.sampler.stop()
         context = self.context

@@ -22,9 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any, Protocol
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Protocol
 
 from iobench.errors import (
     EnvironmentFault,
@@ -36,10 +34,8 @@ from iobench.errors import (
 )
 from iobench.matrix.model import Matrix
 from iobench.planner.plans import FioProcess, Plan, PlannedRun, plan
-from iobench.results.fioout import parse_fio_text
-from iobench.results.points import headline
-from iobench.results.rundir import build_frame
 from iobench.runner import recording
+from iobench.runner.preload import RUN_MODULES, preload
 from iobench.store.records import MachineFacts, Manifest, PointMeta, ProcessRecord, Status
 from iobench.store.rundir import RunDir, describe_counts, now, probe, remedy, write_text
 from iobench.system.hostfs import SystemRoot, devno_text
@@ -49,6 +45,12 @@ from iobench.system.observe import GroupWatcher, check_placement
 from iobench.system.process import CommandNotFound, Completed, descendants, minimal_env, run_process
 from iobench.system.safety import remember_created
 from iobench.system.tuning import DeviceTuner, check_no_pending, drop_caches, read_settings
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas and the results modules load in the background while the first fio runs
+# (iobench.runner.preload): they are imported where used, not here.
 
 Executor = Callable[..., Completed]
 """Runs one argv like :func:`iobench.system.process.run_process` (tests pass a fake)."""
@@ -124,6 +126,12 @@ class Progress(Protocol):
     def point_finished(self, run: PlannedRun, outcome: PointOutcome) -> None:
         """``run`` ended and was saved."""
 
+    def frame_ready(self, run_dir: Path, frame: pd.DataFrame) -> None:
+        """Every point is saved; ``frame`` holds them, without the telemetry and steady-state columns added next.
+
+        Enough for the default figures: a front end may start drawing them now.
+        """
+
     def finished(self, result: RunResult) -> None:
         """The frame is written (the figures come after)."""
 
@@ -138,6 +146,9 @@ class NullProgress:
         """Nothing."""
 
     def point_finished(self, run: PlannedRun, outcome: PointOutcome) -> None:
+        """Nothing."""
+
+    def frame_ready(self, run_dir: Path, frame: pd.DataFrame) -> None:
         """Nothing."""
 
     def finished(self, result: RunResult) -> None:
@@ -324,6 +335,10 @@ class _PointRunner:
     ) -> tuple[Completed, GroupWatcher]:
         watcher = GroupWatcher()
 
+        def started(pid: int) -> None:
+            self.live.add(pid)
+            preload(RUN_MODULES, avoid_cpus=process.cpus)
+
         def poll(pid: int) -> None:
             watcher(pid)
             _check_alive(pid, self.system)
@@ -335,15 +350,27 @@ class _PointRunner:
             env=minimal_env({TOKEN_VAR: token}),
             poll=poll,
             poll_interval=0.25,
-            on_start=self.live.add,
+            on_start=started,
         )
         return done, watcher
 
+    def _left(self) -> bool:
+        """Whether a process of the point's fio process groups is still there (fio exited, a worker did not)."""
+        for pgid in self.live:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                continue  # the whole group is gone
+            except OSError:
+                pass  # there, but not ours to signal
+            return True
+        return False
+
     def _launch(self, run: PlannedRun, cwd: Path, token: str) -> list[tuple[Completed, GroupWatcher]]:
+        self.live.clear()  # the process groups (fio's pid) of this point's fio processes
         if len(run.processes) == 1:
             return [self._one(run.processes[0], cwd, run.timeout_s, token)]
         # One fio per target, all at once (launch: per-target): threads only wait on them.
-        self.live.clear()
         pool = ThreadPoolExecutor(max_workers=len(run.processes))
         try:
             futures = [pool.submit(self._one, p, cwd, run.timeout_s, token) for p in run.processes]
@@ -359,6 +386,8 @@ class _PointRunner:
     def _judge(
         self, run: PlannedRun, cwd: Path, results: list[tuple[Completed, GroupWatcher]]
     ) -> tuple[Status, str | None, list[pd.DataFrame]]:
+        from iobench.results.fioout import parse_fio_text
+
         frames: list[pd.DataFrame] = []
         for process, (done, watcher) in zip(run.processes, results, strict=True):
             # fio reaps a killed worker and exits 0 with that job's numbers cut short, or,
@@ -444,8 +473,10 @@ class _PointRunner:
         started = time.monotonic()
         token = f"{os.getpid()}-{run.key}-{time.monotonic_ns()}"
         sampling = recording.start(self.plan, run)
+        ended_whole = False
         try:
             results = self._launch(run, cwd, token)
+            ended_whole = all(d.returncode >= 0 and not d.timed_out for d, _ in results) and not self._left()
         except CommandNotFound:
             probe(cwd, cwd)  # fio cannot start in a directory that was removed
             raise
@@ -457,7 +488,8 @@ class _PointRunner:
         finally:
             if sampling is not None:
                 sampling.stop()
-            _reap(token, self.system)
+            if not ended_whole:
+                _reap(token, self.system)
         status, reason, frames = self._judge(run, cwd, results)
         if sampling is not None:
             sampling.save(cwd, [cwd / p.output for p in run.processes], frames, status)
@@ -465,6 +497,8 @@ class _PointRunner:
         _ended(meta, status, reason, started)
         meta.processes = [self._process_meta(p, r) for p, r in zip(run.processes, results, strict=True)]
         self.run_dir.commit(cwd, run.key, meta)
+        from iobench.results.points import headline
+
         iops, lat = headline(frames)
         return PointOutcome(run.key, status, reason, time.monotonic() - started, iops, lat)
 
@@ -615,7 +649,7 @@ def run(
             fault.add_note(f"{problem}\nrun `iobench restore` to retry")
         if fault is not None:
             raise _stopped(fault, run_dir, the_plan, manifest, point_runner.parsed) from None
-        result = _finish(run_dir, the_plan, manifest, point_runner.parsed, interrupted=interrupted)
+        result = _finish(run_dir, the_plan, manifest, point_runner.parsed, interrupted=interrupted, show=show)
     show.finished(result)
     if interrupted:
         raise RunInterrupted(result)
@@ -677,6 +711,8 @@ def _stopped(
         fault.kept = "nothing: the directory and every point saved in it are gone"
         fault.finish = f"start again with `{shlex.join(['iobench', 'run', source])}`"
         return fault
+    from iobench.results.rundir import build_frame
+
     frame_saved = False
     with contextlib.suppress(OSError, IobenchError):
         run_dir.write_frame(build_frame(run_dir, parsed))
@@ -770,9 +806,15 @@ def _finish(
     parsed: dict[str, pd.DataFrame],
     *,
     interrupted: bool,
+    show: Progress | None = None,
 ) -> RunResult:
+    from iobench.results.rundir import base_frame, build_frame
+
     counts: dict[str, int] = dict(Counter(meta.status for _, meta in run_dir.point_metas()))
-    frame = build_frame(run_dir, parsed)
+    base = base_frame(run_dir, parsed)
+    if show is not None:
+        show.frame_ready(run_dir.path, base)
+    frame = build_frame(run_dir, parsed, base=base)
     manifest.status = "interrupted" if interrupted else "finished"
     manifest.finished, manifest.counts = now(), counts
     frame_saved = False

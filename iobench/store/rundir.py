@@ -20,12 +20,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from iobench.errors import FULL, EnvironmentFault, ResultsError, RunStorageError, TargetVanished
 from iobench.store.files import atomic_replacing, fsync_directory
 from iobench.store.records import FRAME_VERSION, Manifest, PointMeta, read_record, record_json
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FINISHED = ("ok", "skipped")
 PROBE_BYTES = 64 * 1024

@@ -180,13 +180,7 @@ class Sampler:
         return list(self.snapshots)
 
     def _place(self) -> None:
-        online = _online(self.system)
-        others = tuple(c for c in online if c not in set(self.watch.avoid_cpus))
-        if not others or not self.watch.avoid_cpus:
-            return
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, others)  # 0: this thread only
-            self.placed_on = others
+        self.placed_on = keep_thread_off(self.watch.avoid_cpus, self.system)
 
     def _sample(self) -> None:
         begun = time.perf_counter()
@@ -211,6 +205,23 @@ class Sampler:
                     return
         finally:
             self.cpu_s = time.thread_time() - used
+
+
+def keep_thread_off(avoid_cpus: Sequence[int], system: SystemRoot) -> tuple[int, ...] | None:
+    """Move the calling thread (alone) off ``avoid_cpus``, onto the other online CPUs.
+
+    Returns the CPUs it now runs on, or ``None`` when it stays where it was
+    (nothing to avoid, no other CPU online, or the kernel refused).
+    """
+    online = _online(system)
+    others = tuple(c for c in online if c not in set(avoid_cpus))
+    if not others or not avoid_cpus:
+        return None
+    try:
+        os.sched_setaffinity(0, others)  # 0: this thread only
+    except OSError:
+        return None
+    return others
 
 
 def _online(system: SystemRoot) -> tuple[int, ...]:

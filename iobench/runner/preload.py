@@ -1,0 +1,79 @@
+"""Import what the end of a run needs while the first fio runs, not before it starts.
+
+pandas, pyarrow and matplotlib take most of a second to import on a small
+machine; a run needs pandas only once its first point ends and matplotlib only
+after its last. Importing them in a background thread as soon as the first fio
+has started takes them off the path from ``iobench run`` to the first I/O and
+from the last I/O to the exit. The thread keeps off the point's CPUs where
+another CPU is online, as the telemetry sampler does, so that the first
+point's measurement does not share its CPUs with the import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import threading
+from collections.abc import Iterable, Sequence
+
+from iobench.system.hostfs import SystemRoot
+from iobench.system.sampler import keep_thread_off
+
+THREAD_NAME = "iobench-preload"
+
+#: What a run imports after its first point: the parser, the point module, the frame, telemetry.
+RUN_MODULES: tuple[str, ...] = (
+    "iobench.results.fioout",
+    "iobench.results.points",
+    "iobench.results.telemetry",
+    "iobench.results.rundir",
+    "pyarrow.parquet",
+)
+
+_started: set[str] = set()
+_threads: list[threading.Thread] = []
+_lock = threading.Lock()
+
+
+def preload(modules: Iterable[str], *, avoid_cpus: Sequence[int] = ()) -> threading.Thread | None:
+    """Import ``modules`` in a daemon thread, each at most once per process.
+
+    Parameters
+    ----------
+    modules
+        Module names, imported in order.
+    avoid_cpus
+        CPUs the thread keeps off (those of the running point), where another
+        CPU is online.
+
+    Returns
+    -------
+    threading.Thread or None
+        The thread, or ``None`` when every module was preloaded or asked for before.
+    """
+    with _lock:
+        todo = [m for m in modules if m not in _started]
+        _started.update(todo)
+    if not todo:
+        return None
+
+    def load() -> None:
+        keep_thread_off(avoid_cpus, SystemRoot())
+        for name in todo:
+            # A module that fails here fails again, with its message, where it is used.
+            with contextlib.suppress(Exception):
+                importlib.import_module(name)
+
+    thread = threading.Thread(target=load, name=THREAD_NAME, daemon=True)
+    with _lock:
+        _threads.append(thread)
+    thread.start()
+    return thread
+
+
+def wait() -> None:
+    """Wait until every preload has finished (before forking: a child must not inherit a held import lock)."""
+    with _lock:
+        threads, _threads[:] = list(_threads), []
+    for thread in threads:
+        thread.join()

@@ -1,0 +1,131 @@
+"""What `iobench run` loads before its first fio starts, and the background import that follows.
+
+pandas, pyarrow and matplotlib load while the first point runs
+(:mod:`iobench.runner.preload`): importing them earlier puts most of a second
+between the command and the first I/O, and between the last I/O and the exit.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from iobench.runner import preload as preload_module
+from iobench.system.hostfs import SystemRoot
+from iobench.system.sampler import keep_thread_off
+
+HEAVY = ("pandas", "pyarrow", "matplotlib", "numpy", "scipy")
+
+
+def _loaded_after(code: str) -> set[str]:
+    probe = f"import sys\n{code}\nprint(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    return set(done.stdout.split())
+
+
+def test_the_run_command_path_loads_no_data_or_figure_library() -> None:
+    """Everything the CLI imports up to launching fio: the command, progress, matrix, plan, runner, telemetry."""
+    loaded = _loaded_after(
+        "from iobench.cli.commands import app\n"
+        "from iobench.cli.console import PlainProgress, RichProgress\n"
+        "from iobench.matrix.model import load_matrix\n"
+        "from iobench.planner.plans import plan\n"
+        "from iobench.runner.sweep import run\n"
+        "from iobench.runner import recording\n"
+        "from iobench.system.metadata import collect_metadata\n"
+        "from iobench.store.rundir import RunDir\n"
+    )
+    assert loaded == set(), f"loaded before the first fio starts: {sorted(loaded)}"
+
+
+def test_the_run_modules_bring_pandas_so_preloading_them_matters() -> None:
+    """The other side: what preload imports is what pulls pandas in (else the list is stale)."""
+    modules = "\n".join(f"import {m}" for m in preload_module.RUN_MODULES)
+    assert {"pandas", "pyarrow"} <= _loaded_after(modules)
+
+
+def test_preload_imports_each_module_once_in_a_named_daemon_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(preload_module, "_started", set())
+    imported: list[tuple[str, str]] = []
+    monkeypatch.setattr(
+        preload_module.importlib,
+        "import_module",
+        lambda name: imported.append((name, threading.current_thread().name)),
+    )
+    thread = preload_module.preload(["json", "csv"])
+    assert thread is not None and thread.daemon and thread.name == preload_module.THREAD_NAME
+    thread.join(10)
+    assert imported == [("json", preload_module.THREAD_NAME), ("csv", preload_module.THREAD_NAME)]
+    assert preload_module.preload(["csv", "json"]) is None  # asked before: nothing new
+    again = preload_module.preload(["json", "string"])
+    assert again is not None
+    again.join(10)
+    assert imported[-1] == ("string", preload_module.THREAD_NAME) and len(imported) == 3
+
+
+def test_a_module_that_fails_to_import_does_not_stop_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(preload_module, "_started", set())
+    thread = preload_module.preload(["iobench_no_such_module", "colorsys"])
+    assert thread is not None
+    thread.join(10)
+    assert "colorsys" in sys.modules
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to move a thread between")
+def test_a_thread_keeps_off_the_point_cpus_and_the_rest_of_the_process_does_not_move() -> None:
+    cpus = sorted(os.sched_getaffinity(0))
+    seen: dict[str, object] = {}
+
+    def work() -> None:
+        seen["placed"] = keep_thread_off([cpus[0]], SystemRoot())
+        seen["affinity"] = sorted(os.sched_getaffinity(0))
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join(10)
+    assert seen["affinity"] == cpus[1:] and list(seen["placed"] or ()) == cpus[1:]  # type: ignore[call-overload]
+    assert sorted(os.sched_getaffinity(0)) == cpus  # the main thread stays where it was
+    assert keep_thread_off([], SystemRoot()) is None  # nothing to avoid: stays put
+    assert keep_thread_off(cpus, SystemRoot()) is None  # nowhere else to go: stays put
+
+
+@pytest.mark.fio
+def test_a_run_loads_pandas_only_once_fio_has_started(tmp_path: object) -> None:
+    """A real run: pandas is first in sys.modules after the first fio process was started."""
+    from pathlib import Path
+
+    base = Path(str(tmp_path))
+    (base / "m.yaml").write_text(
+        "version: 1\nname: t\ntargets: [{path: " + str(base / "f.dat") + ", size: 1M}]\n"
+        "fio: {ioengine: 'null', rw: read, bs: 4k, runtime: 1, time_based: 1}\ntelemetry: false\n"
+    )
+    code = (
+        "import sys, time\n"
+        "import iobench.system.process as p\n"
+        "real = p.subprocess.Popen\n"
+        "class Spy(real):\n"
+        "    def __init__(self, *a, **k):\n"
+        "        if any(str(x).endswith('.fio') for x in a[0]):  # fio on job files (validation, then the point)\n"
+        "            print('pandas at fio start:', 'pandas' in sys.modules, flush=True)\n"
+        "        super().__init__(*a, **k)\n"
+        "p.subprocess.Popen = Spy\n"
+        "from iobench.cli.commands import main\n"
+        f"sys.argv = ['iobench', 'run', {str(base / 'm.yaml')!r}, '--out', {str(base / 'out')!r}, '--quiet']\n"
+        "main()\n"
+    )
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "pandas at fio start: False" in done.stdout and "pandas at fio start: True" not in done.stdout
+    assert time.monotonic() - started < 100
+    run_dir = Path(done.stdout.strip().splitlines()[-1])
+    assert (run_dir / "results.parquet").is_file() and list((run_dir / "figures").glob("*.png"))
