@@ -1,9 +1,11 @@
 """parse_fio's fast paths give the frame the general paths give.
 
-Files are read as bytes and decoded with orjson when they are one JSON document
-(fio's ``--output`` file); anything else falls back to the text readers. The
-reference here is the slow path: the file read as text and decoded with the
-stdlib (orjson switched off), first occurrence of a key winning.
+Files are read as bytes and, when they are one JSON document (fio's
+``--output`` file), decoded by msgspec straight into the typed records
+(:mod:`iobench.results.fioout.jsondoc`), or by orjson where the records refuse a
+value; anything else falls back to the text readers. The reference here is the
+slow path: the file read as text and decoded with the stdlib (msgspec and orjson
+switched off), first occurrence of a key winning.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from iobench.errors import ResultsError
-from iobench.results.fioout import FRAME_COLUMNS, detect, parse_fio
+from iobench.results.fioout import FRAME_COLUMNS, detect, parse, parse_fio
 from iobench.results.fioout.frame import to_frame
 from iobench.results.fioout.model import DirStats, JobStats
 from iobench.results.fioout.parse import _origin, _regular_file_bytes
@@ -38,6 +40,7 @@ def outcome(path: Path) -> pd.DataFrame | str:
 
 def slow_outcome(path: Path, monkeypatch: pytest.MonkeyPatch) -> pd.DataFrame | str:
     with monkeypatch.context() as patch:
+        patch.setattr(parse, "decode_document", lambda data: None)
         patch.setattr(detect, "_orjson_document", lambda data: None)
         return outcome(path)
 

@@ -19,37 +19,16 @@ the frame's ``clat_bins``/``lat_bins``/``slat_bins`` (:mod:`iobench.results.fioo
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Any
 
+from msgspec import UNSET
+
 from iobench.results.fioout.bins import encode
+from iobench.results.fioout.jsondoc import Direction, FioDoc, Job, Latency, to_document
 from iobench.results.fioout.model import PERCENTILES, DirStats, JobStats
 
 ALL_CLIENTS = "All clients"
-# Directions as fio names them in JSON; "mixed" appears with unified_rw_reporting.
-_JSON_DIRECTIONS = ("read", "write", "trim", "mixed")
-
-
-def _num(value: Any) -> float | None:
-    # Exact types first: json only makes int and float, and this runs ~200 times a file.
-    kind = type(value)
-    if kind is float:
-        return value  # type: ignore[no-any-return]
-    if kind is int:
-        return float(value)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-_EXACT = 2**53  # ints up to this size survive the trip through float unchanged
-
-
-def _int(value: Any) -> int | None:
-    # Through float, as _num: a count beyond 2**53 is rounded the same way everywhere.
-    if type(value) is int and -_EXACT <= value <= _EXACT:
-        return value
-    number = _num(value)
-    return None if number is None else int(number)
 
 
 def _pct_key(key: object) -> float | None:
@@ -77,129 +56,126 @@ def _pct_plan(keys: tuple[str, ...]) -> tuple[tuple[float, tuple[str, ...]], ...
     return tuple((pct, tuple(reversed(names))) for pct, names in named.items())
 
 
-def _latency(section: dict[str, Any], name: str) -> tuple[dict[str, Any] | None, float]:
-    """Return fio's measured latency object ``name`` (else ``None``) and the factor that makes it µs.
-
-    ``name`` is the 3.x key (``clat_ns``, in ns); without it, fio 2.x's key
-    without ``_ns`` (in µs) is tried.
-    """
-    lat = section.get(name)
-    if isinstance(lat, dict):
-        scale = 1e-3
-    else:
-        lat = section.get(name[:-3])
-        scale = 1.0
-        if not isinstance(lat, dict):
-            return None, scale
-    if "N" in lat:
-        measured = bool(_int(lat["N"]))
-    else:
-        measured = any(_num(lat.get(key)) for key in ("min", "max", "mean"))
-    return (lat, scale) if measured else (None, scale)
-
-
-def _mean_us(section: dict[str, Any], name: str) -> tuple[float | None, str | None]:
-    """A latency's mean in µs and its json+ histogram (see :mod:`iobench.results.fioout.bins`)."""
-    lat, scale = _latency(section, name)
+def _measured(lat: Latency | None) -> Latency | None:
+    """``lat`` if fio measured it: ``N`` above 0 or, without ``N`` (2.x), a min, max or mean."""
     if lat is None:
-        return None, None
-    mean = _num(lat.get("mean"))
-    bins = lat.get("bins")
-    return (None if mean is None else mean * scale), (None if bins is None else encode(bins, scale))
+        return None
+    if lat.N is not UNSET:
+        return lat if lat.N else None
+    return lat if (lat.min or lat.max or lat.mean) else None
 
 
-def _clat_us(section: dict[str, Any]) -> tuple[float | None, dict[float, float], str | None]:
-    """The completion latency's mean, kept percentiles (µs) and json+ histogram."""
-    lat, scale = _latency(section, "clat_ns")
-    if lat is None:
-        return None, {}, None
-    mean = _num(lat.get("mean"))
-    bins = lat.get("bins")
-    percentiles = lat.get("percentile")
+def _bins(lat: Latency, scale: float) -> str | None:
+    return None if lat.bins is None else encode(lat.bins, scale)
+
+
+def _percentiles(percentiles: dict[str, float | None], scale: float) -> dict[float, float]:
     out: dict[float, float] = {}
-    if isinstance(percentiles, dict):
-        for pct, keys in _pct_plan(tuple(percentiles)):
-            # Where two keys name one percentile, the last one with a number wins.
-            for key in keys:
-                number = _num(percentiles[key])
-                if number is not None:
-                    out[pct] = number * scale
-                    break
-    return (None if mean is None else mean * scale), out, (None if bins is None else encode(bins, scale))
+    for pct, keys in _pct_plan(tuple(percentiles)):
+        # Where two keys name one percentile, the last one with a number wins.
+        for key in keys:
+            number = percentiles[key]
+            if number is not None:
+                out[pct] = number * scale
+                break
+    return out
 
 
 _IDLE = DirStats(io_bytes=0, total_ios=0)
 
 
-def read_direction(section: dict[str, Any]) -> DirStats:
-    """Convert one ``read``/``write``/``trim`` object of a JSON job.
+def read_direction(section: Direction) -> DirStats:
+    """Convert one ``read``/``write``/``trim``/``mixed`` object of a JSON job.
 
     Parameters
     ----------
-    section : dict
-        The direction's object from fio's JSON.
+    section : Direction
+        The direction's record (:mod:`iobench.results.fioout.jsondoc`).
 
     Returns
     -------
     DirStats
         The direction in µs, bytes and bytes per second.
     """
-    get = section.get
-    if not (get("io_bytes") or get("io_kbytes") or get("total_ios")):
-        # fio writes every direction of every job; most did nothing and never reach the frame.
-        return _IDLE
-    bw_bytes = _num(get("bw_bytes"))
-    if bw_bytes is None:
-        bw_kib = _num(get("bw"))
-        bw_bytes = None if bw_kib is None else bw_kib * 1024
-    io_bytes = _int(get("io_bytes"))
-    if io_bytes is not None and "io_kbytes" not in section:
-        io_bytes *= 1024
-    clat_mean, clat_pct, clat_bins = _clat_us(section)
-    lat_mean, lat_bins = _mean_us(section, "lat_ns")
-    slat_mean, slat_bins = _mean_us(section, "slat_ns")
+    io_bytes = section.io_bytes
+    if not (io_bytes or section.total_ios or section.io_kbytes):
+        return _IDLE  # read_json skips the call for these
+    bw_bytes = section.bw_bytes
+    if bw_bytes is None and section.bw is not None:
+        bw_bytes = section.bw * 1024
+    if io_bytes is not None and section.io_kbytes is UNSET:
+        io_bytes *= 1024  # fio 2.x: KiB under the name io_bytes
+    # fio 3.x: *_ns in ns; without them fio 2.x's names, in µs.
+    clat, scale = section.clat_ns, 1e-3
+    if clat is None:
+        clat, scale = section.clat, 1.0
+    clat = _measured(clat)
+    clat_mean = clat_pct = clat_bins = None
+    if clat is not None:
+        clat_mean = None if clat.mean is None else clat.mean * scale
+        clat_pct = None if clat.percentile is None else _percentiles(clat.percentile, scale)
+        clat_bins = _bins(clat, scale)
+    lat, scale = section.lat_ns, 1e-3
+    if lat is None:
+        lat, scale = section.lat, 1.0
+    lat = _measured(lat)
+    lat_mean = lat_bins = None
+    if lat is not None:
+        lat_mean = None if lat.mean is None else lat.mean * scale
+        lat_bins = _bins(lat, scale)
+    slat, scale = section.slat_ns, 1e-3
+    if slat is None:
+        slat, scale = section.slat, 1.0
+    slat = _measured(slat)
+    slat_mean = slat_bins = None
+    if slat is not None:
+        slat_mean = None if slat.mean is None else slat.mean * scale
+        slat_bins = _bins(slat, scale)
     # Positional, in field order: matching keywords would cost more than the conversions.
     return DirStats(
-        _num(get("iops")),
+        section.iops,
         bw_bytes,
         io_bytes,
-        _int(get("runtime")),
-        _int(get("total_ios")),
+        section.runtime,
+        section.total_ios,
         lat_mean,
         clat_mean,
         slat_mean,
-        clat_pct,
+        clat_pct or {},
         clat_bins,
         lat_bins,
         slat_bins,
     )
 
 
-def _hosts(entries: list[dict[str, Any]]) -> list[str | None]:
+def _hosts(entries: list[Job]) -> list[str | None]:
     """Name each client entry's host; add ``:port`` only where a name is ambiguous."""
     ports: dict[str, set[Any]] = {}
     for entry in entries:
-        if "hostname" in entry:
-            ports.setdefault(str(entry["hostname"]), set()).add(entry.get("port"))
+        if entry.hostname is not UNSET:
+            ports.setdefault(str(entry.hostname), set()).add(entry.port)
     names: list[str | None] = []
     for entry in entries:
-        if "hostname" not in entry:
+        if entry.hostname is UNSET:
             names.append(None)
             continue
-        host = str(entry["hostname"])
-        if len(ports[host]) > 1 and entry.get("port") is not None:
-            host = f"{host}:{entry['port']}"
+        host = str(entry.hostname)
+        if len(ports[host]) > 1 and entry.port is not None:
+            host = f"{host}:{entry.port}"
         names.append(host)
     return names
 
 
-def read_json(obj: dict[str, Any]) -> list[JobStats]:
-    """Convert a decoded fio JSON document into job records.
+def read_json(doc: FioDoc | Mapping[str, Any]) -> list[JobStats]:
+    """Convert a fio JSON document into job records.
 
     Parameters
     ----------
-    obj : dict
-        The document, with a ``jobs`` list or (client/server) ``client_stats``.
+    doc : FioDoc or mapping
+        The document's records (:func:`~iobench.results.fioout.jsondoc.decode_document`),
+        or the document as a JSON decoder returned it, with a ``jobs`` list or
+        (client/server) ``client_stats``; converted by
+        :func:`~iobench.results.fioout.jsondoc.to_document`.
 
     Returns
     -------
@@ -208,41 +184,47 @@ def read_json(obj: dict[str, Any]) -> list[JobStats]:
         position in fio's array. The client/server ``All clients`` aggregate is
         left out.
     """
-    client = isinstance(obj.get("client_stats"), list)
-    entries = [e for e in (obj["client_stats"] if client else obj.get("jobs") or []) if isinstance(e, dict)]
-    version = obj.get("fio version")
-    if version is not None:
-        version = str(version)
-    hosts = _hosts(entries) if client else [None] * len(entries)
+    if not isinstance(doc, FioDoc):
+        doc = to_document(doc)
+    client = doc.client_stats is not None
+    entries = doc.client_stats if doc.client_stats is not None else doc.jobs
+    version = doc.fio_version
+    hosts = _hosts(entries) if client else None
     records: list[JobStats] = []
-    for index, (entry, host) in enumerate(zip(entries, hosts, strict=True)):
-        name = str(entry.get("jobname", ""))
-        options = entry.get("job options")
-        full = options.get("name") if isinstance(options, dict) else None
+    for index, entry in enumerate(entries):
+        name = entry.jobname
+        options = entry.job_options
+        full = None if options is None else options.name
         # fio truncates long jobnames; "job options" keeps the name as given.
         if isinstance(full, str) and len(full) > len(name) and full.startswith(name):
             name = full
         if client and name == ALL_CLIENTS:
             continue
         directions = {}
-        for ddir in _JSON_DIRECTIONS:
-            section = entry.get(ddir)
-            if isinstance(section, dict):
-                directions[ddir] = read_direction(section)
+        for ddir, section in (
+            ("read", entry.read),
+            ("write", entry.write),
+            ("trim", entry.trim),
+            ("mixed", entry.mixed),
+        ):
+            if section is not None:
+                # fio writes every direction of every job; most did nothing and never reach the frame.
+                idle = not (section.io_bytes or section.total_ios or section.io_kbytes)
+                directions[ddir] = _IDLE if idle else read_direction(section)
         records.append(
             JobStats(  # positional, in field order (see read_direction)
                 name,
                 index,
-                host,
-                _int(entry.get("error")),
-                _num(entry.get("usr_cpu")),
-                _num(entry.get("sys_cpu")),
-                _int(entry.get("ctx")),
-                _int(entry.get("job_runtime")),
+                None if hosts is None else hosts[index],
+                entry.error,
+                entry.usr_cpu,
+                entry.sys_cpu,
+                entry.ctx,
+                entry.job_runtime,
                 None,  # jobs: JSON has one entry per job or per reporting group
                 version,
                 directions,
-                _int(entry.get("groupid")),
+                entry.groupid,
             )
         )
     return records

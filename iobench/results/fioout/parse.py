@@ -8,22 +8,24 @@ import re
 import stat
 import sys
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from pathlib import Path
 
 import pandas as pd
 
 from iobench.errors import ResultsError
-from iobench.results.fioout import detect
-from iobench.results.fioout.frame import FrameBuilder, job_rows, to_frame
+from iobench.results.fioout import detect, split
+from iobench.results.fioout.frame import FrameBuilder, Part, to_frame
+from iobench.results.fioout.jsondoc import decode_document
 from iobench.results.fioout.jsonout import read_json
 from iobench.results.fioout.model import JobStats
 from iobench.results.fioout.normal import read_normal
 from iobench.results.fioout.terse import read_terse
 
 PARALLEL_MIN_FILES = 500
-"""Below this many files per worker, a process pool costs more than it saves."""
+"""Below this many files per process, forking costs more than it saves."""
+
+BLOCK_FILES = 64
+"""Files per block shared out to the processes: small enough that they finish together."""
 
 _FIO_MESSAGE = re.compile(r"^fio: .*$", re.MULTILINE)
 # Raw bytes on every platform (O_BINARY), never wait for a FIFO's writer, never adopt a terminal.
@@ -115,10 +117,13 @@ def _regular_file_bytes(path: str) -> bytes | None:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             return None
-        chunks = [os.read(fd, info.st_size + 1)]
-        while chunk := os.read(fd, 1 << 16):  # to the end, in case it grew or the size was wrong
+        data = os.read(fd, info.st_size + 1)
+        if len(data) <= info.st_size:
+            return data  # a regular file's read stops short only at its end
+        chunks = [data]
+        while chunk := os.read(fd, 1 << 16):  # to the end: it grew, or its size was wrong (procfs)
             chunks.append(chunk)
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return b"".join(chunks)
     except OSError:
         return None
     finally:
@@ -134,7 +139,10 @@ def _jobs_in_file(origin: str) -> list[JobStats]:
     data = _regular_file_bytes(origin)
     if data is None:
         return read_jobs(_read_file(Path(origin)), origin=origin)
-    obj = detect.whole_json(data)  # fio's --output file: decoded straight from the bytes
+    doc = decode_document(data)  # fio's --output file: decoded straight from the bytes into records
+    if doc is not None:
+        return read_json(doc)
+    obj = detect.whole_json(data)  # a value the records refuse (a string for a number, ...)
     if obj is not None:
         return read_json(obj)
     return read_jobs(_as_text(data), origin=origin)
@@ -189,15 +197,12 @@ def parse_fio(
     workers = _worker_count(len(origins), processes)
     if workers < 2:
         return _frame_of(origins)
-    size = -(-len(origins) // workers)
-    chunks = [origins[i : i + size] for i in range(0, len(origins), size)]
-    # fork: the workers inherit the imported parser instead of importing pandas again.
-    # This process parses the first chunk itself while the others run.
-    with ProcessPoolExecutor(max_workers=len(chunks) - 1, mp_context=get_context("fork")) as pool:
-        others = pool.map(_frame_of, chunks[1:])
-        first = _frame_of(chunks[0])
-        parts = [first, *others]
-    return pd.concat(parts, ignore_index=True)
+    # Blocks of up to BLOCK_FILES files, shared out as the processes get free (split.py);
+    # forked, the processes inherit the imported parser instead of importing pandas again.
+    # Each sends back its rows as arrow columns, and one frame is built here.
+    size = max(min(BLOCK_FILES, -(-len(origins) // (4 * workers))), -(-len(origins) // split.MAX_BLOCKS), 1)
+    blocks = [origins[i : i + size] for i in range(0, len(origins), size)]
+    return split.run_blocks(len(blocks), lambda block: _parts_of(blocks[block]), workers, _frame_from_parts)
 
 
 def _worker_count(files: int, processes: int | None) -> int:
@@ -230,8 +235,23 @@ def _is_normal(path: str) -> bool:
     )
 
 
-def _frame_of(origins: Sequence[str]) -> pd.DataFrame:
+def _builder_of(origins: Sequence[str]) -> FrameBuilder:
     builder = FrameBuilder()
     for origin in origins:
-        builder.add(job_rows(_jobs_in_file(origin), origin))
+        builder.add_jobs(_jobs_in_file(origin), origin)
+    return builder
+
+
+def _parts_of(origins: Sequence[str]) -> list[Part]:
+    return _builder_of(origins).parts()
+
+
+def _frame_from_parts(parts: Sequence[list[Part]]) -> pd.DataFrame:
+    builder = FrameBuilder()
+    for block in parts:
+        builder.add_parts(block)
     return builder.frame()
+
+
+def _frame_of(origins: Sequence[str]) -> pd.DataFrame:
+    return _builder_of(origins).frame()
