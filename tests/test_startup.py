@@ -129,3 +129,25 @@ def test_a_run_loads_pandas_only_once_fio_has_started(tmp_path: object) -> None:
     assert time.monotonic() - started < 100
     run_dir = Path(done.stdout.strip().splitlines()[-1])
     assert (run_dir / "results.parquet").is_file() and list((run_dir / "figures").glob("*.png"))
+
+
+def test_the_run_preloads_only_once_every_fio_of_the_point_was_seen_with_workers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An import holds the GIL for long stretches: the watchers first see the workers they must not miss."""
+    from types import SimpleNamespace
+    from typing import Any
+
+    from iobench.runner import sweep
+
+    calls: list[tuple[list[str], list[int]]] = []
+    monkeypatch.setattr(sweep, "preload", lambda modules, avoid_cpus=(): calls.append((list(modules), avoid_cpus)))
+    monkeypatch.setattr(sweep, "preload_after", lambda: ("iobench.plots.files",))
+    first, second = SimpleNamespace(cpus=(0,)), SimpleNamespace(cpus=(1,))
+    run: Any = SimpleNamespace(processes=[first, second])
+    runner = sweep._PointRunner(run_dir=None, plan=None, executor=None)  # type: ignore[arg-type]
+    runner._seen(run, first)
+    runner._seen(run, first)
+    assert calls == []
+    runner._seen(run, second)
+    assert calls == [([*preload_module.RUN_MODULES, "iobench.plots.files"], [0, 1])]

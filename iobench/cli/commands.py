@@ -59,21 +59,19 @@ FIGURE_MODULES = ("matplotlib.backends.backend_agg", "iobench.plots.files")
 
 
 class _DrawLater:
-    """Progress that also imports the figures' modules once the first point starts (they draw after the last)."""
-
-    def __init__(self, shown: Any) -> None:
-        self.shown = shown
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.shown, name)
+    """Progress that gets the figures ready: their modules load while the first point runs, drawing starts
+    as soon as the frame of the points is (``frame_ready``), and the command collects them at the end."""
 
     drawing: Any = None
 
-    def point_started(self, run: Any, index: int) -> None:
-        from iobench.runner.preload import preload
+    def __init__(self, shown: Any) -> None:
+        from iobench.runner.preload import also
 
-        preload(FIGURE_MODULES, avoid_cpus=sorted({c for p in run.processes for c in p.cpus}))
-        self.shown.point_started(run, index)
+        self.shown = shown
+        also(FIGURE_MODULES)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.shown, name)
 
     def frame_ready(self, run_dir: Path, frame: Any) -> None:
         """Start drawing the figures while the runner adds telemetry and steady state to the frame."""

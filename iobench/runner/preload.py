@@ -2,11 +2,13 @@
 
 pandas, pyarrow and matplotlib take most of a second to import on a small
 machine; a run needs pandas only once its first point ends and matplotlib only
-after its last. Importing them in a background thread as soon as the first fio
-has started takes them off the path from ``iobench run`` to the first I/O and
-from the last I/O to the exit. The thread keeps off the point's CPUs where
-another CPU is online, as the telemetry sampler does, so that the first
-point's measurement does not share its CPUs with the import.
+after its last. Importing them in a background thread while the first point's
+fio runs takes them off the path from ``iobench run`` to the first I/O and
+from the last I/O to the exit. The runner starts it once the first point's fio
+workers have been seen in /proc (an import holds the GIL for long stretches,
+and the placement watcher must not miss them). The thread keeps off the
+point's CPUs where another CPU is online, as the telemetry sampler does, so
+that the first point's measurement does not share its CPUs with the import.
 """
 
 from __future__ import annotations
@@ -32,7 +34,20 @@ RUN_MODULES: tuple[str, ...] = (
 
 _started: set[str] = set()
 _threads: list[threading.Thread] = []
+_after: list[str] = []
 _lock = threading.Lock()
+
+
+def also(modules: Iterable[str]) -> None:
+    """Ask the run's preload to import ``modules`` too, after its own (a front end's: the figures')."""
+    with _lock:
+        _after.extend(m for m in modules if m not in _after)
+
+
+def preload_after() -> tuple[str, ...]:
+    """What front ends asked to be preloaded with the run's modules (:func:`also`)."""
+    with _lock:
+        return tuple(_after)
 
 
 def preload(modules: Iterable[str], *, avoid_cpus: Sequence[int] = ()) -> threading.Thread | None:

@@ -35,7 +35,7 @@ from iobench.errors import (
 from iobench.matrix.model import Matrix
 from iobench.planner.plans import FioProcess, Plan, PlannedRun, plan
 from iobench.runner import recording
-from iobench.runner.preload import RUN_MODULES, preload
+from iobench.runner.preload import RUN_MODULES, preload, preload_after
 from iobench.store.records import MachineFacts, Manifest, PointMeta, ProcessRecord, Status
 from iobench.store.rundir import RunDir, describe_counts, now, probe, remedy, write_text
 from iobench.system.hostfs import SystemRoot, devno_text
@@ -326,19 +326,19 @@ class _PointRunner:
     parsed: dict[str, pd.DataFrame] = field(default_factory=dict)
     live: set[int] = field(default_factory=set)
     system: SystemRoot = field(default_factory=SystemRoot)
+    observed: set[int] = field(default_factory=set)
+    """Indexes of the running point's fio processes whose workers the watchers have seen."""
 
     def _one(
-        self, process: FioProcess, cwd: Path, timeout: float, token: str
+        self, process: FioProcess, cwd: Path, timeout: float, token: str, run: PlannedRun
     ) -> tuple[Completed, GroupWatcher]:
         watcher = GroupWatcher()
-
-        def started(pid: int) -> None:
-            self.live.add(pid)
-            preload(RUN_MODULES, avoid_cpus=process.cpus)
 
         def poll(pid: int) -> None:
             watcher(pid)
             _check_alive(pid, self.system)
+            if watcher.workers():
+                self._seen(run, process)
 
         done = self.executor(
             process.argv,
@@ -347,9 +347,23 @@ class _PointRunner:
             env=minimal_env({TOKEN_VAR: token}),
             poll=poll,
             poll_interval=0.25,
-            on_start=started,
+            on_start=self.live.add,
         )
         return done, watcher
+
+    def _seen(self, run: PlannedRun, process: FioProcess) -> None:
+        """Once every fio of the point has been seen with its workers, import what the rest of the run needs.
+
+        Not earlier: an import holds the GIL for long stretches (a C
+        extension's initialisation), and a watcher kept waiting meanwhile can
+        miss a short point's workers altogether.
+        """
+        self.observed.add(run.processes.index(process))
+        if len(self.observed) == len(run.processes):
+            preload(
+                [*RUN_MODULES, *preload_after()],
+                avoid_cpus=sorted({c for p in run.processes for c in p.cpus}),
+            )
 
     def _left(self) -> bool:
         """Whether a process of the point's fio process groups is still there (fio exited, a worker did not)."""
@@ -365,12 +379,13 @@ class _PointRunner:
 
     def _launch(self, run: PlannedRun, cwd: Path, token: str) -> list[tuple[Completed, GroupWatcher]]:
         self.live.clear()  # the process groups (fio's pid) of this point's fio processes
+        self.observed.clear()
         if len(run.processes) == 1:
-            return [self._one(run.processes[0], cwd, run.timeout_s, token)]
+            return [self._one(run.processes[0], cwd, run.timeout_s, token, run)]
         # One fio per target, all at once (launch: per-target): threads only wait on them.
         pool = ThreadPoolExecutor(max_workers=len(run.processes))
         try:
-            futures = [pool.submit(self._one, p, cwd, run.timeout_s, token) for p in run.processes]
+            futures = [pool.submit(self._one, p, cwd, run.timeout_s, token, run) for p in run.processes]
             return [f.result() for f in futures]
         except BaseException:
             for pgid in self.live:
