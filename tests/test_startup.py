@@ -141,7 +141,9 @@ def test_the_run_preloads_only_once_every_fio_of_the_point_was_seen_with_workers
     from iobench.runner import sweep
 
     calls: list[tuple[list[str], list[int]]] = []
-    monkeypatch.setattr(sweep, "preload", lambda modules, avoid_cpus=(): calls.append((list(modules), avoid_cpus)))
+    monkeypatch.setattr(
+        sweep, "preload", lambda modules, avoid_cpus=(): calls.append((list(modules), avoid_cpus))
+    )
     monkeypatch.setattr(sweep, "preload_after", lambda: ("iobench.plots.files",))
     first, second = SimpleNamespace(cpus=(0,)), SimpleNamespace(cpus=(1,))
     run: Any = SimpleNamespace(processes=[first, second])
