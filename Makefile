@@ -58,7 +58,7 @@ venv: deps $(STAMP)
 	@$(BIN)/python -m compileall -q iobench
 
 demo: venv ## a real 24-point sweep on a temp file; prints where results and figures are
-	$(BIN)/iobench run configs/demo.yaml
+	$(BIN)/iobench run configs/demo.yaml --figures
 
 lint: venv
 	$(BIN)/ruff check iobench lab tests benchmarks

@@ -25,6 +25,7 @@ are run through plain ``fio`` one after another, as in ``overhead.py``.
 Medians over ``--rounds``.
 
     .venv/bin/python benchmarks/profile_run.py [--points 16] [--rounds 3] [--telemetry/--no-telemetry]
+        [--figures/--no-figures]
 """
 
 from __future__ import annotations
@@ -173,11 +174,11 @@ class _Hook(importlib.abc.MetaPathFinder):
         return spec
 
 
-def child(matrix: str, out: str, report: str) -> None:
+def child(matrix: str, out: str, report: str, figures: str) -> None:
     start = _process_start()
     timers = _Timers()
     sys.meta_path.insert(0, _Hook(timers))
-    sys.argv = ["iobench", "run", matrix, "--out", out, "--quiet"]
+    sys.argv = ["iobench", "run", matrix, "--out", out, "--quiet", f"--{figures}"]
     real_exit = os._exit
 
     def write_report(code: int) -> None:
@@ -198,11 +199,12 @@ def child(matrix: str, out: str, report: str) -> None:
 # --- the parent -----------------------------------------------------------------------------------------------
 
 
-def one_round(base: Path, matrix: Path, n: int) -> dict[str, float]:
+def one_round(base: Path, matrix: Path, n: int, figures: bool) -> dict[str, float]:
     report = base / f"phases-{n}.json"
     out = base / f"results-{n}"
+    switch = "figures" if figures else "no-figures"  # the child's option, without its dashes
     done = subprocess.run(
-        [sys.executable, __file__, "--child", str(matrix), str(out), str(report)],
+        [sys.executable, __file__, "--child", str(matrix), str(out), str(report), switch],
         capture_output=True,
         text=True,
         check=False,
@@ -251,7 +253,10 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=16, choices=(4, 8, 16, 32))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--telemetry", action=argparse.BooleanOptionalAction, default=True)
-    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--figures", action=argparse.BooleanOptionalAction, default=False, help="as `iobench run --figures`"
+    )
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(*args.child)
@@ -264,12 +269,13 @@ def main() -> None:
         text = MATRIX.format(target=base / "null.dat", iodepths=depths)
         matrix.write_text(text if args.telemetry else text + "telemetry: false\n")
         for n in range(args.rounds):
-            rounds.append(one_round(base, matrix, n))
+            rounds.append(one_round(base, matrix, n, args.figures))
     med = {k: statistics.median(r.get(k, 0.0) for r in rounds) for k in rounds[0]}
     overhead = med["total"] - med["plain fio"]
     points = args.points
     print(
-        f"{points} points, telemetry {'on' if args.telemetry else 'off'}, medians of {args.rounds} rounds; "
+        f"{points} points, telemetry {'on' if args.telemetry else 'off'}, "
+        f"{'--figures' if args.figures else 'no figures'}, medians of {args.rounds} rounds; "
         f"iobench run {med['total']:.2f} s, plain fio {med['plain fio']:.2f} s, "
         f"ratio {med['total'] / med['plain fio']:.3f}, overhead {overhead / points * 1000:.0f} ms/point\n"
     )

@@ -99,13 +99,23 @@ def test_name_with_newline_is_refused(write_matrix: Callable[..., Path], tmp_pat
 def test_run_prints_plain_lines_and_where_results_are(
     null_matrix: Callable[..., Path], tmp_path: Path
 ) -> None:
-    result = runner.invoke(app, ["run", str(null_matrix()), "--out", str(tmp_path / "r")])
+    result = runner.invoke(app, ["run", str(null_matrix()), "--out", str(tmp_path / "r"), "--figures"])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].startswith("iobench: 4 runs of nulltest -> ")
     assert sum(1 for line in lines if line.startswith("[") and " ok " in line and "IOPS" in line) == 4
     assert any(line.startswith("results: ") and "(4 ok)" in line for line in lines)
-    assert any(line.startswith("figures: ") for line in lines)
+    [figures] = [line for line in lines if line.startswith("figures: ")]
+    drawn = [Path(f) for f in figures.removeprefix("figures: ").split()]
+    assert drawn and all(f.is_file() and f.parent.name == "figures" for f in drawn)
+
+
+def test_figures_are_drawn_only_when_asked(null_matrix: Callable[..., Path], tmp_path: Path) -> None:
+    result = runner.invoke(app, ["run", str(null_matrix()), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    [run_dir] = (tmp_path / "r").iterdir()
+    assert (run_dir / "results.parquet").is_file() and not (run_dir / "figures").exists()
+    assert f"figures: `iobench report {run_dir}` draws them (or run with --figures)" in result.stdout
 
 
 def test_quiet_prints_only_the_run_directory(null_matrix: Callable[..., Path], tmp_path: Path) -> None:

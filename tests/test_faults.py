@@ -268,13 +268,13 @@ def test_figures_that_do_not_fit_keep_points_and_frame(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """`iobench run` draws figures last; a full disk there costs only the figures."""
+    """`iobench run --figures` draws figures last; a full disk there costs only the figures."""
 
     def small_figures_dir(cwd: Path) -> None:
         tmpfs(run_dir_of(cwd) / "figures", "4k")
 
     monkeypatch.setattr("iobench.runner.sweep.run_process", Fio({1: small_figures_dir}))
-    result = cli.invoke(app, ["run", str(null_matrix()), "--out", str(tmp_path / "r")])
+    result = cli.invoke(app, ["run", str(null_matrix()), "--out", str(tmp_path / "r"), "--figures"])
     assert result.exit_code == 3, result.output
     one_message(result.stdout, result.stderr)
     run_dir = next((tmp_path / "r").iterdir())

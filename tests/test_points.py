@@ -27,7 +27,7 @@ from iobench.report.page import write_report
 from iobench.results.fioout import parse_fio, parse_fio_text
 from iobench.results.fioout.bins import decode, encode
 from iobench.results.fioout.detect import find_json
-from iobench.results.points import headline, merged_percentiles, point_totals, summarize
+from iobench.results.points import headline, merged_percentiles, point_totals, rate_totals, summarize
 from iobench.runner.sweep import run
 from iobench.system.process import run_process
 
@@ -316,6 +316,31 @@ def test_one_number_per_point_everywhere(unequal_run: Path, tmp_path: Path) -> N
     first = totals.iloc[0]
     assert iops == pytest.approx(float(first["iops"]), rel=1e-12)
     assert lat == pytest.approx(float(first["lat_mean_us"]), rel=1e-12)
+
+
+@pytest.mark.parametrize("name", [*JSONPLUS, "read.json", "numjobs.json", "nopct.json"])
+def test_rate_totals_are_point_totals_rates(name: str) -> None:
+    df = parse_fio(GEN / name)
+    rates = ["source", "direction", "iops", "bw_bytes", "io_bytes", "total_ios", "runtime_ms"]
+    full, fast = point_totals(df), rate_totals(df)
+    pd.testing.assert_frame_equal(fast[rates], full[rates])
+
+
+@pytest.mark.fio
+def test_rate_totals_of_a_run_are_its_point_totals_rates(unequal_run: Path) -> None:
+    df = iobench.load(unequal_run)
+    rates = [
+        "run_id",
+        "point",
+        "repeat",
+        "direction",
+        "iops",
+        "bw_bytes",
+        "io_bytes",
+        "total_ios",
+        "runtime_ms",
+    ]
+    pd.testing.assert_frame_equal(rate_totals(df)[rates], point_totals(df)[rates])
 
 
 @pytest.mark.fio

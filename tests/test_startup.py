@@ -34,7 +34,7 @@ def test_the_run_command_path_loads_no_data_or_figure_library() -> None:
     """Everything the CLI imports up to launching fio: the command, progress, matrix, plan, runner, telemetry."""
     loaded = _loaded_after(
         "from iobench.cli.commands import app\n"
-        "from iobench.cli.console import PlainProgress, RichProgress\n"
+        "from iobench.cli.console import PlainProgress\n"
         "from iobench.matrix.model import load_matrix\n"
         "from iobench.planner.plans import plan\n"
         "from iobench.runner.sweep import run\n"
@@ -43,6 +43,21 @@ def test_the_run_command_path_loads_no_data_or_figure_library() -> None:
         "from iobench.store.rundir import RunDir\n"
     )
     assert loaded == set(), f"loaded before the first fio starts: {sorted(loaded)}"
+
+
+def test_a_quiet_or_plain_run_loads_no_rich() -> None:
+    """rich is for the terminal's live display and error messages: a quiet or piped run does without it."""
+    probe = (
+        "import sys\n"
+        "from iobench.cli.commands import app\n"
+        "from iobench.cli.console import PlainProgress\n"
+        "from iobench.runner.sweep import run\n"
+        "print(sorted(m for m in sys.modules if m == 'rich' or m.startswith('rich.')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip() == "[]"
 
 
 def test_the_run_modules_bring_pandas_so_preloading_them_matters() -> None:
@@ -97,8 +112,10 @@ def test_a_thread_keeps_off_the_point_cpus_and_the_rest_of_the_process_does_not_
 
 
 @pytest.mark.fio
-def test_a_run_loads_pandas_only_once_fio_has_started(tmp_path: object) -> None:
-    """A real run: pandas is first in sys.modules after the first fio process was started."""
+@pytest.mark.parametrize("figures", [False, True])
+def test_a_run_loads_pandas_only_once_fio_has_started(tmp_path: object, figures: bool) -> None:
+    """A real run: pandas is first in sys.modules after the first fio process was started; matplotlib
+    only when figures were asked for."""
     from pathlib import Path
 
     base = Path(str(tmp_path))
@@ -118,6 +135,13 @@ def test_a_run_loads_pandas_only_once_fio_has_started(tmp_path: object) -> None:
         "p.subprocess.Popen = Spy\n"
         "from iobench.cli.commands import main\n"
         f"sys.argv = ['iobench', 'run', {str(base / 'm.yaml')!r}, '--out', {str(base / 'out')!r}, '--quiet']\n"
+        + ("sys.argv.append('--figures')\n" if figures else "")
+        + "import os\n"
+        "real_exit = os._exit\n"
+        "def leaving(code):\n"
+        "    print('matplotlib loaded:', 'matplotlib' in sys.modules, flush=True)\n"
+        "    real_exit(code)\n"
+        "os._exit = leaving\n"
         "main()\n"
     )
     started = time.monotonic()
@@ -127,8 +151,10 @@ def test_a_run_loads_pandas_only_once_fio_has_started(tmp_path: object) -> None:
     assert done.returncode == 0, done.stderr
     assert "pandas at fio start: False" in done.stdout and "pandas at fio start: True" not in done.stdout
     assert time.monotonic() - started < 100
-    run_dir = Path(done.stdout.strip().splitlines()[-1])
-    assert (run_dir / "results.parquet").is_file() and list((run_dir / "figures").glob("*.png"))
+    assert f"matplotlib loaded: {figures}" in done.stdout
+    run_dir = Path(next(line for line in done.stdout.splitlines() if line.startswith("/")))
+    assert (run_dir / "results.parquet").is_file()
+    assert bool(list((run_dir / "figures").glob("*.png"))) is figures
 
 
 def test_the_run_preloads_only_once_every_fio_of_the_point_was_seen_with_workers(

@@ -17,6 +17,7 @@ from sysfs_snapshots import SnapshotCache
 import iobench
 from iobench.errors import MatrixError
 from iobench.matrix.model import parse_matrix
+from iobench.results import samples as long_form
 from iobench.results import telemetry as tm
 from iobench.results.points import TELEMETRY, parameter_columns, point_totals, summarize
 from iobench.store.records import MachineFacts, Manifest, PointMeta
@@ -101,7 +102,7 @@ def test_proc_counter_readers_parse_what_the_kernel_writes(tmp_path: Path) -> No
         "Writeback": 0,
         "HugePages_Total": 0,
     }
-    assert tm.irq_entity("47", table.names["47"]) == "47 nvme0q1"
+    assert long_form.irq_entity("47", table.names["47"]) == "47 nvme0q1"
 
 
 def test_missing_counters_read_as_none_never_an_error(tmp_path: Path) -> None:
@@ -235,7 +236,7 @@ def test_a_sampler_stopped_during_the_ramp_takes_nothing() -> None:
 
 # --- synthetic points: the summary and the verdicts -------------------------------------
 
-CLK = tm._CLK_TCK
+CLK = long_form._CLK_TCK
 
 
 @dataclass
@@ -361,8 +362,8 @@ def fake_run(tmp_path: Path) -> Callable[..., FakeRun]:
             if spec.get("load") is not None:
                 snaps = make_snapshots(spec["load"], missing=spec.get("missing", False))
                 window = spec.get("window", (snaps[0].t, snaps[-1].t))
-                table = tm.build_table(snaps, point=index, repeat=1, window=window, context=ctx)
-                tm.write_table(staging / tm.FILE_NAME, table, ctx)
+                table = long_form.build_table(snaps, point=index, repeat=1, window=window, context=ctx)
+                long_form.write_table(staging / long_form.FILE_NAME, table, ctx)
             meta = PointMeta(key=key, point=index, repeat=1, params=params, status="ok")
             run.commit(staging, key, meta)
             for direction, iops in spec.get("fio", {"read": 1000.0}).items():
@@ -424,9 +425,9 @@ def test_device_numbers_are_the_devices_own_counts_over_fios_window(fake_run: Ca
             snap.tasks,
         )
     ctx = context()
-    table = tm.build_table(snaps, point=1, repeat=1, window=(0.5, 3.5), context=ctx)
+    table = long_form.build_table(snaps, point=1, repeat=1, window=(0.5, 3.5), context=ctx)
     fake = fake_run([{"fio": {"read": 1000.0}}])
-    tm.write_table(fake.run.points / "0001-r1" / tm.FILE_NAME, table, ctx)
+    long_form.write_table(fake.run.points / "0001-r1" / long_form.FILE_NAME, table, ctx)
     out = summary(fake)
     assert out["dev_iops"][0] == pytest.approx(1000.0)
     assert out["dev_bw_bytes"][0] == pytest.approx(1000.0 * 4096)
@@ -580,7 +581,7 @@ def test_the_long_form_and_what_aggregates_it(fake_run: Callable[..., FakeRun]) 
         ]
     )
     samples = iobench.telemetry(fake.run.path)
-    assert list(samples.columns) == list(tm.COLUMNS)
+    assert list(samples.columns) == list(long_form.COLUMNS)
     assert set(samples["source"]) == {"cpu", "thread", "disk", "irq", "mem"}
     cpu0 = samples[
         (samples["source"] == "cpu") & (samples["entity"] == "0") & (samples["metric"] == "busy_pct")
@@ -621,7 +622,7 @@ def test_the_long_form_and_what_aggregates_it(fake_run: Callable[..., FakeRun]) 
 def test_a_run_without_telemetry_reads_as_an_empty_long_form(fake_run: Callable[..., FakeRun]) -> None:
     fake = fake_run([{"load": None}])
     samples = iobench.telemetry(fake.run.path)
-    assert samples.empty and list(samples.columns) == list(tm.COLUMNS)
+    assert samples.empty and list(samples.columns) == list(long_form.COLUMNS)
 
 
 def test_verdicts_are_documented_with_their_thresholds() -> None:

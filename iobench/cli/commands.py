@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from iobench.errors import FULL, EnvironmentFault, IobenchError, RunStorageError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 app = typer.Typer(
     name="iobench",
@@ -23,7 +25,21 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_show_locals=False,
 )
-err = Console(stderr=True, highlight=False)
+
+
+@functools.cache
+def _err() -> Console:
+    """rich's console on stderr, made when first used: rich takes a tenth of a second to load."""
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
 
 MatrixArg = Annotated[Path, typer.Argument(help="The matrix YAML file.", show_default=False)]
 TargetOpt = Annotated[
@@ -44,7 +60,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tex
 
 def _fail(exc: IobenchError) -> typer.Exit:
     notes = "".join(f"\n  {note}" for note in getattr(exc, "__notes__", ()))
-    err.print(f"[bold red]iobench:[/] {escape(str(exc) + notes)}", markup=True, soft_wrap=True)
+    _err().print(f"[bold red]iobench:[/] {_escape(str(exc) + notes)}", markup=True, soft_wrap=True)
     return typer.Exit(code=exc.exit_code)
 
 
@@ -98,7 +114,7 @@ def _print_json(data: Any) -> None:
 def _warn(warnings: Any) -> None:
     """Print a plan's warnings (``Plan.warnings``) to stderr."""
     for warning in warnings:
-        err.print(f"[yellow]warning:[/] {escape(str(warning))}", markup=True, soft_wrap=True)
+        _err().print(f"[yellow]warning:[/] {_escape(str(warning))}", markup=True, soft_wrap=True)
 
 
 @app.command()
@@ -112,8 +128,16 @@ def run(
     allow_write: AllowWriteOpt = None,
     fail_fast: Annotated[bool, typer.Option("--fail-fast", help="Stop at the first failed point.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the run directory.")] = False,
+    figures: Annotated[
+        bool,
+        typer.Option(
+            "--figures/--no-figures",
+            help="Also draw the default figures into the run directory at the end "
+            "(otherwise `iobench report RUN` draws them, with the HTML summary).",
+        ),
+    ] = False,
 ) -> None:
-    """Validate the matrix, run every point, save results and figures.
+    """Validate the matrix, run every point, save the results (and, with --figures, the default figures).
 
     Exit status: 0 all points ok, 1 some failed or timed out, 2 invalid input
     or refused for safety (nothing ran), 3 the environment stopped the run
@@ -121,19 +145,24 @@ def run(
     points kept, the message says how to finish), 130 interrupted (finished
     points kept).
     """
-    from iobench.cli.console import PlainProgress, RichProgress
+    from iobench.cli.console import PlainProgress
     from iobench.matrix.model import load_matrix
     from iobench.runner.sweep import NullProgress, Progress
     from iobench.runner.sweep import run as run_matrix
 
     progress: Progress
+    live = None
     if quiet:
         progress = NullProgress()
     elif sys.stdout.isatty():
-        progress = RichProgress(Console())
+        from rich.console import Console
+
+        from iobench.cli.live import RichProgress
+
+        progress = live = RichProgress(Console())
     else:
         progress = PlainProgress(sys.stdout)
-    drawer = _DrawLater(progress)
+    drawer = _DrawLater(progress) if figures else None
     try:
         m = load_matrix(matrix, targets=target or [], allow_write=allow_write or [])
         result = run_matrix(
@@ -142,12 +171,14 @@ def run(
             resume=resume,
             allow_write=allow_write or [],
             fail_fast=fail_fast,
-            progress=drawer,
+            progress=drawer or progress,
         )
-        from iobench.plots.files import run_figures
+        drawn: list[Path] = []
+        if drawer is not None:
+            from iobench.plots.files import run_figures
 
-        figures = run_figures(result.run_dir, result.frame, result.counts, drawing=drawer.drawing)
-        drawer.drawing = None
+            drawn = run_figures(result.run_dir, result.frame, result.counts, drawing=drawer.drawing)
+            drawer.drawing = None
     except EnvironmentFault as exc:
         if (target or allow_write) and "--resume" in exc.finish:
             exc.finish += " (with the same --target and --allow-write options)"
@@ -157,12 +188,13 @@ def run(
     except OSError as exc:
         raise _os_fault(exc) from None
     except KeyboardInterrupt:
-        err.print("iobench: interrupted before the sweep started; nothing was run")
+        _err().print("iobench: interrupted before the sweep started; nothing was run")
         raise typer.Exit(code=130) from None
     finally:
-        drawer.stop_drawing()
-        if isinstance(progress, RichProgress):
-            progress.live.stop()
+        if drawer is not None:
+            drawer.stop_drawing()
+        if live is not None:
+            live.live.stop()
     if quiet:
         _warn(result.plan.warnings)
         print(result.run_dir)
@@ -170,8 +202,10 @@ def run(
         counts = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
         print(f"results: {result.run_dir}  ({counts})")
         print(f"frame:   {result.run_dir / 'results.parquet'}")
-        if figures:
-            print("figures: " + "  ".join(str(f) for f in figures))
+        if drawn:
+            print("figures: " + "  ".join(str(f) for f in drawn))
+        elif not figures:
+            print(f"figures: `iobench report {result.run_dir}` draws them (or run with --figures)")
     raise typer.Exit(code=result.exit_code)
 
 
@@ -282,7 +316,7 @@ def parse(
     from iobench.results.fioout import FRAME_HISTOGRAMS, parse_fio
 
     if output is not None and output.suffix not in (".parquet", ".csv"):
-        err.print(f"iobench: {output}: use a .parquet or .csv file name for -o")
+        _err().print(f"iobench: {output}: use a .parquet or .csv file name for -o")
         raise typer.Exit(code=2)
     from iobench.store.rundir import replacing
 
@@ -412,6 +446,8 @@ def compare(
         raise _fail(exc) from None
     except OSError as exc:
         raise _os_fault(exc) from None
+    from rich.console import Console
+
     console = Console(highlight=False) if sys.stdout.isatty() else Console(highlight=False, width=200)
     show_comparison(console, result)
     if page is not None:

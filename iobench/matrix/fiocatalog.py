@@ -6,7 +6,6 @@ so a matrix is checked against the fio that will run it, not a list we keep.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from iobench.errors import FioError
+from iobench.store.answers import answer_path, recall, remember
 from iobench.store.files import atomic_write
 from iobench.system.process import CommandNotFound, minimal_env, run_process
 
@@ -92,17 +92,6 @@ def _option(data: dict[str, Any]) -> FioOption:
     return FioOption(**{**data, "choices": tuple(data.get("choices", ()))})
 
 
-def _cache_path(binary: str, version: str, kind: str = "options") -> Path | None:
-    """Where what this fio binary said is remembered: named after the file's identity, so a new fio asks again."""
-    try:
-        info = os.stat(binary)
-    except OSError:
-        return None
-    key = f"{binary}:{info.st_ino}:{info.st_mtime_ns}:{info.st_size}:{version}"
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "iobench" / f"fio-{kind}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
-
-
 @dataclass
 class FioCatalog:
     """The installed fio, asked lazily; answers are remembered on disk per fio binary."""
@@ -115,7 +104,7 @@ class FioCatalog:
     _dirty: bool = field(default=False, repr=False)
 
     def __post_init__(self) -> None:
-        path = _cache_path(self.binary, self.version)
+        path = answer_path(self.binary, "fio-options", self.version)
         try:
             data = json.loads(path.read_text()) if path else {}
             self._options = {k: _option(v) if v else None for k, v in data.get("options", {}).items()}
@@ -128,7 +117,7 @@ class FioCatalog:
 
     def save(self) -> None:
         """Remember what fio said, so the next matrix is checked without asking again."""
-        path = _cache_path(self.binary, self.version)
+        path = answer_path(self.binary, "fio-options", self.version)
         if not self._dirty or path is None:
             return
         data = {
@@ -224,12 +213,9 @@ def find_fio(binary: str | None = None) -> str:
 
 def _version(binary: str) -> str:
     """What ``fio --version`` prints, remembered per binary file (fio takes 40 ms to say it)."""
-    path = _cache_path(binary, "", kind="version")
-    with contextlib.suppress(OSError, ValueError):
-        if path is not None:
-            known = json.loads(path.read_text())
-            if isinstance(known, str) and known.startswith("fio-"):
-                return known
+    known = recall(binary, "fio-version")
+    if isinstance(known, str) and known.startswith("fio-"):
+        return known
     try:
         done = run_process([binary, "--version"], timeout=30, env=minimal_env())
     except CommandNotFound as exc:
@@ -237,10 +223,7 @@ def _version(binary: str) -> str:
     version = done.stdout.strip()
     if done.returncode != 0 or not version.startswith("fio-"):
         raise FioError(f"{binary} --version printed {version!r}; is this fio?")
-    with contextlib.suppress(OSError):
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, json.dumps(version))
+    remember(binary, "fio-version", version)
     return version
 
 

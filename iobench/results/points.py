@@ -817,7 +817,20 @@ def _stopped_steady(totals: pd.DataFrame) -> np.ndarray:
     return (totals["steady"].astype("boolean").fillna(False) & by_fio).to_numpy(dtype=bool)
 
 
-_HEADLINE = ("iops", "total_ios", "runtime_ms", "io_bytes", "bw_bytes", "lat_mean_us")
+#: What a point's rates are computed from (:func:`rate_totals`).
+_RATES = ("iops", "total_ios", "runtime_ms", "io_bytes", "bw_bytes")
+_HEADLINE = (*_RATES, "lat_mean_us")
+
+
+def rate_totals(df: pd.DataFrame) -> pd.DataFrame:
+    """:func:`point_totals` of ``df`` for the rates alone: ``iops``, ``bw_bytes``, ``io_bytes``, ``total_ios``, ``runtime_ms``.
+
+    The same rules on the same rows, per ``run_id``, ``point`` (else
+    ``source``), ``groupid``, ``repeat`` and ``direction``, without merging
+    latency histograms for percentiles, which costs many times the rest.
+    """
+    keep = ("run_id", "point", "source", "groupid", "repeat", "direction", "status", *_RATES)
+    return point_totals(df[[c for c in keep if c in df]])
 
 
 def headline(frames: pd.DataFrame | Sequence[pd.DataFrame]) -> tuple[float | None, float | None]:

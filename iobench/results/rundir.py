@@ -13,15 +13,17 @@ import pandas as pd
 from iobench.errors import ResultsError, RunStorageError
 from iobench.results.fioout import parse_fio_text
 from iobench.results.fioout.clients import client_key, parse_client_output
-from iobench.results.fioout.frame import FRAME_METRICS
+from iobench.results.fioout.frame import FRAME_METRICS, FrameBuilder
+from iobench.results.fioout.rows import FRAME_COLUMNS, Row
 from iobench.results.points import EXTRA, IDENTITY, PLACEMENT, STEADY, TELEMETRY, parameter_columns
 from iobench.results.steady import with_steady
 from iobench.results.telemetry import with_telemetry
 from iobench.store.records import FRAME_VERSION, Manifest, PointMeta, ProcessRecord
 from iobench.store.rundir import RunDir
 
-Parsed = dict[str, pd.DataFrame]
-"""fio outputs already parsed during the run, keyed ``<point key>/<output file>``."""
+Parsed = dict[str, "pd.DataFrame | list[Row]"]
+"""fio outputs already read during the run, keyed ``<point key>/<output file>``: the runner's rows
+(:func:`~iobench.results.fioout.rows.job_rows`), or a frame (a host's share of a client's output)."""
 
 
 class _Share(Protocol):
@@ -69,91 +71,172 @@ def host_shares(point_dir: Path, processes: list[ProcessRecord], parsed: Parsed)
     return shares
 
 
+_UNSET: Any = object()
+"""A point without a value for a column iobench adds: NA, or fio's own value where fio has that column."""
+
+
+class _Rows:
+    """The rows of saved points, gathered column by column and made into one frame at the end.
+
+    fio's rows stay what the runner read (rows for one frame builder) or the
+    frames they were parsed into; what iobench adds (placement, settings, the
+    point's identity and parameters) goes into lists. A run's frame costs one
+    frame build, one concatenation and one column block, not pandas work on
+    every point's few rows.
+    """
+
+    def __init__(self) -> None:
+        self.fio: list[pd.DataFrame | list[Row] | int] = []
+        self.added: dict[str, list[Any]] = {}
+        self.size = 0
+
+    def add(self, fio: pd.DataFrame | list[Row] | None, columns: dict[str, list[Any]]) -> None:
+        """``fio``'s rows (None: rows with no fio numbers), with iobench's ``columns`` (lists of one length)."""
+        size = len(next(iter(columns.values())))
+        self.fio.append(size if fio is None else fio)
+        for name in columns.keys() - self.added.keys():
+            self.added[name] = [_UNSET] * self.size
+        for name, values in self.added.items():
+            values.extend(columns.get(name, [_UNSET] * size))
+        self.size += size
+
+    def _fio_frame(self) -> pd.DataFrame:
+        chunks: list[pd.DataFrame] = []
+        builder: FrameBuilder | None = None
+        for piece in self.fio:
+            if isinstance(piece, list):  # consecutive rows share one builder: one frame for them all
+                builder = builder or FrameBuilder()
+                builder.add(piece)
+                continue
+            if builder is not None:
+                chunks.append(builder.frame())
+                builder = None
+            chunks.append(pd.DataFrame(index=range(piece)) if isinstance(piece, int) else piece)
+        if builder is not None:
+            chunks.append(builder.frame())
+        if len(chunks) == 1:
+            return chunks[0].reset_index(drop=True)
+        return pd.concat([c.reset_index(drop=True) for c in chunks], ignore_index=True)
+
+    def frame(self) -> pd.DataFrame:
+        frame = self._fio_frame()
+        for name in [n for n in self.added if n in frame]:  # a point's value wins over fio's
+            values = self.added.pop(name)
+            kept = frame[name].astype(object).tolist()
+            frame[name] = [k if v is _UNSET else v for v, k in zip(values, kept, strict=True)]
+        added = pd.DataFrame(
+            {n: [None if v is _UNSET else v for v in vs] for n, vs in self.added.items()}, index=frame.index
+        )
+        return pd.concat([frame, added], axis=1) if len(added.columns) else frame
+
+
+def _values(fio: pd.DataFrame | list[Row], column: str) -> list[Any]:
+    """One fio column of a process's rows or frame, NA as None."""
+    if isinstance(fio, list):
+        at = FRAME_COLUMNS.index(column)
+        return [row[at] for row in fio]
+    return [None if pd.isna(v) else v for v in fio[column]] if column in fio else [None] * len(fio)
+
+
 def _process_rows(
     point_dir: Path, meta: PointMeta, process: ProcessRecord, parsed: Parsed
-) -> pd.DataFrame | None:
+) -> tuple[pd.DataFrame | list[Row], dict[str, list[Any]]] | None:
+    """fio's rows of one process of a point, and the placement and settings columns iobench adds to them."""
     output = point_dir / process.output
-    cached = parsed.get(parsed_key(point_dir.name, process))
-    if cached is not None:
-        frame = cached.copy()
-    elif not output.is_file() or process.client is not None:
-        return None  # a host's share comes from host_shares, or not at all
-    else:
+    fio = parsed.get(parsed_key(point_dir.name, process))
+    if fio is None:
+        if not output.is_file() or process.client is not None:
+            return None  # a host's share comes from host_shares, or not at all
         try:
-            frame = parse_fio_text(output.read_text(errors="replace"), origin=str(output))
+            fio = parse_fio_text(output.read_text(errors="replace"), origin=str(output))
         except ResultsError:
             return None
-    if frame.empty:
+    if len(fio) == 0:
         return None
+    size = len(fio)
     sections = dict(zip(process.sections, process.targets, strict=True))
-    frame["target"] = frame["jobname"].map(sections).astype("string")
-    frame["target_node"] = process.target_node
-    frame["cpu_node"] = process.cpu_node
-    frame["cpus"] = process.cpus
-    frame["cpus_observed"] = _observed_per_job(frame, process)
+    targets = [None if j is None else sections.get(str(j)) for j in _values(fio, "jobname")]
     settings = meta.settings
     disks = process.target_disks
+    columns: dict[str, list[Any]] = {
+        "target": targets,
+        "target_node": [process.target_node] * size,
+        "cpu_node": [process.cpu_node] * size,
+        "cpus": [process.cpus] * size,
+        "cpus_observed": _observed_per_job(_values(fio, "job_index"), process),
+        "host": _values(fio, "host"),
+    }
     for column in ("scheduler", "readahead_kb"):
-        frame[column] = [
-            next((settings.get(d, {}).get(column) for d in disks.get(t, []) if d in settings), None)
-            for t in frame["target"].fillna("")
+        columns[column] = [
+            next((settings.get(d, {}).get(column) for d in disks.get(t or "", []) if d in settings), None)
+            for t in targets
         ]
-    return frame
+    return fio, columns
 
 
-def _observed_per_job(frame: pd.DataFrame, process: ProcessRecord) -> list[Any]:
+def _observed_per_job(job_index: list[Any], process: ProcessRecord) -> list[Any]:
     """Each row's worker CPUs when fio's workers map one-to-one onto its jobs, else the union."""
     workers = [o for o in process.observed if not o.leader]
-    jobs = sorted(frame["job_index"].dropna().unique())
+    jobs = sorted({j for j in job_index if j is not None})
     if workers and len(workers) == len(jobs):
         by_job = {job: w.cpus for job, w in zip(jobs, workers, strict=True)}
-        return [by_job.get(j, process.cpus_observed) for j in frame["job_index"]]
-    return [process.cpus_observed] * len(frame)
+        return [by_job.get(j, process.cpus_observed) for j in job_index]
+    return [process.cpus_observed] * len(job_index)
 
 
-def _empty_row(processes: list[ProcessRecord]) -> pd.DataFrame:
+def _empty_rows(processes: list[ProcessRecord]) -> dict[str, list[Any]]:
+    """The columns of a point's rows without fio numbers: one row, or one per host where it ran on hosts."""
     if not processes:
-        return pd.DataFrame([{"target": None}])
+        return {"target": [None], "host": [None]}
     # One row per host where a point ran on hosts, so each host's failure shows under its name.
     chosen = processes if processes[0].host is not None else processes[:1]
-    return pd.DataFrame(
-        [
-            {
-                "target": process.targets[0] if len(process.targets) == 1 else None,
-                "target_node": process.target_node,
-                "cpu_node": process.cpu_node,
-                "cpus": process.cpus,
-                "cpus_observed": process.cpus_observed,
-                "host": process.host,
-            }
-            for process in chosen
-        ]
-    )
+    return {
+        "target": [p.targets[0] if len(p.targets) == 1 else None for p in chosen],
+        "target_node": [p.target_node for p in chosen],
+        "cpu_node": [p.cpu_node for p in chosen],
+        "cpus": [p.cpus for p in chosen],
+        "cpus_observed": [p.cpus_observed for p in chosen],
+        "host": [p.host for p in chosen],
+    }
+
+
+def _add_point(
+    rows: _Rows, point_dir: Path, meta: PointMeta, run_id: str, host: str | None, parsed: Parsed
+) -> None:
+    """The rows of one saved point × repeat (one row without fio numbers when fio reported nothing)."""
+    known = {**parsed, **host_shares(point_dir, meta.processes, parsed)}
+    parts = [_process_rows(point_dir, meta, p, known) for p in meta.processes]
+    found = [p for p in parts if p is not None]
+    silent = [p for p, part in zip(meta.processes, parts, strict=True) if part is None and p.host is not None]
+    pieces: list[tuple[pd.DataFrame | list[Row] | None, dict[str, list[Any]]]] = list(found)
+    if not found or silent:  # hosts that reported nothing keep a row each, as a job without I/O does
+        pieces.append((None, _empty_rows(silent if found else meta.processes)))
+    hosts = [h for _, columns in pieces for h in columns["host"]]
+    if all(h is None for h in hosts):
+        for _, columns in pieces:
+            columns["host"] = [host] * len(columns["host"])
+    point = {
+        "run_id": run_id,
+        "point": meta.point,
+        "repeat": meta.repeat,
+        "status": meta.status,
+        "reason": meta.reason,
+        "runtime_requested_ms": meta.runtime_requested_ms,
+        # scheduler/readahead_kb of PLACEMENT: what the device had, read during the point
+        **{name: value for name, value in meta.params.items() if name not in PLACEMENT},
+    }
+    for fio, columns in pieces:
+        size = len(columns["host"])
+        rows.add(fio, {**columns, **{name: [value] * size for name, value in point.items()}})
 
 
 def point_frame(
     point_dir: Path, meta: PointMeta, run_id: str, host: str | None, parsed: Parsed | None = None
 ) -> pd.DataFrame:
     """The rows of one saved point × repeat (one empty row when fio reported nothing)."""
-    known = {**(parsed or {}), **host_shares(point_dir, meta.processes, parsed or {})}
-    parts = [_process_rows(point_dir, meta, p, known) for p in meta.processes]
-    found = [p for p in parts if p is not None]
-    silent = [p for p, part in zip(meta.processes, parts, strict=True) if part is None and p.host is not None]
-    if found and silent:  # hosts that reported nothing keep a row each, as a job without I/O does
-        found.append(_empty_row(silent))
-    frame = pd.concat(found, ignore_index=True) if found else _empty_row(meta.processes)
-    frame["run_id"] = run_id
-    frame["point"] = meta.point
-    frame["repeat"] = meta.repeat
-    frame["status"] = meta.status
-    frame["reason"] = meta.reason
-    frame["runtime_requested_ms"] = meta.runtime_requested_ms
-    if "host" not in frame or frame["host"].isna().all():
-        frame["host"] = host
-    for name, value in meta.params.items():
-        if name not in PLACEMENT:  # scheduler/readahead_kb: what the device had, read during the point
-            frame[name] = value
-    return frame
+    rows = _Rows()
+    _add_point(rows, point_dir, meta, run_id, host, parsed or {})
+    return rows.frame()
 
 
 def _tidy_types(frame: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
@@ -185,13 +268,13 @@ def base_frame(run: RunDir, parsed: Parsed | None = None) -> pd.DataFrame:
     manifest = run.manifest()
     run_id = run.path.name
     host = manifest.machine.host
-    frames, axes = [], []
+    rows, axes = _Rows(), []
     for point_dir, meta in run.point_metas():
-        frames.append(point_frame(point_dir, meta, run_id, host, parsed))
+        _add_point(rows, point_dir, meta, run_id, host, parsed or {})
         axes += [a for a in meta.params if a not in axes and a not in PLACEMENT and a not in IDENTITY]
-    if not frames:
+    if not rows.size:
         return pd.DataFrame({c: pd.Series([], dtype="object") for c in IDENTITY})
-    return _ordered(_tidy_types(pd.concat(frames, ignore_index=True), axes), axes, manifest)
+    return _ordered(_tidy_types(rows.frame(), axes), axes, manifest)
 
 
 def build_frame(run: RunDir, parsed: Parsed | None = None, base: pd.DataFrame | None = None) -> pd.DataFrame:

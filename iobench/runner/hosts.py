@@ -36,7 +36,6 @@ from iobench.matrix.model import Matrix
 from iobench.planner.hosts import client_argv, host_specs, host_targets, plan_on_fleet
 from iobench.planner.plans import FioProcess, Plan, PlannedRun
 from iobench.results.fioout.clients import client_key, parse_client_output
-from iobench.results.points import headline
 from iobench.results.rundir import parsed_key
 from iobench.runner.sweep import (
     TOKEN_VAR,
@@ -213,9 +212,8 @@ class _HostPointRunner(_PointRunner):
         write_text(cwd / "stderr.txt", done.stderr)
         _ended(meta, status, why, started)
         meta.processes = [self._host_meta(p, done, observers) for p in run.processes]
-        iops, lat = headline(frames)
         self.run_dir.commit(cwd, run.key, meta)
-        return PointOutcome(run.key, status, why, time.monotonic() - started, iops, lat)
+        return PointOutcome(run.key, status, why, time.monotonic() - started, frames)
 
     def _stop_jobs(self, hosts: Sequence[Host]) -> None:
         """Stop what a host's server still runs for this point (its children), keeping the server."""

@@ -24,7 +24,7 @@ from iobench.system.hostfs import SystemRoot, devno_text
 from iobench.system.sampler import Sampler, Watch
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from iobench.results.fioout.rows import Row
 
 _TIMESTAMP = re.compile(rb'"timestamp_ms"\s*:\s*(\d+)')
 #: Bytes of fio's JSON output read to find its ``timestamp_ms`` (it comes before the jobs).
@@ -119,7 +119,7 @@ class PointTelemetry:
             self.ended = time.monotonic()
             self.sampler.stop(wait=False)
 
-    def window(self, outputs: Sequence[Path], frames: Sequence[pd.DataFrame]) -> tuple[float, float, str]:
+    def window(self, outputs: Sequence[Path], rows: Sequence[Sequence[Row]]) -> tuple[float, float, str]:
         """The measured window (monotonic seconds) and how it was found.
 
         Its end is when fio wrote its results (``timestamp_ms``, the latest of
@@ -130,15 +130,16 @@ class PointTelemetry:
         first, last = snaps[0].t, snaps[-1].t
         stamps = [s for s in (_timestamp(p) for p in outputs) if s is not None]
         end = min(max(stamps) / 1000.0 - self.offset, last) if stamps else last
-        runtimes = [
-            float(v) for f in frames if "runtime_ms" in f for v in f["runtime_ms"].dropna() if float(v) > 0
-        ]
+        from iobench.results.fioout.rows import FRAME_COLUMNS
+
+        at = FRAME_COLUMNS.index("runtime_ms")
+        runtimes = [float(r[at]) for part in rows for r in part if r[at] is not None and float(r[at]) > 0]
         if runtimes:
             start = max(first, end - max(runtimes) / 1000.0)
             return start, max(start, end), "fio" if stamps else "fio runtime before fio's exit"
         return first, last, "sampled span (no fio runtime)"
 
-    def save(self, cwd: Path, outputs: Sequence[Path], frames: Sequence[pd.DataFrame], status: str) -> None:
+    def save(self, cwd: Path, outputs: Sequence[Path], rows: Sequence[Sequence[Row]], status: str) -> None:
         """Write ``telemetry.parquet`` (samples within the measured window, with the context) into ``cwd``.
 
         Raises
@@ -146,7 +147,7 @@ class PointTelemetry:
         RunStorageError
             When the file cannot be written.
         """
-        from iobench.results.telemetry import FILE_NAME, build_table, write_table  # pandas: after fio
+        from iobench.results.samples import FILE_NAME, build_table, write_table  # pyarrow: after fio
 
         self.stop()
         snaps = self.sampler.stop()
@@ -163,7 +164,7 @@ class PointTelemetry:
             start = end = snaps[0].t if snaps else 0.0
             how = "none"
         else:
-            start, end, how = self.window(outputs, frames)
+            start, end, how = self.window(outputs, rows)
         context["window"] = how
         table = build_table(
             snaps, point=self.run.point, repeat=self.run.repeat, window=(start, end), context=context

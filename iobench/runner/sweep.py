@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -48,6 +49,9 @@ from iobench.system.tuning import DeviceTuner, check_no_pending, drop_caches, re
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from iobench.results.fioout.rows import Row
+    from iobench.results.rundir import Parsed
 
 # pandas and the results modules load in the background while the first fio runs
 # (iobench.runner.preload): they are imported where used, not here.
@@ -89,14 +93,37 @@ class _Terminated(KeyboardInterrupt):
 
 @dataclass(frozen=True)
 class PointOutcome:
-    """How one point × repeat ended, with a headline figure for progress displays."""
+    """How one point × repeat ended, with a headline figure for progress displays.
+
+    The headline (:func:`~iobench.results.points.headline` of the point's
+    ``outputs``: each fio's rows, or frame) is computed when a display first
+    asks for it: a quiet run never pays for it.
+    """
 
     key: str
     status: str
     reason: str | None
     duration_s: float
-    iops: float | None = None
-    lat_mean_us: float | None = None
+    outputs: Sequence[pd.DataFrame | list[Row]] = field(default=(), repr=False, compare=False)
+
+    @cached_property
+    def _headline(self) -> tuple[float | None, float | None]:
+        if not self.outputs:
+            return None, None
+        from iobench.results.fioout.frame import rows_frame
+        from iobench.results.points import headline
+
+        return headline([rows_frame(o) if isinstance(o, list) else o for o in self.outputs])
+
+    @property
+    def iops(self) -> float | None:
+        """The point's IOPS over every direction; None when fio reported none."""
+        return self._headline[0]
+
+    @property
+    def lat_mean_us(self) -> float | None:
+        """The mean latency of the point's I/Os (µs); None when fio reported none."""
+        return self._headline[1]
 
 
 @dataclass
@@ -323,7 +350,7 @@ class _PointRunner:
     plan: Plan
     executor: Executor
     tuner: DeviceTuner | None = None
-    parsed: dict[str, pd.DataFrame] = field(default_factory=dict)
+    parsed: Parsed = field(default_factory=dict)
     live: set[int] = field(default_factory=set)
     system: SystemRoot = field(default_factory=SystemRoot)
     observed: set[int] = field(default_factory=set)
@@ -397,10 +424,13 @@ class _PointRunner:
 
     def _judge(
         self, run: PlannedRun, cwd: Path, results: list[tuple[Completed, GroupWatcher]]
-    ) -> tuple[Status, str | None, list[pd.DataFrame]]:
-        from iobench.results.fioout import parse_fio_text
+    ) -> tuple[Status, str | None, list[list[Row]]]:
+        """The point's status, why, and each fio's rows of the frame (read without pandas, which may be loading)."""
+        from iobench.results.fioout import read_jobs
+        from iobench.results.fioout.rows import FRAME_COLUMNS, job_rows
 
-        frames: list[pd.DataFrame] = []
+        error, jobname = FRAME_COLUMNS.index("error"), FRAME_COLUMNS.index("jobname")
+        outputs: list[list[Row]] = []
         for process, (done, watcher) in zip(run.processes, results, strict=True):
             # fio reaps a killed worker and exits 0 with that job's numbers cut short, or,
             # when the worker died while starting, waits for it until the timeout.
@@ -409,37 +439,35 @@ class _PointRunner:
                 reason = f"fio worker (pid {worker[1]}) {_killed(int(worker[2]))}"
                 if done.timed_out:
                     reason += f"; fio then hung and was stopped after {run.timeout_s:g} s"
-                return "failed", reason, frames
+                return "failed", reason, outputs
             if done.timed_out:
-                return "timeout", f"fio did not finish within {run.timeout_s:g} s and was stopped", frames
+                return "timeout", f"fio did not finish within {run.timeout_s:g} s and was stopped", outputs
             if done.returncode < 0:
-                return "failed", f"fio {_killed(-done.returncode)}", frames
+                return "failed", f"fio {_killed(-done.returncode)}", outputs
             if done.returncode != 0:
-                return "failed", f"fio exited with status {done.returncode}: {_fio_message(done)}", frames
+                return "failed", f"fio exited with status {done.returncode}: {_fio_message(done)}", outputs
             try:
-                frame = parse_fio_text(
-                    (cwd / process.output).read_text(errors="replace"), origin=process.output
-                )
+                text = (cwd / process.output).read_text(errors="replace")
+                rows = job_rows(read_jobs(text, origin=process.output), process.output)
             except (OSError, ResultsError) as exc:
                 # fio exits 0 with an empty output when the disk filled: that is no fio failure.
                 probe(cwd, cwd / process.output)
-                return "failed", f"fio left no readable results: {exc}", frames
-            errors = frame[frame["error"].fillna(0) != 0]
-            if not errors.empty:
-                first = errors.iloc[0]
+                return "failed", f"fio left no readable results: {exc}", outputs
+            failed = next((row for row in rows if row[error]), None)
+            if failed is not None:
                 return (
                     "failed",
-                    f"fio job {first['jobname']} ended with error {_job_error(first['error'])}",
-                    frames,
+                    f"fio job {failed[jobname]} ended with error {_job_error(failed[error])}",
+                    outputs,
                 )
             mismatch = check_placement(
                 watcher, cpus=process.cpus, job_cpus=process.job_cpus, mem_node=process.mem_node
             )
             if mismatch:
-                return "failed", f"placement not as planned: {mismatch}", frames
-            frames.append(frame)
-            self.parsed[f"{run.key}/{process.output}"] = frame
-        return "ok", None, frames
+                return "failed", f"placement not as planned: {mismatch}", outputs
+            outputs.append(rows)
+            self.parsed[f"{run.key}/{process.output}"] = rows
+        return "ok", None, outputs
 
     def __call__(self, run: PlannedRun) -> PointOutcome:
         runtime = run.runtime_s
@@ -502,17 +530,14 @@ class _PointRunner:
                 sampling.stop()
             if not ended_whole:
                 _reap(token, self.system)
-        status, reason, frames = self._judge(run, cwd, results)
+        status, reason, outputs = self._judge(run, cwd, results)
         if sampling is not None:
-            sampling.save(cwd, [cwd / p.output for p in run.processes], frames, status)
+            sampling.save(cwd, [cwd / p.output for p in run.processes], outputs, status)
         write_text(cwd / "stderr.txt", "".join(done.stderr for done, _ in results))
         _ended(meta, status, reason, started)
         meta.processes = [self._process_meta(p, r) for p, r in zip(run.processes, results, strict=True)]
         self.run_dir.commit(cwd, run.key, meta)
-        from iobench.results.points import headline
-
-        iops, lat = headline(frames)
-        return PointOutcome(run.key, status, reason, time.monotonic() - started, iops, lat)
+        return PointOutcome(run.key, status, reason, time.monotonic() - started, outputs)
 
     def _apply_settings(self, run: PlannedRun) -> None:
         """The point's scheduler/readahead; disks an earlier point changed go back to their originals."""
@@ -713,7 +738,7 @@ def _stopped(
     run_dir: RunDir,
     the_plan: Plan,
     manifest: Manifest,
-    parsed: dict[str, pd.DataFrame],
+    parsed: Parsed,
 ) -> EnvironmentFault:
     """Save what the file system still takes and say what was kept and how to finish."""
     fault.run_dir = str(run_dir.path)
@@ -815,7 +840,7 @@ def _finish(
     run_dir: RunDir,
     the_plan: Plan,
     manifest: Manifest,
-    parsed: dict[str, pd.DataFrame],
+    parsed: Parsed,
     *,
     interrupted: bool,
     show: Progress | None = None,

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import socket
 import subprocess
 from typing import Any
 
+from iobench.store.answers import recall, remember
 from iobench.system.hostfs import SystemRoot
 from iobench.system.process import CommandNotFound, run_process
 from iobench.system.topology import Topology
@@ -15,17 +17,26 @@ from iobench.version import __version__
 
 
 def _numactl_version() -> str | None:
+    """numactl's package version ("installed" off Debian), None when it does not work; remembered per binary."""
+    binary = shutil.which("numactl")
+    if binary is None:
+        return None
+    known = recall(binary, "numactl-version")
+    if isinstance(known, str):
+        return known
     try:
-        done = run_process(["numactl", "--show"], timeout=10)
+        done = run_process([binary, "--show"], timeout=10)
     except (CommandNotFound, subprocess.SubprocessError):
         return None
     if done.returncode != 0:
-        return None
+        return None  # not remembered: it may work next time (a container's policy, a cgroup)
     try:
         package = run_process(["dpkg-query", "-W", "-f=${Version}", "numactl"], timeout=10)
+        version = package.stdout.strip() or "installed"
     except CommandNotFound:
-        return "installed"
-    return package.stdout.strip() or "installed"
+        version = "installed"
+    remember(binary, "numactl-version", version)
+    return version
 
 
 def collect_metadata(

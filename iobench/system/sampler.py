@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
+import functools
 import os
 import threading
 import time
@@ -104,11 +104,16 @@ def take_snapshot(system: SystemRoot, watch: Watch) -> Snapshot:
     return Snapshot(now, cpu, disks, irqs, mem, tasks)
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    # The process's own symbols hold libc's: no ctypes.util.find_library, which runs ldconfig.
+    return ctypes.CDLL(None, use_errno=True)
+
+
 def _name_thread(name: str) -> None:
     """Set the calling thread's ``comm`` (``prctl(PR_SET_NAME)``), so it shows under its own name."""
     with contextlib.suppress(OSError, AttributeError, TypeError):
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        libc.prctl(_PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
+        _libc().prctl(_PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
 
 
 @dataclass

@@ -20,13 +20,15 @@ prints for any percentile that falls in the bin. Three layouts are read:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import orjson
-import pandas as pd
 
 from iobench.errors import ResultsError
+
+if TYPE_CHECKING:  # numpy and pandas only where histograms are decoded: reading fio's output needs neither
+    import numpy as np
+    import pandas as pd
 
 #: The frame's histogram columns and the fio latency object each comes from.
 HISTOGRAMS: dict[str, str] = {"clat_bins": "clat_ns", "lat_bins": "lat_ns", "slat_bins": "slat_ns"}
@@ -114,6 +116,8 @@ def decode(cells: pd.Series) -> Bins:
     ResultsError
         A cell is not ``"<ns>:<count>,..."``.
     """
+    import numpy as np
+
     text = cells.astype("string").reset_index(drop=True)
     text = text[text.notna() & text.ne("")]
     if text.empty:

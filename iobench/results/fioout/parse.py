@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import stat
 import sys
 from collections.abc import Sequence
@@ -15,11 +14,10 @@ import pandas as pd
 from iobench.errors import ResultsError
 from iobench.results.fioout import detect, split
 from iobench.results.fioout.frame import FrameBuilder, Part, to_frame
+from iobench.results.fioout.jobs import read_jobs
 from iobench.results.fioout.jsondoc import decode_document
 from iobench.results.fioout.jsonout import read_json
 from iobench.results.fioout.model import JobStats
-from iobench.results.fioout.normal import read_normal
-from iobench.results.fioout.terse import read_terse
 
 PARALLEL_MIN_FILES = 500
 """Below this many files per process, forking costs more than it saves."""
@@ -27,39 +25,10 @@ PARALLEL_MIN_FILES = 500
 BLOCK_FILES = 64
 """Files per block shared out to the processes: small enough that they finish together."""
 
-_FIO_MESSAGE = re.compile(r"^fio: .*$", re.MULTILINE)
 # Raw bytes on every platform (O_BINARY), never wait for a FIFO's writer, never adopt a terminal.
 _OPEN_FLAGS = (
     os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 )
-
-
-def read_jobs(text: str, *, origin: str = "<text>") -> list[JobStats]:
-    """Find fio results in ``text`` and return them as job records.
-
-    The first form found wins, in the order JSON (json, json+), terse, normal,
-    so mixed ``json,normal`` and ``json,terse`` output gives one set of records.
-
-    Raises
-    ------
-    ResultsError
-        ``text`` holds no fio results (naming ``origin`` and quoting fio's
-        first ``fio:`` message, if any).
-    """
-    obj = detect.find_json(text)
-    if obj is not None:
-        return read_json(obj)
-    lines = detect.terse_lines(text)
-    if lines:
-        return read_terse(lines, origin=origin)
-    if detect.has_normal(text):
-        return read_normal(text, origin=origin)
-    hint = _FIO_MESSAGE.search(text)
-    said = f"; fio said: {hint.group(0).strip()!r}" if hint else ""
-    raise ResultsError(
-        f"{origin}: no fio results found (no JSON results object, no terse lines, "
-        f"no normal-format job report){said}"
-    )
 
 
 def parse_fio_text(text: str, *, origin: str = "<text>") -> pd.DataFrame:
