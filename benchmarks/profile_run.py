@@ -55,7 +55,7 @@ PHASES: dict[str, tuple[tuple[str, str], ...]] = {
     "planning": (("iobench.runner.sweep", "plan"),),
     "run directory": (
         ("iobench.store.rundir", "RunDir.create"),
-        ("iobench.runner.sweep", "_start_manifest"),
+        ("iobench.runner.sweep", "start_manifest"),
     ),
     "settings": (
         ("iobench.runner.sweep", "_PointRunner._apply_settings"),

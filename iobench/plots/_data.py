@@ -32,12 +32,10 @@ def several_hosts(df: pd.DataFrame) -> bool:
     return HOST in df and df[HOST].nunique(dropna=True) > 1
 
 
-_SHARED: ContextVar[dict[tuple[int, tuple[str, ...]], tuple[pd.DataFrame, pd.DataFrame]] | None] = ContextVar(
-    "iobench_shared_totals", default=None
-)
-
-
 Shared = dict[tuple[int, tuple[str, ...]], tuple[pd.DataFrame, pd.DataFrame]]
+"""Point totals already computed: (frame's id, ``by``) -> (the frame, its totals)."""
+
+_SHARED: ContextVar[Shared | None] = ContextVar("iobench_shared_totals", default=None)
 
 
 @contextlib.contextmanager

@@ -157,7 +157,7 @@ def _telemetry_figures(
 
 
 def default_figures(df: pd.DataFrame, out_dir: str | Path, formats: Sequence[str] = ("png",)) -> list[Path]:
-    """Write every figure of :func:`figures_for` to ``out_dir``, once per format.
+    """Write every figure of :func:`figures_for` to ``out_dir``, once per format (each file whole or not at all).
 
     Parameters
     ----------
@@ -181,13 +181,10 @@ def default_figures(df: pd.DataFrame, out_dir: str | Path, formats: Sequence[str
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         raise ResultsError(f"figure format {', '.join(unknown)} is not one of {', '.join(FORMATS)}")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, fig in figures_for(df).items():
-        for fmt in formats:
-            paths.append(save_figure(fig, out / f"{name}.{fmt}"))
-    return paths
+    from iobench.plots.files import start_figures  # files builds on this module
+
+    # In this process, one after another: a notebook's kernel has threads a fork must not copy.
+    return start_figures(df, out_dir, tuple(formats), fork=False).wait()
 
 
 def save_figure(fig: Figure, path: str | Path) -> Path:

@@ -106,15 +106,20 @@ class FigureDrawing:
 
 
 def start_figures(
-    frame: pd.DataFrame, out_dir: str | os.PathLike[str], formats: tuple[str, ...] = ("png",)
+    frame: pd.DataFrame,
+    out_dir: str | os.PathLike[str],
+    formats: tuple[str, ...] = ("png",),
+    *,
+    fork: bool = True,
 ) -> FigureDrawing:
     """Start drawing every figure that fits ``frame`` into ``out_dir``: one forked process per figure.
 
     Drawing is nearly all CPU in Python and holds the GIL, so threads would not
     help; forked children share the frame and the loaded libraries, and the
     kernel spreads them over the CPUs while this process goes on. With one
-    usable CPU (or off Linux) nothing is forked and :meth:`FigureDrawing.wait`
-    draws them. Fork only with no other thread of this process busy in Python.
+    usable CPU (or off Linux, or with ``fork`` false) nothing is forked and
+    :meth:`FigureDrawing.wait` draws them. Fork only with no other thread of
+    this process busy in Python.
 
     Raises
     ------
@@ -129,7 +134,7 @@ def start_figures(
         Path(out_dir).mkdir(parents=True, exist_ok=True)
     cpus = len(os.sched_getaffinity(0)) if sys.platform == "linux" else 1
     children: dict[int, Job] = {}
-    if cpus >= 2:
+    if fork and cpus >= 2:
         for job in jobs:
             pid = os.fork()
             if pid == 0:  # pragma: no cover - a child's coverage is not collected

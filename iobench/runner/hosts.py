@@ -56,10 +56,10 @@ from iobench.runner.sweep import (
     _reap,
     _sigterm_as_interrupt,
     _stopped,
-    matrix_fingerprint,
+    start_manifest,
 )
-from iobench.store.records import MachineFacts, Manifest, PointMeta, ProcessRecord, Status
-from iobench.store.rundir import RunDir, now, write_text
+from iobench.store.records import Manifest, PointMeta, ProcessRecord, Status
+from iobench.store.rundir import RunDir, write_text
 from iobench.system.cpulist import parse_cpulist
 from iobench.system.hosts import Connector, Fleet, Host, Observers, RemoteMachine, kill_trees, ssh_connector
 from iobench.system.metadata import collect_metadata
@@ -369,23 +369,7 @@ def _host_manifest(earlier: Manifest | None, matrix: Matrix, the_plan: Plan, fle
     client = collect_metadata(
         discover_topology("/"), [], fio_version=matrix.fio_version, fio_binary=matrix.fio_binary
     )
-    return Manifest(
-        name=matrix.name,
-        description=matrix.description,
-        matrix_source=matrix.source,
-        matrix_fingerprint=matrix_fingerprint(matrix),
-        order=matrix.order,
-        seed=the_plan.seed,
-        repeat=matrix.repeat,
-        points=len(matrix.combos),
-        drop_caches=matrix.drop_caches,
-        machine=MachineFacts.model_validate(client),
-        hosts=hosts,
-        status="running",
-        started=earlier.started if earlier else now(),
-        resumed=[*earlier.resumed, now()] if earlier else [],
-        settings_restored=earlier.settings_restored if earlier else {},
-    )
+    return start_manifest(earlier, matrix, the_plan, machine=client, hosts=hosts)
 
 
 def _host_record(host: Host) -> dict[str, Any]:

@@ -663,7 +663,7 @@ def run(
         stack.enter_context(device_lock(disks))
         run_dir = resumed or _create(out, matrix)
         todo = [r for r in the_plan.runs if r.key not in run_dir.finished_keys()]
-        manifest = _start_manifest(earlier, matrix, the_plan)
+        manifest = start_manifest(earlier, matrix, the_plan)
         try:
             run_dir.write_manifest(manifest)
             run_dir.drop_frame()  # stale once new points land; rebuilt at the end or by load()
@@ -775,8 +775,26 @@ def _stopped(
     return fault
 
 
-def _start_manifest(earlier: Manifest | None, matrix: Matrix, the_plan: Plan) -> Manifest:
-    """The manifest of a run starting now, or resumed (``earlier``: keeps its start and resume times)."""
+def start_manifest(
+    earlier: Manifest | None,
+    matrix: Matrix,
+    the_plan: Plan,
+    machine: dict[str, Any] | None = None,
+    hosts: list[dict[str, Any]] | None = None,
+) -> Manifest:
+    """The manifest of a run starting now, or resumed (``earlier``: keeps its start and resume times).
+
+    ``machine``: the facts of the machine fio's results come back to (default:
+    this one, with the plan's topology and targets); ``hosts``: each host's,
+    where fio runs on hosts (:mod:`iobench.runner.hosts`).
+    """
+    if machine is None:
+        machine = collect_metadata(
+            the_plan.topology,
+            the_plan.target_facts(),
+            fio_version=matrix.fio_version,
+            fio_binary=matrix.fio_binary,
+        )
     return Manifest(
         name=matrix.name,
         description=matrix.description,
@@ -787,14 +805,8 @@ def _start_manifest(earlier: Manifest | None, matrix: Matrix, the_plan: Plan) ->
         repeat=matrix.repeat,
         points=len(matrix.combos),
         drop_caches=matrix.drop_caches,
-        machine=MachineFacts.model_validate(
-            collect_metadata(
-                the_plan.topology,
-                the_plan.target_facts(),
-                fio_version=matrix.fio_version,
-                fio_binary=matrix.fio_binary,
-            )
-        ),
+        machine=MachineFacts.model_validate(machine),
+        hosts=hosts or [],
         status="running",
         started=earlier.started if earlier else now(),
         resumed=[*earlier.resumed, now()] if earlier else [],
