@@ -587,9 +587,12 @@ def _depth_notes(totals: pd.DataFrame, params: Sequence[str]) -> dict[tuple[int,
     found: dict[tuple[int, int], str] = {}
     data = totals.dropna(subset=["iodepth", "_dev_iops", "_dev_await"])
     keys = ["repeat", *others]
-    for _, group in data.groupby(keys, dropna=False, sort=False) if keys else [((), data)]:
-        ordered = group.sort_values("iodepth")
-        for (_, lower), (_, upper) in zip(ordered.iterrows(), ordered.iloc[1:].iterrows(), strict=False):
+    groups: dict[tuple[Any, ...], list[dict[Any, Any]]] = {}
+    for row in data[["point", "iodepth", "_dev_iops", "_dev_await", *keys]].to_dict("records"):
+        groups.setdefault(tuple(None if pd.isna(row[k]) else row[k] for k in keys), []).append(row)
+    for rows in groups.values():
+        ordered = sorted(rows, key=lambda row: float(row["iodepth"]))
+        for lower, upper in zip(ordered, ordered[1:], strict=False):
             if (
                 float(upper["iodepth"]) < AWAIT_DEPTH_RATIO * float(lower["iodepth"])
                 or lower["_dev_iops"] <= 0
