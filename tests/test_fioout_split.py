@@ -6,6 +6,7 @@ import os
 import select
 import signal
 import sys
+import time
 
 import psutil
 import pytest
@@ -66,6 +67,7 @@ def test_an_exception_here_stops_and_reaps_the_children() -> None:
     def work(block: int) -> int:
         if os.getpid() == here:
             raise KeyboardInterrupt
+        time.sleep(60)  # a child holds its first block: this process surely gets one (and is not waited on)
         return block
 
     with pytest.raises(KeyboardInterrupt):
