@@ -157,6 +157,43 @@ def test_a_run_loads_pandas_only_once_fio_has_started(tmp_path: object, figures:
     assert bool(list((run_dir / "figures").glob("*.png"))) is figures
 
 
+@pytest.mark.fio
+def test_no_preload_runs_while_a_later_point_runs(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A preload still importing when the first point ends is waited for before the next fio starts."""
+    from pathlib import Path
+
+    from iobench.matrix.model import load_matrix
+    from iobench.runner import sweep
+    from iobench.system.process import run_process
+
+    base = Path(str(tmp_path))
+    (base / "m.yaml").write_text(
+        "version: 1\nname: t\ntargets: [{path: " + str(base / "f.dat") + ", size: 1M}]\n"
+        "fio: {ioengine: 'null', rw: read, bs: 4k, runtime: 1, time_based: 1}\ntelemetry: false\n"
+        "matrix: {iodepth: [1, 2, 4]}\n"
+    )
+    slow: list[threading.Thread] = []
+
+    def preload(modules: object, avoid_cpus: object = ()) -> None:  # an import that outlasts the point
+        if not slow:
+            slow.append(threading.Thread(target=time.sleep, args=(2.5,), daemon=True))
+            slow[0].start()
+            with preload_module._lock:
+                preload_module._threads.append(slow[0])
+
+    alive_at_launch: list[bool] = []
+
+    def executor(argv: list[str], **kwargs: object) -> object:
+        alive_at_launch.append(bool(slow) and slow[0].is_alive())
+        return run_process(argv, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sweep, "preload", preload)
+    result = sweep.run(load_matrix(base / "m.yaml"), out=base / "r", executor=executor)
+    assert result.counts == {"ok": 3}
+    assert alive_at_launch == [False, False, False]  # none yet at the first launch; ended before the others
+    assert slow and not slow[0].is_alive()
+
+
 def test_the_run_preloads_only_once_every_fio_of_the_point_was_seen_with_workers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -37,6 +37,7 @@ from iobench.matrix.model import Matrix
 from iobench.planner.plans import FioProcess, Plan, PlannedRun, plan
 from iobench.runner import recording
 from iobench.runner.preload import RUN_MODULES, preload, preload_after
+from iobench.runner.preload import wait as preloaded
 from iobench.store.records import MachineFacts, Manifest, PointMeta, ProcessRecord, Status
 from iobench.store.rundir import RunDir, describe_counts, now, probe, remedy, write_text
 from iobench.system.hostfs import SystemRoot, devno_text
@@ -510,6 +511,9 @@ class _PointRunner:
         write_text(cwd / "argv.json", json.dumps([list(p.argv) for p in run.processes], indent=2) + "\n")
         self._apply_settings(run)
         meta.settings = _device_settings(self.plan, run)
+        # An import holds the GIL for long stretches: one still running from the first point
+        # (pandas, pyarrow) ends before this point's fio starts, or the watchers could miss its workers.
+        preloaded()
         started = time.monotonic()
         token = f"{os.getpid()}-{run.key}-{time.monotonic_ns()}"
         sampling = recording.start(self.plan, run)
