@@ -194,29 +194,6 @@ def test_no_preload_runs_while_a_later_point_runs(tmp_path: object, monkeypatch:
     assert slow and not slow[0].is_alive()
 
 
-@pytest.mark.parametrize(("launch", "expected"), [("single", [6]), ("per-target", [3, 3])])
-def test_the_preload_waits_for_every_worker_the_plan_expects(
-    tmp_path: object, launch: str, expected: list[int]
-) -> None:
-    """numjobs workers per job section: the watchers must have seen them all before an import starts."""
-    from pathlib import Path
-
-    from iobench.matrix.model import parse_matrix
-    from iobench.planner.plans import plan
-    from iobench.runner import sweep
-
-    base = Path(str(tmp_path))
-    matrix = parse_matrix(
-        "version: 1\nname: t\n"
-        f"targets: [{{path: {base / 'a.dat'}, size: 1M}}, {{path: {base / 'b.dat'}, size: 1M}}]\n"
-        f"launch: {launch}\nfio: {{ioengine: 'null', rw: read}}\nmatrix: {{numjobs: [3]}}\n"
-    )
-    the_plan = plan(matrix)
-    [run] = the_plan.runs
-    runner = sweep._PointRunner(run_dir=None, plan=the_plan, executor=None)  # type: ignore[arg-type]
-    assert [runner._workers_expected(run, p) for p in run.processes] == expected
-
-
 def test_the_run_preloads_only_once_every_fio_of_the_point_was_seen_with_workers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

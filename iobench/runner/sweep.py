@@ -361,12 +361,11 @@ class _PointRunner:
         self, process: FioProcess, cwd: Path, timeout: float, token: str, run: PlannedRun
     ) -> tuple[Completed, GroupWatcher]:
         watcher = GroupWatcher()
-        expected = self._workers_expected(run, process)
 
         def poll(pid: int) -> None:
             watcher(pid)
             _check_alive(pid, self.system)
-            if len(watcher.workers()) >= expected:
+            if watcher.workers():
                 self._seen(run, process)
 
         done = self.executor(
@@ -380,19 +379,12 @@ class _PointRunner:
         )
         return done, watcher
 
-    def _workers_expected(self, run: PlannedRun, process: FioProcess) -> int:
-        """How many worker processes ``process`` forks: ``numjobs`` for each of its job sections."""
-        numjobs = self.plan.matrix.setting(run.params, "numjobs")
-        return len(process.sections) * max(1, int(numjobs) if isinstance(numjobs, int) else 1)
-
     def _seen(self, run: PlannedRun, process: FioProcess) -> None:
-        """Once every fio of the point has been seen with all its workers, import what the rest of the run needs.
+        """Once every fio of the point has been seen with its workers, import what the rest of the run needs.
 
         Not earlier: an import holds the GIL for long stretches (a C
-        extension's initialisation; seconds under emulation), and a watcher
-        kept waiting meanwhile can miss a short point's workers altogether. A
-        point whose workers are never all seen (threads, not processes; jobs
-        one after another) preloads nothing: the modules load where first used.
+        extension's initialisation), and a watcher kept waiting meanwhile can
+        miss a short point's workers altogether.
         """
         self.observed.add(run.processes.index(process))
         if len(self.observed) == len(run.processes):
