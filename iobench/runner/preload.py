@@ -23,15 +23,15 @@ from iobench.system.sampler import keep_thread_off
 
 THREAD_NAME = "iobench-preload"
 
-#: What a run imports after its first point, in the order it needs them: pyarrow for the first
-#: point's telemetry file, then pandas with the frame, the point module and the telemetry summary.
+#: What a run imports after its first point: the parser, the frame, the point module, telemetry,
+#: then pyarrow's parquet (its import is one long stretch holding the GIL: seconds under emulation).
 RUN_MODULES: tuple[str, ...] = (
-    "pyarrow.parquet",
-    "iobench.results.samples",
     "iobench.results.fioout",
     "iobench.results.rundir",
     "iobench.results.points",
     "iobench.results.telemetry",
+    "iobench.results.samples",
+    "pyarrow.parquet",
 )
 
 _started: set[str] = set()
