@@ -23,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     except LabError as exc:
         print(f"lab: the harness failed: {exc}", file=sys.stderr)
         return 1
+    for crash in lab.crashes:
+        print(f"lab: booted again: {crash}")
     for check in lab.checks:
         print(f"  {'ok  ' if check.passed else 'FAIL'} {check.name}: {check.detail.splitlines()[0]}")
     print(f"lab: {lab.out} ({lab.seconds:.0f} s, qemu exit {lab.qemu_returncode})")

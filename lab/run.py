@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import html
 import json
+import signal
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from iobench.errors import IobenchError
@@ -17,6 +18,8 @@ from lab.checks import Check, run_checks
 
 # About 5 minutes on an idle host; 20 on a 2-CPU host shared with other work (load 12).
 BOOT_TIMEOUT_S = 2400.0
+#: Fresh boots after QEMU itself crashes (dies of a signal); a crash of ours is the guest's, not QEMU's.
+QEMU_CRASH_RETRIES = 1
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,8 @@ class LabRun:
     qemu_returncode: int
     seconds: float
     checks: list[Check]
+    crashes: list[str] = field(default_factory=list)
+    """QEMU crashes before the boot that gave these results, each with where its logs were kept."""
 
     @property
     def passed(self) -> bool:
@@ -47,16 +52,19 @@ def run_lab(results: Path, *, timeout: float = BOOT_TIMEOUT_S) -> LabRun:
     kernel = machine.fetch_kernel()
     initramfs = machine.build_initramfs(kernel, machine.CACHE)
     out = results / time.strftime("lab-%Y%m%d-%H%M%S")
-    out.mkdir(parents=True)
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="iobench-lab-") as scratch:
-        disks = machine.make_disks(Path(scratch))
-        argv = machine.qemu_argv(
-            kernel, initramfs, disks, out, python=sys.executable, accel=machine.accelerator()
-        )
-        (out / "qemu-argv.json").write_text(json.dumps(argv, indent=1) + "\n")
-        returncode = machine.boot(argv, timeout=timeout, log=out / "qemu.log")
-    seconds = time.monotonic() - started
+    crashes: list[str] = []
+    while True:
+        out.mkdir(parents=True)
+        started = time.monotonic()
+        returncode = _boot(kernel, initramfs, out, timeout)
+        seconds = time.monotonic() - started
+        if returncode >= 0 or len(crashes) == QEMU_CRASH_RETRIES:
+            break
+        # Killed by a signal, not by our timeout (124): QEMU itself crashed (TCG has rare races
+        # of its own, a SIGSEGV in memory_region_dispatch_write seen once). Boot a fresh guest.
+        kept = out.with_name(f"{out.name}-qemu-crash-{len(crashes) + 1}")
+        out.rename(kept)
+        crashes.append(f"QEMU died of {_signal_name(-returncode)} after {seconds:.0f} s; its logs: {kept}")
     try:
         checks = run_checks(out)
         (out / "checks.json").write_text(
@@ -67,7 +75,24 @@ def run_lab(results: Path, *, timeout: float = BOOT_TIMEOUT_S) -> LabRun:
         raise machine.LabError(
             f"checking the guest's output failed: {type(exc).__name__}: {exc}\n{guest_logs(out)}"
         ) from exc
-    return LabRun(out, returncode, seconds, checks)
+    return LabRun(out, returncode, seconds, checks, crashes)
+
+
+def _boot(kernel: machine.Kernel, initramfs: Path, out: Path, timeout: float) -> int:
+    with tempfile.TemporaryDirectory(prefix="iobench-lab-") as scratch:
+        disks = machine.make_disks(Path(scratch))
+        argv = machine.qemu_argv(
+            kernel, initramfs, disks, out, python=sys.executable, accel=machine.accelerator()
+        )
+        (out / "qemu-argv.json").write_text(json.dumps(argv, indent=1) + "\n")
+        return machine.boot(argv, timeout=timeout, log=out / "qemu.log")
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def guest_logs(out: Path, chars: int = 3000) -> str:

@@ -50,7 +50,7 @@ def _named(lab_run: LabRun, name: str) -> Check:
 
 
 def test_the_guest_booted_ran_and_powered_off(lab_run: LabRun) -> None:
-    assert lab_run.qemu_returncode == 0, guest_logs(lab_run.out)
+    assert lab_run.qemu_returncode == 0, "\n".join([*lab_run.crashes, guest_logs(lab_run.out)])
     assert [c.name for c in lab_run.checks] == CHECK_NAMES, guest_logs(lab_run.out)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from iobench.matrix.model import load_matrix
-from iobench.runner.sweep import run
+from iobench.runner.sweep import WATCH_POLL_S, WATCH_QUICK_S, run
 from iobench.system.observe import GroupWatcher, Observed, check_placement, observe_group
 from iobench.system.process import run_process
 
@@ -137,3 +137,35 @@ def test_a_process_that_escaped_its_placement_fails_the_point(
     frame = result.frame
     assert frame is not None
     assert "placement not as planned" in frame["reason"].iloc[0]
+
+
+@pytest.mark.fio
+def test_the_watcher_looks_quickly_until_every_worker_is_seen(
+    write_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    """Quick looks while fio's workers are not all seen (short points), the usual pace once they are."""
+    asked: list[float | None] = []
+
+    def watched(argv: tuple[str, ...], **kwargs: Any) -> Any:
+        poll = kwargs.pop("poll")
+        first = kwargs.pop("poll_interval")
+
+        def recording(pid: int) -> float | None:
+            interval = poll(pid)
+            asked.append(interval)
+            return interval
+
+        asked.append(first)
+        return run_process(argv, poll=recording, poll_interval=first, **kwargs)
+
+    path = write_matrix(
+        f"version: 1\nname: w\ntargets: [{{path: {tmp_path / 't.dat'}, size: 8M}}]\n"
+        "fio: {ioengine: 'null', rw: randread, runtime: 2, time_based: 1, numjobs: 3}\n"
+    )
+    result = run(load_matrix(path), out=tmp_path / "r", executor=watched)
+    assert result.counts == {"ok": 1}
+    meta = next((tmp_path / "r").glob("*/points/*/meta.json")).read_text()
+    assert meta.count('"leader": false') == 3
+    quick = asked.index(WATCH_POLL_S)
+    assert quick >= 1 and set(asked[:quick]) == {WATCH_QUICK_S}
+    assert set(asked[quick:]) == {WATCH_POLL_S}  # all seen: back to the usual pace

@@ -187,6 +187,23 @@ def test_vesnin_numa_sweep_planned_for_a_power8_box(snapshots: Any) -> None:
     assert Path(first["none"].argv[0]).name == "fio"
     assert first["local"].jobfile.count("filename=/dev/nvme") == 6
     assert "numjobs=10" in first["local"].jobfile and "iodepth=16" in first["local"].jobfile
+    assert first["local"].workers == 6 * 10  # a section per disk, numjobs processes each
+
+
+def test_a_process_knows_how_many_workers_fio_forks(
+    write_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    """numjobs × sections, whether numjobs is an axis or a fio option; none when jobs are threads."""
+    targets = f"[{{path: {tmp_path / 'a.dat'}, size: 1M}}, {{path: {tmp_path / 'b.dat'}, size: 1M}}]"
+    axis = write_matrix(
+        f"version: 1\nname: w\ntargets: {targets}\nfio: {{ioengine: null, rw: read}}\n"
+        "matrix: {numjobs: [1, 3]}\n"
+    )
+    assert [r.processes[0].workers for r in plan(load_matrix(axis)).runs] == [2, 6]
+    threads = write_matrix(
+        f"version: 1\nname: t\ntargets: {targets}\nfio: {{ioengine: null, rw: read, numjobs: 2, thread: 1}}\n"
+    )
+    assert [r.processes[0].workers for r in plan(load_matrix(threads)).runs] == [0]
 
 
 def test_a_home_node_the_machine_lacks_is_refused(write_matrix: Callable[..., Path], tmp_path: Path) -> None:

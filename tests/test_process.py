@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from iobench.system.hostfs import SystemRoot
 from iobench.system.process import (
     CommandNotFound,
     _children_by_scan,
-    _task_children,
     descendants,
     run_process,
 )
@@ -90,6 +90,21 @@ def test_poll_sees_the_running_child() -> None:
     assert done.returncode == 0 and seen
 
 
+def test_poll_sets_when_it_is_called_next() -> None:
+    """What ``poll`` returns is the wait before its next call; None keeps ``poll_interval``."""
+    times: list[float] = []
+
+    def poll(pid: int) -> float | None:
+        times.append(time.monotonic())
+        return 0.02 if len(times) < 10 else None
+
+    run_process([sys.executable, "-c", "import time; time.sleep(1.5)"], poll=poll, poll_interval=0.5)
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    assert len(times) >= 11
+    assert max(gaps[:8]) < 0.3  # the quick calls asked for
+    assert gaps[9] >= 0.45  # then back to poll_interval
+
+
 def test_missing_program_is_a_clear_error() -> None:
     with pytest.raises(CommandNotFound, match="cannot execute '/nonexistent/fio'"):
         run_process(["/nonexistent/fio"])
@@ -115,7 +130,7 @@ def test_descendants_follow_the_kernels_children_lists_like_a_full_scan() -> Non
         tree = descendants(proc.pid)
         assert tree[0] == proc.pid and len(tree) == 3
         scan = _children_by_scan("/proc")
-        assert all(sorted(_task_children(pid, "/proc")) == sorted(scan[pid]) for pid in tree)
+        assert all(sorted(SystemRoot().task_children(pid)) == sorted(scan[pid]) for pid in tree)
     finally:
         for pid in descendants(proc.pid)[1:]:
             os.kill(pid, 9)

@@ -49,6 +49,8 @@ class FioProcess:
     target_node: int | None
     cpus: tuple[int, ...]
     job_cpus: tuple[tuple[int, ...], ...] | None
+    workers: int = 0
+    """The job processes fio forks (``numjobs`` per section); 0 when its jobs are threads (``thread``)."""
     host: str | None = None
     """The host whose fio server runs it (``hosts:``); None: this machine. Its ``argv`` is then
     this host's part of the point's one ``fio --client`` command (:mod:`iobench.planner.hosts`)."""
@@ -277,13 +279,17 @@ class _Planner:
             target_node=homes.pop() if len(homes) == 1 else None,
             cpus=placed.cpus,
             job_cpus=placed.job_cpus,
+            workers=0 if options.get("thread", "0") != "0" else len(targets) * self.numjobs(combo),
             host=self.host,
         )
+
+    def numjobs(self, combo: Combo) -> int:
+        return int(self.matrix.setting(combo, "numjobs") or 1)
 
     def place(self, combo: Combo, targets: tuple[Target, ...]) -> Placement | Skip:
         binding = str(combo.get("binding", "none"))
         placement = str(combo.get("placement", "node"))
-        numjobs = int(self.matrix.setting(combo, "numjobs") or 1)
+        numjobs = self.numjobs(combo)
         homes = {self.home(t) for t in targets}
         if len(homes) > 1 and binding in ("local", "remote"):
             nodes = ", ".join(f"{t.path} on node {self.home(t)}" for t in targets)

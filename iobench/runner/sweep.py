@@ -44,7 +44,7 @@ from iobench.system.hostfs import SystemRoot, devno_text
 from iobench.system.locks import device_lock
 from iobench.system.metadata import collect_metadata
 from iobench.system.observe import GroupWatcher, check_placement
-from iobench.system.process import CommandNotFound, Completed, descendants, minimal_env, run_process
+from iobench.system.process import CommandNotFound, Completed, minimal_env, run_process
 from iobench.system.safety import remember_created
 from iobench.system.tuning import DeviceTuner, check_no_pending, drop_caches, read_settings
 
@@ -63,6 +63,11 @@ Executor = Callable[..., Completed]
 TOKEN_VAR = "IOBENCH_POINT"
 """Set in every fio's environment: fio's workers inherit it, so they can be found after fio is gone."""
 REAP_WAIT_S = 5.0
+#: Seconds between looks at fio's processes (placement, a vanished target) while a point runs.
+WATCH_POLL_S = 0.25
+#: Seconds between looks while workers the plan expects are not yet seen, for the point's first seconds.
+WATCH_QUICK_S = 0.05
+WATCH_QUICK_FOR_S = 10.0
 _WORKER_SIGNAL = re.compile(r"fio: pid=(\d+), got signal=(\d+)")
 
 
@@ -258,15 +263,14 @@ def _signal_of_zombie(pid: int, system: SystemRoot) -> int:
     return (info.exit_code or 0) & 0x7F
 
 
-def _check_alive(root: int, system: SystemRoot) -> None:
-    """Raise :class:`_Killed` when fio (``root``) or one of its workers was killed by a signal."""
-    signum = _signal_of_zombie(root, system)
-    if signum:
-        raise _Killed(f"fio {_killed(signum)}")
-    for pid in descendants(root, os.fspath(system.procfs))[1:]:
+def _check_alive(group: Sequence[int], system: SystemRoot) -> None:
+    """Raise :class:`_Killed` when fio (``group[0]``) or one of its workers (the rest) was killed by a signal."""
+    for index, pid in enumerate(group):
         signum = _signal_of_zombie(pid, system)
         if signum:
-            raise _Killed(f"fio worker (pid {pid}) {_killed(signum)}")
+            raise _Killed(
+                f"fio {_killed(signum)}" if index == 0 else f"fio worker (pid {pid}) {_killed(signum)}"
+            )
 
 
 def _reap(token: str, system: SystemRoot) -> list[int]:
@@ -361,12 +365,17 @@ class _PointRunner:
         self, process: FioProcess, cwd: Path, timeout: float, token: str, run: PlannedRun
     ) -> tuple[Completed, GroupWatcher]:
         watcher = GroupWatcher()
+        started = time.monotonic()
 
-        def poll(pid: int) -> None:
-            watcher(pid)
-            _check_alive(pid, self.system)
-            if watcher.workers():
+        def poll(pid: int) -> float:
+            _check_alive(watcher(pid), self.system)
+            seen = len(watcher.workers())
+            if seen:
                 self._seen(run, process)
+            # Quick looks until every worker is seen: a short point's workers can live less than a second.
+            if seen < process.workers and time.monotonic() - started < WATCH_QUICK_FOR_S:
+                return WATCH_QUICK_S
+            return WATCH_POLL_S
 
         done = self.executor(
             process.argv,
@@ -374,7 +383,7 @@ class _PointRunner:
             timeout=timeout,
             env=minimal_env({TOKEN_VAR: token}),
             poll=poll,
-            poll_interval=0.25,
+            poll_interval=WATCH_QUICK_S,
             on_start=self.live.add,
         )
         return done, watcher

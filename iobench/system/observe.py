@@ -6,6 +6,7 @@ group while it runs and :func:`check_placement` compares what it saw with the pl
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -45,9 +46,12 @@ def observe_group(root: int, proc: str = "/proc", *, policies: bool = True) -> l
 
     The policy needs a walk of ``numa_maps``, the costly part; ``policies=False`` skips it.
     """
-    system = SystemRoot(procfs=proc)
+    return _observe(descendants(root, proc), root, SystemRoot(procfs=proc), policies=policies)
+
+
+def _observe(pids: list[int], root: int, system: SystemRoot, *, policies: bool) -> list[Observed]:
     found = []
-    for pid in descendants(root, proc):
+    for pid in pids:
         info = system.process_status(pid)
         if info is None:
             continue
@@ -62,7 +66,7 @@ def observe_group(root: int, proc: str = "/proc", *, policies: bool = True) -> l
                 leader=pid == root,
                 cpus=cpus,
                 mems=info.get("Mems_allowed_list") or None,
-                policy=memory_policy(pid, proc) if policies else None,
+                policy=memory_policy(pid, os.fspath(system.procfs)) if policies else None,
             )
         )
     return found
@@ -78,12 +82,14 @@ class GroupWatcher:
 
     def __init__(self, proc: str = "/proc") -> None:
         self.proc = proc
+        self.system = SystemRoot(procfs=proc)
         self.seen: dict[int, Observed] = {}
 
-    def __call__(self, root: int) -> None:
-        """Look at ``root`` (the process iobench started) and its descendants once."""
+    def __call__(self, root: int) -> list[int]:
+        """Look at ``root`` (the process iobench started) and its descendants once; return their pids."""
+        pids = descendants(root, self.proc)
         alive = []
-        for item in observe_group(root, self.proc, policies=False):
+        for item in _observe(pids, root, self.system, policies=False):
             if not item.comm.startswith("fio"):
                 continue
             previous = self.seen.get(item.pid)
@@ -95,6 +101,7 @@ class GroupWatcher:
         if unwalked:
             first = unwalked[0]
             self.seen[first.pid] = replace(first, policy=memory_policy(first.pid, self.proc))
+        return pids
 
     def workers(self) -> list[Observed]:
         """fio's job processes in fork order (the group leader is fio's parent process)."""

@@ -7,7 +7,6 @@ whole tree (numactl → fio → fio's workers) with one signal to the group.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import signal
 import subprocess
@@ -56,8 +55,9 @@ def descendants(pid: int, proc: str = "/proc") -> list[int]:
     unset, or ``pid`` gone) every process's parent link in /proc is read instead.
     """
     children_of: Callable[[int], list[int]]
-    if SystemRoot(procfs=proc).has_children_lists(pid):
-        children_of = functools.partial(_task_children, proc=proc)
+    system = SystemRoot(procfs=proc)
+    if system.has_children_lists(pid):
+        children_of = system.task_children
     else:
         children_of = _children_by_scan(proc).__getitem__
     found, todo = [], [pid]
@@ -66,10 +66,6 @@ def descendants(pid: int, proc: str = "/proc") -> list[int]:
         found.append(current)
         todo.extend(children_of(current))
     return found
-
-
-def _task_children(pid: int, proc: str) -> list[int]:
-    return SystemRoot(procfs=proc).task_children(pid)
 
 
 def _children_by_scan(proc: str) -> defaultdict[int, list[int]]:
@@ -120,7 +116,7 @@ def run_process(
     timeout: float | None = None,
     env: Mapping[str, str] | None = None,
     on_start: Callable[[int], None] | None = None,
-    poll: Callable[[int], None] | None = None,
+    poll: Callable[[int], float | None] | None = None,
     poll_interval: float = 0.5,
 ) -> Completed:
     """Run ``argv`` to completion in its own process group and return what it printed.
@@ -138,7 +134,9 @@ def run_process(
     on_start
         Called with the child's pid once it runs.
     poll
-        Called with the child's pid every ``poll_interval`` seconds while it runs.
+        Called with the child's pid while it runs: first after ``poll_interval``
+        seconds, then after as many seconds as its last call returned
+        (``poll_interval`` when it returned None).
 
     Raises
     ------
@@ -165,9 +163,10 @@ def run_process(
         on_start(proc.pid)
     timed_out = False
     deadline = None if timeout is None else started + timeout
+    interval = poll_interval
     try:
         while True:
-            wait = poll_interval if poll is not None else None
+            wait = interval if poll is not None else None
             if deadline is not None:
                 remaining = max(deadline - time.monotonic(), 0.0)
                 wait = remaining if wait is None else min(wait, remaining)
@@ -181,7 +180,8 @@ def run_process(
                     stdout, stderr = _drain(proc)
                     break
                 if poll is not None:
-                    poll(proc.pid)
+                    asked = poll(proc.pid)
+                    interval = poll_interval if asked is None else asked
     except BaseException:
         _stop_group(proc, signal.SIGINT)
         for pipe in (proc.stdout, proc.stderr):
