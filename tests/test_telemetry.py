@@ -675,3 +675,46 @@ def test_the_telemetry_key(text: str, expected: float | None) -> None:
 def test_a_bad_telemetry_key_is_refused(text: str, message: str) -> None:
     with pytest.raises(MatrixError, match=message):
         parse_matrix(BASE + text)
+
+
+@pytest.mark.fio
+def test_a_runs_points_find_their_devices_in_sysfs_once(
+    write_matrix: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Per run and set of targets, not per point; each point gets its own copy to add notes to."""
+    from iobench.planner.plans import plan
+    from iobench.runner import recording
+
+    matrix = iobench.load_matrix(
+        write_matrix(
+            f"version: 1\nname: w\ntargets: [{{path: {tmp_path / 't.dat'}, size: 1M}}]\n"
+            "fio: {ioengine: 'null', rw: read}\nmatrix: {iodepth: [1, 2, 4]}\n"
+        )
+    )
+    planned = plan(matrix)
+    looked: list[str] = []
+    real = recording._watch_devices
+
+    def counting(*args: Any) -> dict[str, dict[str, Any]]:
+        looked.append("devices")
+        return real(*args)
+
+    monkeypatch.setattr(recording, "_watch_devices", counting)
+    known: recording.Watched = {}
+    contexts = []
+    for point in planned.runs:
+        sampling = recording.start(planned, point, known=known)
+        assert sampling is not None
+        sampling.stop()
+        sampling.sampler.stop()
+        contexts.append(sampling.context)
+    assert looked == ["devices"]
+    assert all(c["devices"] == contexts[0]["devices"] and c["irqs"] == contexts[0]["irqs"] for c in contexts)
+    contexts[0]["notes"].append("only this point's")
+    contexts[0]["devices"][next(iter(contexts[0]["devices"]))]["role"] = "changed"
+    again = recording.start(planned, planned.runs[0], known=known)
+    assert again is not None
+    again.stop()
+    again.sampler.stop()
+    assert "only this point's" not in again.context["notes"]
+    assert "changed" not in [f["role"] for f in again.context["devices"].values()]

@@ -114,10 +114,10 @@ class PointTelemetry:
     ended: float | None = None
 
     def stop(self) -> None:
-        """End sampling (fio has ended): the last sample is taken now, while the runner reads fio's output."""
+        """End sampling (fio has ended): the last sample is taken now."""
         if self.ended is None:
             self.ended = time.monotonic()
-            self.sampler.stop(wait=False)
+            self.sampler.stop()
 
     def window(self, outputs: Sequence[Path], rows: Sequence[Sequence[Row]]) -> tuple[float, float, str]:
         """The measured window (monotonic seconds) and how it was found.
@@ -182,19 +182,44 @@ def _timestamp(path: Path) -> int | None:
     return int(found[1]) if found else None
 
 
-def start(plan: Plan, run: PlannedRun, system: SystemRoot | None = None) -> PointTelemetry | None:
+Watched = dict[tuple[str, ...], tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], list[str]]]
+"""A run's targets (a point's, sorted) → their devices, those disks' interrupt lines, and the notes on them."""
+
+
+def _watched(
+    plan: Plan, run: PlannedRun, system: SystemRoot, known: Watched | None
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], list[str]]:
+    """The devices and interrupt lines ``run`` watches, found in sysfs once per set of targets in a run.
+
+    They cannot change while the run lasts: a target replaced or removed fails the point first.
+    """
+    key = tuple(sorted({t for p in run.processes for t in p.targets}))
+    if known is None or key not in known:
+        notes: list[str] = []
+        devices = _watch_devices(plan, run, system, notes)
+        found = (devices, _watch_irqs(devices, system, notes), notes)
+        if known is None:
+            return found
+        known[key] = found
+    devices, irqs, notes = known[key]
+    return {n: dict(f) for n, f in devices.items()}, {i: dict(f) for i, f in irqs.items()}, list(notes)
+
+
+def start(
+    plan: Plan, run: PlannedRun, system: SystemRoot | None = None, known: Watched | None = None
+) -> PointTelemetry | None:
     """Start sampling for ``run`` (call just before fio starts); None when telemetry is off or cannot apply.
 
     Telemetry reads this machine: a plan made from a snapshot (``fsroot``
-    other than ``/``) or a point that does not run is not sampled.
+    other than ``/``) or a point that does not run is not sampled. ``known``
+    (one per run) keeps what sysfs said about the targets' devices for the
+    next points.
     """
     interval = plan.matrix.telemetry_s
     if interval is None or run.status != "run" or os.path.realpath(plan.fsroot) != "/":
         return None
     system = system or SystemRoot()
-    notes: list[str] = []
-    devices = _watch_devices(plan, run, system, notes)
-    irqs = _watch_irqs(devices, system, notes)
+    devices, irqs, notes = _watched(plan, run, system, known)
     cpus = sorted({c for p in run.processes for c in p.cpus})
     ramp = plan.matrix.setting(run.params, "ramp_time")
     delay = float(ramp) if isinstance(ramp, Duration) else 0.0

@@ -360,6 +360,7 @@ class _PointRunner:
     system: SystemRoot = field(default_factory=SystemRoot)
     observed: set[int] = field(default_factory=set)
     """Indexes of the running point's fio processes whose workers the watchers have seen."""
+    watched: recording.Watched = field(default_factory=dict)
 
     def _one(
         self, process: FioProcess, cwd: Path, timeout: float, token: str, run: PlannedRun
@@ -525,7 +526,7 @@ class _PointRunner:
         preloaded()
         started = time.monotonic()
         token = f"{os.getpid()}-{run.key}-{time.monotonic_ns()}"
-        sampling = recording.start(self.plan, run)
+        sampling = recording.start(self.plan, run, known=self.watched)
         ended_whole = False
         try:
             results = self._launch(run, cwd, token)

@@ -154,6 +154,7 @@ class Sampler:
     read_s: float = 0.0
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
     _thread: threading.Thread | None = field(default=None, repr=False)
+    _begun: bool = field(default=False, repr=False)
 
     def start(self) -> Sampler:
         """Start the thread; returns ``self``.
@@ -167,21 +168,27 @@ class Sampler:
             begun = time.perf_counter()
             self.snapshots.append(take_snapshot(self.system, replace(self.watch, threads=False)))
             self.read_s += time.perf_counter() - begun
+            self._begun = True
         self._thread = threading.Thread(target=self._loop, name=THREAD_NAME, daemon=True)
         self._thread.start()
         return self
 
-    def stop(self, *, wait: bool = True) -> list[Snapshot]:
-        """Take the last sample now (when sampling had begun), end the thread and return every snapshot.
+    def stop(self) -> list[Snapshot]:
+        """End the thread, take the last sample now (when sampling had begun) and return every snapshot.
 
-        With ``wait=False`` the thread is only told to stop (its last sample is
-        taken while the caller goes on); a later ``stop()`` waits for it.
+        The last sample is taken on the caller's thread, once the sampler's has
+        ended: no wait for a sleeping thread to get the GIL back, and the
+        snapshots stay in time order. Later calls return the same snapshots.
         """
+        if self._stop.is_set():
+            return list(self.snapshots)
         self._stop.set()
-        if not wait:
-            return []
         if self._thread is not None:
             self._thread.join(JOIN_TIMEOUT_S)
+        if self._begun:
+            used = time.thread_time()
+            self._sample()
+            self.cpu_s += time.thread_time() - used
         return list(self.snapshots)
 
     def _place(self) -> None:
@@ -203,13 +210,13 @@ class Sampler:
             step = 0
             while True:
                 self._sample()
+                self._begun = True
                 step += 1
                 due = start + step * self.interval
                 if self._stop.wait(max(0.0, due - time.monotonic())):
-                    self._sample()
-                    return
+                    return  # stop() takes the last sample
         finally:
-            self.cpu_s = time.thread_time() - used
+            self.cpu_s += time.thread_time() - used
 
 
 def keep_thread_off(avoid_cpus: Sequence[int], system: SystemRoot) -> tuple[int, ...] | None:
