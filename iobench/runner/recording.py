@@ -193,14 +193,12 @@ def _watched(
 
     They cannot change while the run lasts: a target replaced or removed fails the point first.
     """
+    known = {} if known is None else known
     key = tuple(sorted({t for p in run.processes for t in p.targets}))
-    if known is None or key not in known:
+    if key not in known:
         notes: list[str] = []
         devices = _watch_devices(plan, run, system, notes)
-        found = (devices, _watch_irqs(devices, system, notes), notes)
-        if known is None:
-            return found
-        known[key] = found
+        known[key] = (devices, _watch_irqs(devices, system, notes), notes)
     devices, irqs, notes = known[key]
     return {n: dict(f) for n, f in devices.items()}, {i: dict(f) for i, f in irqs.items()}, list(notes)
 

@@ -258,31 +258,22 @@ def _parse_stat(pid: int, text: str) -> ProcessStat | None:
     return ProcessStat(pid=pid, comm=head.partition("(")[2], fields=fields)
 
 
-def _read_whole(path: str) -> bytes | None:
-    """Every byte of a procfs file, read with plain ``read(2)`` calls (no :class:`Path`): for polls."""
+def _read_proc(path: str, limit: int | None = None) -> bytes | None:
+    """A procfs file's bytes through plain ``read(2)`` calls, no :class:`Path`: for polls and samples.
+
+    ``limit``: one read of at most that many bytes (a ``stat`` line); None: to the end.
+    """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
     try:
+        if limit is not None:
+            return os.read(fd, limit)
         chunks = []
         while chunk := os.read(fd, 65536):
             chunks.append(chunk)
         return b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def _read_small(path: str) -> bytes | None:
-    """One ``read(2)`` of a small procfs file (cheaper than :meth:`Path.read_text` in a hot loop)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        return os.read(fd, 4096)
     except OSError:
         return None
     finally:
@@ -711,7 +702,7 @@ class SystemRoot:
 
     def process_stat(self, pid: int) -> ProcessStat | None:
         """``proc/<pid>/stat``, or None when the process is gone or the line makes no sense."""
-        data = _read_whole(f"{os.fspath(self.procfs)}/{pid}/stat")
+        data = _read_proc(f"{os.fspath(self.procfs)}/{pid}/stat")
         return None if data is None else _parse_stat(pid, data.decode(errors="replace").strip())
 
     def parent_pids(self) -> dict[int, int]:
@@ -739,14 +730,14 @@ class SystemRoot:
             return []
         children: list[int] = []
         for tid in tids:
-            data = _read_whole(f"{tasks}/{tid}/children")
+            data = _read_proc(f"{tasks}/{tid}/children")
             if data:
                 children.extend(int(child) for child in data.split())
         return children
 
     def process_status(self, pid: int) -> dict[str, str] | None:
         """``proc/<pid>/status`` as key → value (``Cpus_allowed_list`` → ``0-3``), or None when gone."""
-        data = _read_whole(f"{os.fspath(self.procfs)}/{pid}/status")
+        data = _read_proc(f"{os.fspath(self.procfs)}/{pid}/status")
         if data is None:
             return None
         pairs = (line.split(":", 1) for line in data.decode(errors="replace").splitlines() if ":" in line)
@@ -902,7 +893,7 @@ class SystemRoot:
         except OSError:
             return found
         for pid in pids:
-            task = _task_stat(int(pid), int(pid), _read_small(f"{proc}/{pid}/stat"))
+            task = _task_stat(int(pid), int(pid), _read_proc(f"{proc}/{pid}/stat", 4096))
             if task is not None and task[1] == 1:
                 found.append(task[0])
                 continue
@@ -912,7 +903,7 @@ class SystemRoot:
             except OSError:
                 continue
             for tid in tids:
-                thread = _task_stat(int(pid), int(tid), _read_small(f"{task_dir}/{tid}/stat"))
+                thread = _task_stat(int(pid), int(tid), _read_proc(f"{task_dir}/{tid}/stat", 4096))
                 if thread is not None:
                     found.append(thread[0])
         return found
