@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -43,6 +45,32 @@ matrix:
   iodepth: {iodepths}
   numjobs: [1, 2]
 """
+
+
+def machine_busy_s() -> float:
+    """CPU time every process on the machine has used since boot (s), from /proc/stat."""
+    with open("/proc/stat") as stat:
+        # user nice system idle iowait irq softirq steal, in clock ticks
+        ticks = [int(x) for x in stat.readline().split()[1:9]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_s() -> float:
+    """CPU time of the processes this one started and reaped (iobench, fio and fio's workers)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+class OthersBusy:
+    """How many CPUs processes other than the measured ones kept busy, on average, between two calls."""
+
+    def __init__(self) -> None:
+        self.busy, self.started = machine_busy_s(), time.perf_counter()
+        self.ours = children_cpu_s() + time.process_time()
+
+    def cpus(self) -> float:
+        others = (machine_busy_s() - self.busy) - (children_cpu_s() + time.process_time() - self.ours)
+        return max(others, 0.0) / (time.perf_counter() - self.started)
 
 
 def sampler_cpu(run_dir: Path) -> float:
@@ -161,7 +189,9 @@ def main() -> None:
         base = Path(tmp)
         matrix = base / "overhead.yaml"
         matrix.write_text(MATRIX.format(target=base / "null.dat", iodepths=depths))
+        others: list[float] = []
         for n in range(args.rounds):
+            watch = OthersBusy()
             plain_s: float | None = None
             for v, (label, extra) in enumerate(variants.items()):
                 iobench_s, run_dir = iobench_run(matrix, base / f"results-{n}-{v}", *extra)
@@ -171,6 +201,13 @@ def main() -> None:
                     plain_s = plain_fio(run_dir, scratch)
                 rows[label].append((iobench_s, plain_s, in_loop_overhead(run_dir)))
                 shutil.rmtree(run_dir)
+            others.append(watch.cpus())
+    # The measured processes use the CPUs fully (the null engine spins): what others used comes on top.
+    print(
+        f"other processes kept {min(others):.2f}-{max(others):.2f} of {os.cpu_count()} CPUs busy "
+        "(per round; above ~0.05 the figures are not of an idle machine)",
+        file=sys.stderr,
+    )
     if args.markdown:
         print(
             "| iobench run | points | of rounds | plain fio (s) | iobench run (s) | ratio "

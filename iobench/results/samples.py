@@ -308,7 +308,9 @@ def read_point(path: Path) -> tuple[Any, dict[str, Any]]:
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(path)
+        # One file, read whole: ParquetFile skips read_table's dataset layer (half the time of a small file).
+        with pq.ParquetFile(path) as handle:
+            table = handle.read()
     except (OSError, ValueError) as exc:
         raise ResultsError(f"{path}: cannot read the telemetry: {exc}") from None
     raw = (table.schema.metadata or {}).get(_META_KEY, b"{}")

@@ -64,17 +64,24 @@ def replacing(final: str | os.PathLike[str]) -> Iterator[Path]:
         raise RunStorageError.from_os_error(exc, target) from None
 
 
-def _write_record(path: Path, record: Manifest | PointMeta) -> None:
+def _write_record(path: Path, record: Manifest) -> None:
     """Write a record through a temporary name, so a reader never sees half a file."""
     text = record_json(record)
     with replacing(path) as tmp:
         tmp.write_text(text)
 
 
-def write_text(path: Path, text: str) -> None:
-    """Write a file of a point that is still being staged (its directory is renamed as a whole)."""
-    with storage(path):
-        path.write_text(text)
+def write_text(path: Path, text: str, *, sync: bool = False) -> None:
+    """Write a file of a point that is still being staged (its directory is renamed as a whole).
+
+    ``sync``: its bytes reach the disk before this returns (``meta.json``, which
+    says the point finished, is on disk before the rename that publishes it).
+    """
+    with storage(path), path.open("w") as handle:
+        handle.write(text)
+        if sync:
+            handle.flush()
+            os.fsync(handle.fileno())
 
 
 def probe(directory: Path, writing: str | os.PathLike[str]) -> None:
@@ -236,8 +243,12 @@ class RunDir:
         return path
 
     def commit(self, staging: Path, key: str, meta: PointMeta) -> Path:
-        """Write ``meta.json`` and move the point into place in one rename."""
-        _write_record(staging / "meta.json", meta)
+        """Write ``meta.json`` and move the point into place in one rename.
+
+        ``meta.json`` needs no name of its own to be renamed from: nothing reads
+        a staging directory, and the rename below publishes the point whole.
+        """
+        write_text(staging / "meta.json", record_json(meta), sync=True)
         final = self.points / key
         with storage(final):
             if final.exists():
