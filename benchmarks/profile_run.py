@@ -13,9 +13,10 @@ timers change neither what is imported nor when), then calls the CLI's
 - run directory: creating it, the manifest with the machine's facts;
 - per point — settings (scheduler/readahead applied and read back),
   telemetry start, fio (``_launch``: numactl + fio until it exits, split into
-  fio's own process time and the launch around it), judging (parsing fio's
-  output, placement check), telemetry save, point files (job file, argv,
-  stderr, meta and the atomic commit);
+  fio's own process time and the launch around it), telemetry's last sample
+  (taken once fio has ended), judging (parsing fio's output, placement
+  check), telemetry save, point files (job file, argv, stderr, meta and the
+  atomic commit);
 - the frame: ``build_frame`` and writing ``results.parquet``;
 - figures: ``run_figures``;
 - exit: from the figures to the process's end.
@@ -63,6 +64,7 @@ PHASES: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "telemetry start": (("iobench.runner.recording", "start"),),
     "fio (launch)": (("iobench.runner.sweep", "_PointRunner._launch"),),
+    "telemetry last sample": (("iobench.runner.recording", "PointTelemetry.stop"),),
     "judging": (("iobench.runner.sweep", "_PointRunner._judge"),),
     "telemetry save": (("iobench.runner.recording", "PointTelemetry.save"),),
     "reaping": (("iobench.runner.sweep", "_reap"),),
@@ -82,6 +84,7 @@ PER_POINT = (
     "settings",
     "telemetry start",
     "fio (launch)",
+    "telemetry last sample",
     "judging",
     "telemetry save",
     "reaping",
