@@ -62,7 +62,7 @@ def children_cpu_s() -> float:
 
 
 class OthersBusy:
-    """How many CPUs processes other than the measured ones kept busy, on average, between two calls."""
+    """How many CPUs went to other processes (or to the hypervisor: steal), on average, between two calls."""
 
     def __init__(self) -> None:
         self.busy, self.started = machine_busy_s(), time.perf_counter()
@@ -204,7 +204,7 @@ def main() -> None:
             others.append(watch.cpus())
     # The measured processes use the CPUs fully (the null engine spins): what others used comes on top.
     print(
-        f"other processes kept {min(others):.2f}-{max(others):.2f} of {os.cpu_count()} CPUs busy "
+        f"other processes and steal took {min(others):.2f}-{max(others):.2f} of {os.cpu_count()} CPUs "
         "(per round; above ~0.05 the figures are not of an idle machine)",
         file=sys.stderr,
     )
