@@ -90,6 +90,10 @@ def test_settings_are_applied_journalled_and_restored_on_the_host(
     manifest = json.loads((result.run_dir / "manifest.json").read_text())
     assert manifest["settings_restored"] == {f"d:{loop.name}": before}
     assert manifest["hosts"][0]["hostname"] == "delta"
+    # The host's targets are kept as a local run keeps its own (one builder: planner.plans.target_facts).
+    (disk,) = manifest["hosts"][0]["targets"][0]["disks"]
+    assert disk["name"] == loop.name and disk["scheduler"] == before["scheduler"]
+    assert {"model", "firmware", "size_bytes", "rotational", "numa_node", "readahead_kb"} <= set(disk)
     assert result.frame is not None and set(result.frame["scheduler"]) == {other, before["scheduler"]}
 
     # A run killed outright leaves the host's disk changed and its journal naming the host ...

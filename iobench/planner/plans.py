@@ -134,37 +134,9 @@ class Plan:
 
     def target_facts(self) -> list[dict[str, Any]]:
         """Each target as located on this machine, with its disks' facts (saved in the manifest)."""
-        facts = []
-        for target in self.matrix.targets:
-            location = self.locations[target.path]
-            home = location.home_node if location.home_node is not None else target.home_node
-            disks = [self.topology.device(name) for name in location.disks]
-            facts.append(
-                {
-                    "path": target.path,
-                    "section": target.section,
-                    "kind": location.kind,
-                    "device": location.device,
-                    "home_node": home,
-                    "size": target.size,
-                    "allow_write": target.allow_write,
-                    "disks": [
-                        {
-                            "name": d.name,
-                            "model": d.model,
-                            "firmware": d.firmware,
-                            "size_bytes": d.size_bytes,
-                            "rotational": d.rotational,
-                            "numa_node": d.numa_node,
-                            "scheduler": d.scheduler,
-                            "readahead_kb": d.readahead_kb,
-                        }
-                        for d in disks
-                        if d is not None
-                    ],
-                }
-            )
-        return facts
+        return [
+            target_facts(target, self.locations[target.path], self.topology) for target in self.matrix.targets
+        ]
 
     @property
     def expected_s(self) -> float | None:
@@ -460,3 +432,31 @@ def plan(
     return Plan(
         matrix, tuple(_ordered(points, matrix.order, seed)), seed, root, topology, locations, warnings
     )
+
+
+def target_facts(target: Target, location: TargetLocation, topology: Topology) -> dict[str, Any]:
+    """A target as located on a machine, with its disks' facts: what a run's manifest keeps of it."""
+    disks = [topology.device(name) for name in location.disks]
+    return {
+        "path": target.path,
+        "section": target.section,
+        "kind": location.kind,
+        "device": location.device,
+        "home_node": location.home_node if location.home_node is not None else target.home_node,
+        "size": target.size,
+        "allow_write": target.allow_write,
+        "disks": [
+            {
+                "name": d.name,
+                "model": d.model,
+                "firmware": d.firmware,
+                "size_bytes": d.size_bytes,
+                "rotational": d.rotational,
+                "numa_node": d.numa_node,
+                "scheduler": d.scheduler,
+                "readahead_kb": d.readahead_kb,
+            }
+            for d in disks
+            if d is not None
+        ],
+    }

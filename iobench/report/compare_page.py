@@ -13,9 +13,6 @@ and the terminal table (``iobench compare``) show.
 
 from __future__ import annotations
 
-import base64
-import functools
-import io
 import math
 import os
 from collections import Counter
@@ -24,15 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import pandas as pd
 
 from iobench.errors import ResultsError
 from iobench.plots.files import save_figure_file
+from iobench.report.html import inline_png, template
 from iobench.results.compare import VERDICTS, key_columns
 from iobench.store.rundir import replacing, storage
 
-PAGE_DPI = 110
 #: Figure file name, without its suffix.
 FIGURE = "compare-ratios"
 #: How a metric reads in a table: its title and the factor from the frame's unit.
@@ -254,9 +250,7 @@ def write_compare(
     if has_ratios:
         fig = ratios(comparison)
         written = [save_figure_file(fig, target / f"{FIGURE}.{fmt}") for fmt in formats]
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png", dpi=PAGE_DPI)
-        inline = base64.b64encode(buffer.getvalue()).decode("ascii")
+        inline = inline_png(fig)
     page = target / "compare.html"
     with replacing(page) as tmp:
         tmp.write_text(render_compare(comparison, inline), encoding="utf-8")
@@ -268,7 +262,7 @@ def render_compare(comparison: pd.DataFrame, figure: str = "") -> str:
     differ, same = machine_rows(comparison)
     rows = comparison_rows(comparison)
     attrs: dict[Any, Any] = comparison.attrs
-    return _template().render(
+    return template("compare.html.j2").render(
         a=str(attrs.get("a", "A")),
         b=str(attrs.get("b", "B")),
         min_effect=f"{float(attrs.get('min_effect', 0.01)):.0%}",
@@ -279,14 +273,3 @@ def render_compare(comparison: pd.DataFrame, figure: str = "") -> str:
         rows=rows,
         csv="compare.csv",
     )
-
-
-@functools.cache
-def _template() -> jinja2.Template:
-    environment = jinja2.Environment(
-        loader=jinja2.PackageLoader("iobench.report", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
-    return environment.get_template("compare.html.j2")

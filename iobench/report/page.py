@@ -15,9 +15,6 @@ autoescaping on: names, descriptions, reasons and paths are user text.
 
 from __future__ import annotations
 
-import base64
-import functools
-import io
 import math
 import os
 import shlex
@@ -26,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import pandas as pd
 
 from iobench.errors import ResultsError, RunStorageError
 from iobench.plots.files import save_figure_file
+from iobench.report.html import inline_png, template
 from iobench.report.verdicts import HEADER as VERDICT_HEADER
 from iobench.report.verdicts import verdict_groups
 from iobench.results.points import parameter_columns, summarize
@@ -39,7 +36,6 @@ from iobench.results.telemetry import telemetry
 from iobench.store.records import Manifest
 from iobench.store.rundir import RunDir, remedy, replacing, storage
 
-PAGE_DPI = 110
 SUMMARY_METRICS = (
     ("iops", "IOPS", 1.0),
     ("bw_bytes", "MiB/s", 1 / 2**20),
@@ -104,9 +100,7 @@ def write_report(
             target.mkdir(parents=True, exist_ok=True)
         for name, fig in figures.items():
             written += [save_figure_file(fig, target / f"{name}.{fmt}") for fmt in formats]
-            buffer = io.BytesIO()
-            fig.savefig(buffer, format="png", dpi=PAGE_DPI)
-            inline.append((name, base64.b64encode(buffer.getvalue()).decode("ascii")))
+            inline.append((name, inline_png(fig)))
         summary = summarize(frame, by=_split_by(frame))
         table = target / "summary.csv"
         with replacing(table) as tmp:
@@ -151,7 +145,7 @@ def render_page(
     manifest = run.manifest()
     matrix_path = run.path / "matrix.yaml"
     matrix_text = matrix_path.read_text(errors="replace") if matrix_path.is_file() else ""
-    return _template().render(
+    return template("report.html.j2").render(
         title=run.path.name,
         description=_description(manifest, matrix_text),
         counts=_counts(manifest, frame),
@@ -167,17 +161,6 @@ def render_page(
         hosts=_host_sections(manifest),
         matrix=matrix_text,
     )
-
-
-@functools.cache
-def _template() -> jinja2.Template:
-    environment = jinja2.Environment(
-        loader=jinja2.PackageLoader("iobench.report", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
-    return environment.get_template("report.html.j2")
 
 
 def _description(manifest: Manifest, matrix_text: str) -> str:

@@ -31,10 +31,10 @@ from typing import Any
 
 import pandas as pd
 
-from iobench.errors import EnvironmentFault, IobenchError, ResultsError, RunStorageError, TuningError
+from iobench.errors import IobenchError, ResultsError, RunStorageError, TuningError
 from iobench.matrix.model import Matrix
 from iobench.planner.hosts import client_argv, host_specs, host_targets, plan_on_fleet
-from iobench.planner.plans import FioProcess, Plan, PlannedRun
+from iobench.planner.plans import FioProcess, Plan, PlannedRun, target_facts
 from iobench.results.fioout.clients import client_key, parse_client_output
 from iobench.results.rundir import parsed_key
 from iobench.runner.sweep import (
@@ -47,7 +47,6 @@ from iobench.runner.sweep import (
     RunResult,
     _create,
     _ended,
-    _finish,
     _fio_message,
     _job_error,
     _not_started,
@@ -55,7 +54,7 @@ from iobench.runner.sweep import (
     _PointRunner,
     _reap,
     _sigterm_as_interrupt,
-    _stopped,
+    conclude,
     start_manifest,
 )
 from iobench.store.records import Manifest, PointMeta, ProcessRecord, Status
@@ -329,42 +328,16 @@ class _HostPointRunner(_PointRunner):
                     remember_created(paths, RemoteMachine(host, facts.snapshot))
 
 
-def _target_facts(target: Any, host: Host) -> dict[str, Any]:
-    """A target as located on its host, with its disks' facts (the shape of :meth:`Plan.target_facts`)."""
-    assert host.facts is not None
-    location = host.facts.locations[target.path]
-    disks = [host.facts.topology.device(name) for name in location.disks]
-    return {
-        "path": target.path,
-        "section": target.section,
-        "kind": location.kind,
-        "device": location.device,
-        "home_node": location.home_node if location.home_node is not None else target.home_node,
-        "size": target.size,
-        "allow_write": target.allow_write,
-        "disks": [
-            {
-                "name": d.name,
-                "model": d.model,
-                "size_bytes": d.size_bytes,
-                "rotational": d.rotational,
-                "numa_node": d.numa_node,
-                "scheduler": d.scheduler,
-                "readahead_kb": d.readahead_kb,
-            }
-            for d in disks
-            if d is not None
-        ],
-    }
-
-
 def _host_manifest(earlier: Manifest | None, matrix: Matrix, the_plan: Plan, fleet: Fleet) -> Manifest:
     """The manifest of :func:`~iobench.runner.sweep.run`; ``machine`` is the client, ``hosts`` each host's facts."""
     hosts = []
     for spec, host in zip(matrix.hosts, fleet.hosts, strict=True):
-        assert host.facts is not None
-        machine = host.facts.machine()
-        machine["targets"] = [_target_facts(t, host) for t in host_targets(matrix, spec)]
+        facts = host.facts
+        assert facts is not None
+        machine = facts.machine()
+        machine["targets"] = [
+            target_facts(t, facts.locations[t.path], facts.topology) for t in host_targets(matrix, spec)
+        ]
         hosts.append(machine)
     client = collect_metadata(
         discover_topology("/"), [], fio_version=matrix.fio_version, fio_binary=matrix.fio_binary
@@ -481,26 +454,15 @@ def run_hosts(
             )
         runner = _HostPointRunner(run_dir, the_plan, executor or run_process, fleet=fleet, tuners=tuners)
         show.started(the_plan, todo, run_dir.path)
-        fault: EnvironmentFault | None = None
-        try:
-            interrupted = _sweep_hosts(runner, todo, show, matrix, fail_fast=fail_fast)
-        except EnvironmentFault as caught:
-            fault, interrupted = caught, False
-        originals = {f"{name}:{disk}": v for name, t in tuners.items() for disk, v in t.originals().items()}
-        manifest.settings_restored = originals
-        problems = []
-        for tuner in tuners.values():
-            try:
-                tuner.restore()
-            except TuningError as exc:
-                problems.append(str(exc))
-        if problems and fault is None:
-            raise TuningError("\n".join(problems))
-        if fault is not None:
-            for text in problems:
-                fault.add_note(f"{text}\nrun `iobench restore` to retry")
-            raise _stopped(fault, run_dir, the_plan, manifest, runner.parsed) from None
-        result = _finish(run_dir, the_plan, manifest, runner.parsed, interrupted=interrupted, show=show)
+        result, interrupted = conclude(
+            lambda: _sweep_hosts(runner, todo, show, matrix, fail_fast=fail_fast),
+            tuners,
+            run_dir,
+            the_plan,
+            manifest,
+            runner,
+            show,
+        )
     show.finished(result)
     if interrupted:
         raise RunInterrupted(result)

@@ -17,7 +17,7 @@ import stat
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -686,25 +686,62 @@ def run(
         tuner = stack.enter_context(DeviceTuner(run_dir=str(run_dir.path)))
         point_runner = _PointRunner(run_dir, the_plan, executor or run_process, tuner=tuner)
         show.started(the_plan, todo, run_dir.path)
-        fault: EnvironmentFault | None = None
-        try:
-            interrupted = _sweep(point_runner, todo, show, matrix, fail_fast=fail_fast)
-        except EnvironmentFault as caught:
-            fault, interrupted = caught, False
-        manifest.settings_restored = tuner.originals()
-        try:
-            tuner.restore()
-        except TuningError as problem:
-            if fault is None:
-                raise
-            fault.add_note(f"{problem}\nrun `iobench restore` to retry")
-        if fault is not None:
-            raise _stopped(fault, run_dir, the_plan, manifest, point_runner.parsed) from None
-        result = _finish(run_dir, the_plan, manifest, point_runner.parsed, interrupted=interrupted, show=show)
+        result, interrupted = conclude(
+            lambda: _sweep(point_runner, todo, show, matrix, fail_fast=fail_fast),
+            {"": tuner},
+            run_dir,
+            the_plan,
+            manifest,
+            point_runner,
+            show,
+        )
     show.finished(result)
     if interrupted:
         raise RunInterrupted(result)
     return result
+
+
+def conclude(
+    sweep: Callable[[], bool],
+    tuners: Mapping[str, DeviceTuner],
+    run_dir: RunDir,
+    the_plan: Plan,
+    manifest: Manifest,
+    runner: _PointRunner,
+    show: Progress,
+) -> tuple[RunResult, bool]:
+    """Run ``sweep``, put every disk's settings back, and save the run's end; the result and whether it was interrupted.
+
+    ``tuners`` maps a host's name (``""`` for this machine) to its tuner; the
+    manifest keeps each disk's originals as ``host:disk`` (``disk`` here).
+    Every tuner is restored whatever happened. A setting that could not be put
+    back is an error of its own after a sweep that ended well, and a note on
+    the :class:`EnvironmentFault` that stopped it otherwise.
+    """
+    fault: EnvironmentFault | None = None
+    try:
+        interrupted = sweep()
+    except EnvironmentFault as caught:
+        fault, interrupted = caught, False
+    manifest.settings_restored = {
+        f"{host}:{disk}" if host else disk: settings
+        for host, tuner in tuners.items()
+        for disk, settings in tuner.originals().items()
+    }
+    problems = []
+    for tuner in tuners.values():
+        try:
+            tuner.restore()
+        except TuningError as problem:
+            problems.append(str(problem))
+    if fault is not None:
+        for text in problems:
+            fault.add_note(f"{text}\nrun `iobench restore` to retry")
+        raise _stopped(fault, run_dir, the_plan, manifest, runner.parsed) from None
+    if problems:
+        raise TuningError("\n".join(problems))
+    result = _finish(run_dir, the_plan, manifest, runner.parsed, interrupted=interrupted, show=show)
+    return result, interrupted
 
 
 def _create(out: str | Path, matrix: Matrix) -> RunDir:

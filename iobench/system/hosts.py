@@ -30,7 +30,7 @@ import stat
 import subprocess
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 from iobench.errors import IobenchError
 from iobench.system.hostfs import SystemRoot
-from iobench.system.process import Completed, stop_process
+from iobench.system.process import Completed, signals_held, stop_process
 from iobench.system.remote import (
     PROC_AWK,
     WATCH_SCRIPT,
@@ -785,7 +785,7 @@ class Fleet:
 
     def close(self) -> None:
         """Stop servers, close forwards and connections, remove the snapshots; bounded, never raises."""
-        with _signals_held():
+        with signals_held():
             self.stop_servers()
             for host in self.hosts:
                 with contextlib.suppress(IobenchError, OSError):
@@ -796,22 +796,6 @@ class Fleet:
         """Watch the fio workers of ``hosts``' servers for at most ``limit_s`` seconds (see :class:`Observers`)."""
         watched = [h for h in hosts if h.server is not None and h.server.pid is not None and h.down is None]
         return Observers(self, watched, interval, limit_s)
-
-
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """Teardown runs to its end even if Ctrl-C comes again (the signals wait until it is done)."""
-    import signal
-
-    try:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    except (AttributeError, OSError, ValueError):
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 # --- watching the workers -----------------------------------------------------------------------

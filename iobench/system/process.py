@@ -12,7 +12,7 @@ import signal
 import subprocess
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -253,3 +253,21 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
     """Stop a child of :func:`spawn_process` and everything below it (SIGTERM, then SIGKILL); bounded in time."""
     if proc.poll() is None:
         _stop_group(proc)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold back SIGINT and SIGTERM inside the block, so a second Ctrl-C cannot cut a teardown short.
+
+    They are delivered when the block ends. Where signals cannot be masked
+    (another platform, a thread without the right), the block runs unprotected.
+    """
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    except (AttributeError, OSError, ValueError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)

@@ -18,9 +18,8 @@ import errno
 import hashlib
 import json
 import os
-import signal
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -30,6 +29,7 @@ from iobench.errors import IobenchError, TuningError
 from iobench.store.files import fsync_directory, state_dir
 from iobench.store.records import JournalRecord, RecordError, read_record, write_record
 from iobench.system.hostfs import SystemFileError, SystemRoot
+from iobench.system.process import signals_held
 from iobench.system.topology import parse_scheduler
 
 QUEUE_SETTINGS = ("scheduler", "readahead_kb")
@@ -539,20 +539,6 @@ def restore_from_journals() -> list[str]:
 # --- the context manager -------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """Hold back SIGINT/SIGTERM while restoring so a second Ctrl-C cannot cut it short."""
-    try:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    except (AttributeError, OSError, ValueError):
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 class DeviceTuner:
     """Apply device queue settings and put the originals back, whatever happens.
 
@@ -680,7 +666,7 @@ class DeviceTuner:
             tried, and the journals of the failed ones are kept.
         """
         failures: list[str] = []
-        with _signals_deferred():
+        with signals_held():
             for disk, journal in list(self._journals.items()):
                 # A disk that went away (a detached loop) took its settings with it.
                 try:
