@@ -69,6 +69,8 @@ NETNS_PREFIX = "iobt-"
 VETH_PREFIX = "ibt"
 SUBNETS = ipaddress.ip_network("10.213.0.0/16")
 LOCK_FILE = Path(tempfile.gettempdir()) / "iobench-netns-hosts.lock"
+DIR_PREFIX = "iobench-netns-"
+"""A folder of test hosts (keys, sshd configs and logs): ``iobench-netns-<owner pid>-<random>``."""
 COMMAND_TIMEOUT_S = 10.0
 READY_TIMEOUT_S = 10.0
 KILL_GRACE_S = 3.0
@@ -326,8 +328,13 @@ def _delete_netns(netns: str) -> None:
 
 
 def clean_stale() -> list[str]:
-    """Remove namespaces and veths of ours whose owner process no longer runs; returns their names."""
+    """Remove namespaces, veths and folders of ours whose owner process no longer runs; returns their names."""
     removed = []
+    for folder in Path(tempfile.gettempdir()).glob(f"{DIR_PREFIX}*"):
+        m = re.match(rf"{DIR_PREFIX}(\d+)-", folder.name)
+        if m and not _alive(int(m.group(1))) and folder.is_dir():
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(str(folder))
     for netns in _netns_names():
         m = re.fullmatch(rf"{NETNS_PREFIX}(\d+)-\d+", netns)
         if m and not _alive(int(m.group(1))):
@@ -528,7 +535,8 @@ def netns_hosts(
     if missing:
         raise NetnsHostsError(f"namespace test hosts need: {', '.join(missing)}")
     own_dir = directory is None
-    base = Path(tempfile.mkdtemp(prefix="iobench-netns-")) if directory is None else directory
+    # The owner's pid in the name: clean_stale removes what a killed owner left.
+    base = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-")) if directory is None else directory
     base.mkdir(parents=True, exist_ok=True)
     hosts: list[NetnsHost] = []
     try:

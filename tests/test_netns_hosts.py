@@ -8,12 +8,14 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from netns_hosts import (
+    DIR_PREFIX,
     SUBNETS,
     NetnsHosts,
     _link_names,
@@ -163,8 +165,9 @@ def test_stale_hosts_of_a_killed_run_are_removed_by_the_next() -> None:
             owner.stdout.close()
     stale_pids = _pids_in_netns(int(inode))
     assert netns in _netns_names() and veth in _link_names() and stale_pids  # its sshd outlived it
+    (folder,) = Path(tempfile.gettempdir()).glob(f"{DIR_PREFIX}{owner.pid}-*")
     with netns_hosts(1):
-        assert netns not in _netns_names() and veth not in _link_names()
+        assert netns not in _netns_names() and veth not in _link_names() and not folder.exists()
         deadline = time.monotonic() + 5
         while any(_running(p) for p in stale_pids) and time.monotonic() < deadline:
             time.sleep(0.05)
