@@ -141,3 +141,15 @@ class RunStorageError(EnvironmentFault):
 
 class TargetVanished(EnvironmentFault):
     """A target disappeared during the run: its file was deleted or replaced, or its device detached."""
+
+
+class HostLost(EnvironmentFault):
+    """The SSH connection to a host dropped during the run (``path`` names the host)."""
+
+
+class RunStopped(EnvironmentFault):
+    """Something stopped a sweep after points had run (``path`` is the run directory)."""
+
+
+class SettingsNotRestored(EnvironmentFault):
+    """The run ended but a device setting could not be put back (``iobench restore`` retries)."""

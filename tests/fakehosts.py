@@ -3,7 +3,7 @@
 :class:`LocalConnection` stands where :class:`iobench.system.ssh.Ssh` does (a
 :data:`iobench.system.hosts.Connector` makes it): every remote command runs here,
 in the host's own "home" folder (where fio servers keep their pid files), and
-a port forward is a small TCP relay on 127.0.0.1. Answers can be scripted per
+a socket forward is a symlink to the host's socket. Answers can be scripted per
 command to play a host without fio, with another fio, without numactl, or one
 that cannot be reached; :meth:`LocalConnection.cut` plays a host that dies.
 """
@@ -11,10 +11,7 @@ that cannot be reached; :meth:`LocalConnection.cut` plays a host that dies.
 from __future__ import annotations
 
 import contextlib
-import selectors
-import socket
 import subprocess
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -42,62 +39,6 @@ def probe_answer(fio: str = "fio-3.33", numactl: bool = True, numa: bool = True)
     return answer
 
 
-class Relay:
-    """127.0.0.1:``listen`` → 127.0.0.1:``to``, one thread, until :meth:`close`."""
-
-    def __init__(self, listen: int, to: int) -> None:
-        self.to = to
-        self.server = socket.socket()
-        self.server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.server.bind(("127.0.0.1", listen))
-        self.server.listen()
-        self.server.setblocking(False)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        selector = selectors.DefaultSelector()
-        selector.register(self.server, selectors.EVENT_READ)
-        peers: dict[socket.socket, socket.socket] = {}
-        while not self._stop.is_set():
-            for key, _ in selector.select(timeout=0.1):
-                sock = key.fileobj
-                assert isinstance(sock, socket.socket)
-                if sock is self.server:
-                    with contextlib.suppress(OSError):
-                        inner, _ = self.server.accept()
-                        outer = socket.create_connection(("127.0.0.1", self.to), timeout=5)
-                        for a, b in ((inner, outer), (outer, inner)):
-                            peers[a] = b
-                            selector.register(a, selectors.EVENT_READ)
-                    continue
-                try:
-                    data = sock.recv(65536)
-                except OSError:
-                    data = b""
-                if data:
-                    with contextlib.suppress(OSError):
-                        peers[sock].sendall(data)
-                    continue
-                other = peers.pop(sock, None)
-                for s in (sock, other):
-                    if s is not None:
-                        with contextlib.suppress(KeyError, ValueError):
-                            selector.unregister(s)
-                        s.close()
-                if other is not None:
-                    peers.pop(other, None)
-        for s in list(peers):
-            s.close()
-        selector.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self.server.close()
-
-
 class LocalConnection:
     """A host that is this machine (see the module's description)."""
 
@@ -114,7 +55,8 @@ class LocalConnection:
         self.answers = list(answers)
         self.unreachable = unreachable
         self.calls: list[list[str]] = []
-        self.relays: list[Relay] = []
+        self.links: list[Path] = []
+        self.streams: list[subprocess.Popen[bytes]] = []
         self.cut_reason: str | None = None
         self.closed = False
         home.mkdir(parents=True, exist_ok=True)
@@ -141,14 +83,18 @@ class LocalConnection:
                 return found
         return run_process(args, cwd=self.home, timeout=timeout)
 
-    def stream(self, argv: Sequence[str]) -> subprocess.Popen[bytes]:
+    def stream(self, argv: Sequence[str], *, stdin: bool = False) -> subprocess.Popen[bytes]:
         if self.cut_reason is not None:
             raise HostUnreachable(f"host {self.target.describe()} stopped answering: {self.cut_reason}")
-        return spawn_process([str(a) for a in argv], stdout=True, cwd=self.home)
+        proc = spawn_process([str(a) for a in argv], stdout=True, cwd=self.home, stdin=stdin)
+        self.streams.append(proc)
+        return proc
 
-    def forward(self, local_port: int, remote_port: int) -> str:
-        self.relays.append(Relay(local_port, remote_port))
-        return f"127.0.0.1:{local_port}:127.0.0.1:{remote_port}"
+    def forward(self, local: str, remote: str) -> str:
+        # The "host" is this machine: its socket is reachable by path; a link stands for the forward.
+        Path(local).symlink_to(remote)
+        self.links.append(Path(local))
+        return f"{local}:{remote}"
 
     def alive(self) -> bool:
         return self.cut_reason is None and not self.closed
@@ -157,16 +103,26 @@ class LocalConnection:
         return self.cut_reason or ""
 
     def cut(self, reason: str = "connection lost") -> None:
-        """The host goes away: its forwards close, commands fail."""
+        """The host goes away: its forwards and sessions close (its server stops with them), commands fail."""
         self.cut_reason = reason
-        for relay in self.relays:
-            relay.close()
+        self._drop()
+
+    def _drop(self) -> None:
+        for link in self.links:
+            link.unlink(missing_ok=True)
+        self.links.clear()
+        for proc in self.streams:
+            if proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
+        for proc in self.streams:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+        self.streams.clear()
 
     def close(self) -> None:
         self.closed = True
-        for relay in self.relays:
-            relay.close()
-        self.relays.clear()
+        self._drop()
 
 
 class LocalHosts:

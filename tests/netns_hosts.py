@@ -150,6 +150,24 @@ def _parse_listeners(text: str) -> list[Listener]:
     return found
 
 
+@dataclass(frozen=True)
+class UnixListener:
+    """A listening Unix stream socket, as ``ss -xlp`` shows it: its path and the processes holding it."""
+
+    path: str
+    processes: tuple[str, ...]
+
+
+def parse_unix_listeners(text: str) -> list[UnixListener]:
+    """``ss -xlpH`` output as :class:`UnixListener` (abstract and unnamed sockets left out)."""
+    found = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 5 and fields[4].startswith("/"):
+            found.append(UnixListener(fields[4], tuple(_SS_USERS.findall(line))))
+    return found
+
+
 @dataclass
 class NetnsHost:
     """One test host: a namespace, its veth address, its sshd."""
@@ -206,6 +224,10 @@ class NetnsHost:
     def listeners(self) -> list[Listener]:
         """The TCP sockets listening inside this host's namespace, with the processes holding them."""
         return _parse_listeners(self.exec("ss", "-ltnpH"))
+
+    def unix_listeners(self) -> list[UnixListener]:
+        """The Unix stream sockets listening inside this host's namespace, with their processes."""
+        return parse_unix_listeners(self.exec("ss", "-xlpH"))
 
 
 @dataclass

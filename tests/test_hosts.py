@@ -11,10 +11,11 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -24,7 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sysfs_snapshots import SnapshotCache
 
-from iobench.errors import IobenchError, MatrixError
+from iobench.errors import HostLost, IobenchError, MatrixError
 from iobench.matrix.model import load_matrix
 from iobench.planner.hosts import client_argv, host_specs, plan_on_fleet
 from iobench.planner.placement import Placement, job_binding
@@ -33,16 +34,10 @@ from iobench.results.points import point_totals
 from iobench.results.rundir import load
 from iobench.runner.hosts import run_hosts
 from iobench.system import hosts as hosts_mod
+from iobench.system.fioserver import server_token, stop_stale, token_stale
 from iobench.system.hostfs import SystemFileError
-from iobench.system.hosts import (
-    Fleet,
-    HostFacts,
-    HostSpec,
-    HostsRefused,
-    _parse_scan,
-    server_token,
-    token_stale,
-)
+from iobench.system.hosts import Fleet, HostFacts, HostSpec, HostsRefused
+from iobench.system.process import run_process
 from iobench.system.remote import RemoteRoot, _records, _write_tree, fetch_snapshot, proc_table
 from iobench.system.ssh import HostUnreachable, Ssh, SshTarget, remote_command
 from iobench.system.topology import discover_topology, locate_target
@@ -114,7 +109,7 @@ def test_hosts_and_their_targets_are_read(write_matrix: Callable[..., Path], tmp
           ssh_options: ["Port=2222", "IdentityFile=~/.ssh/lab"]
           targets: [{path: /dev/nvme0n1}, {path: /srv/x.dat, size: 1G}]
         - ssh: storage-b
-          server: "10.0.0.5:8765"
+          server: "/run/fio/fio.sock"
         """,
         "iodepth: [1]\nhost: [a]\n",
         f"targets:\n  - path: {tmp_path}/t.dat\n    size: 8M\n",
@@ -130,7 +125,7 @@ def test_hosts_and_their_targets_are_read(write_matrix: Callable[..., Path], tmp
     assert a.targets is not None and [t.path for t in a.targets] == ["/dev/nvme0n1", "/srv/x.dat"]
     assert [t.section for t in a.targets] == ["nvme0n1", "x.dat"]
     assert a.targets[1].size == 2**30
-    assert (b.name, b.targets, b.server, b.label) == (None, None, ("10.0.0.5", 8765), "storage-b")
+    assert (b.name, b.targets, b.server, b.label) == (None, None, "/run/fio/fio.sock", "storage-b")
     assert [c["host"] for c in m.combos] == ["a"]
 
 
@@ -154,9 +149,9 @@ def test_without_hosts_nothing_changes(write_matrix: Callable[..., Path], tmp_pa
         ("- ssh: a\n  ssh_options: [ConnectTimeout=60]\n", "iodepth: [1]\n", "`ConnectTimeout` is refused"),
         ("- ssh: a\n  ssh_options: [-v]\n", "iodepth: [1]\n", "is not `Key=Value`"),
         (
-            "- ssh: a\n  server: 'a:99999'\n",
+            "- ssh: a\n  server: '10.0.0.5:8765'\n",
             "iodepth: [1]\n",
-            "hosts[0].server: server 'a:99999' is not HOST:PORT",
+            "hosts[0].server: server '10.0.0.5:8765' is not the absolute path of an fio server's Unix socket",
         ),
         ("- {name: a, ssh: x}\n- {name: a, ssh: y}\n", "iodepth: [1]\n", "host name `a` is given twice"),
         ("- {name: 'a b', ssh: x}\n", "iodepth: [1]\n", "hosts[0].name: invalid host name"),
@@ -235,6 +230,7 @@ def test_ssh_argv_puts_iobench_options_first(tmp_path: Path) -> None:
         "ExitOnForwardFailure=yes",
         "ClearAllForwardings=no",
         "RequestTTY=no",
+        "StreamLocalBindMask=0177",
     ]
     # One string for the remote shell, which splits it back into exactly the argv.
     assert shlex.split(argv[-1]) == ["cat", "--", "/sys/block/sda/queue/scheduler", "a b; rm -rf /"]
@@ -250,10 +246,23 @@ def test_remote_command_round_trips(argv: list[str]) -> None:
     assert shlex.split(remote_command(argv)) == argv
 
 
-def test_forward_is_loopback_on_both_ends(tmp_path: Path) -> None:
+def test_users_timeouts_win_and_an_equal_batch_mode_is_harmless(tmp_path: Path) -> None:
+    record = Recorder(stdout="x")
+    target = SshTarget("root@a", ("ConnectTimeout=3", "serveraliveinterval=1", "BatchMode=yes"), "a")
+    ssh = Ssh(target, tmp_path / "0.sock", executor=record, binary="ssh")
+    ssh.run(["true"])
+    options = [record.calls[0][i + 1] for i, w in enumerate(record.calls[0]) if w == "-o"]
+    # ssh keeps the first value it gets: the user's timeouts come first where iobench leaves its own out.
+    assert "ConnectTimeout=10" not in options and "ServerAliveInterval=5" not in options
+    assert options.index("ConnectTimeout=3") > 0 and "serveraliveinterval=1" in options
+    assert options[0] == "BatchMode=yes" and "ServerAliveCountMax=3" in options
+
+
+def test_forward_joins_two_unix_sockets_no_tcp(tmp_path: Path) -> None:
     record = Recorder()
     ssh = Ssh(SshTarget("root@a"), tmp_path / "0.sock", executor=record, binary="ssh")
-    assert ssh.forward(41000, 23456) == "127.0.0.1:41000:127.0.0.1:23456"
+    local, remote = str(tmp_path / "0.fio"), "/tmp/iobench-x.abcdef/fio.sock"
+    assert ssh.forward(local, remote) == f"{local}:{remote}"
     assert record.calls == [
         [
             "ssh",
@@ -262,7 +271,7 @@ def test_forward_is_loopback_on_both_ends(tmp_path: Path) -> None:
             "-O",
             "forward",
             "-L",
-            "127.0.0.1:41000:127.0.0.1:23456",
+            f"{local}:{remote}",
             "root@a",
         ]
     ]
@@ -282,7 +291,7 @@ def test_master_that_fails_names_the_host_and_what_ssh_said(tmp_path: Path) -> N
     )
     ssh.start()
     with pytest.raises(
-        HostUnreachable, match=r"host right \(root@b\) is unreachable: root@b: Permission denied"
+        HostUnreachable, match=r"host right \(root@b\) refused the login: root@b: Permission denied"
     ):
         ssh.wait_ready()
     ssh.close()
@@ -364,6 +373,33 @@ def test_snapshot_writes_nothing_outside_its_folder(tmp_path: Path) -> None:
     assert not (tmp_path / "escape").exists()
 
 
+def test_snapshot_links_are_judged_by_where_they_resolve_not_how_they_read(tmp_path: Path) -> None:
+    """Each link reads as staying inside, but through another link it resolves outside: it is not kept."""
+    d = "@@x@@"
+    text = "\n".join(
+        [
+            f"{d} D /sys/class/block",
+            f"{d} L /sys/class/block/here",
+            ".",  # resolves to sys/class/block itself
+            f"{d} L /sys/class/block/up",
+            "here/../../../..",  # reads as the snapshot's root; through `here` it is one level above
+            f"{d} L /sys/class/block/ok",
+            "../../devices",
+            f"{d} D /sys/devices",
+            f"{d} R",
+            "- - -",
+            "- - -",
+        ]
+    )
+    root = tmp_path / "snap"
+    root.mkdir()
+    _write_tree(root, _records(text, d))
+    links = [p for p in root.rglob("*") if p.is_symlink()]
+    assert sorted(p.name for p in links) == ["here", "ok"]
+    for link in links:
+        assert Path(os.path.realpath(link)).is_relative_to(root)
+
+
 def test_proc_table_lists_processes_with_their_parents(tmp_path: Path) -> None:
     table = proc_table(_local(tmp_path))
     assert os.getpid() in table
@@ -404,50 +440,122 @@ def test_tokens_say_whose_server_it_is() -> None:
     assert not token_stale("not-a-token")
 
 
-def test_scan_finds_servers_by_pid_file_and_command_line() -> None:
-    found = _parse_scan(
-        "F .iobench/servers/tok1.pid 4242\n"
-        "F .iobench/servers/tok2.pid \n"
-        "P 5151 fio --server=127.0.0.1,30000 --daemonize=.iobench/servers/tok3.pid \n"
-        "P 6161 sh -c grep .iobench/servers/ \n"
-    )
-    assert found.pids == {"tok1": {4242}, "tok3": {5151}}
-    assert set(found.files) == {"tok1", "tok2"}
+def _unix_listeners() -> dict[str, int]:
+    """Every listening Unix socket of this machine, by path, with its inode (``/proc/net/unix``)."""
+    found = {}
+    for line in Path("/proc/net/unix").read_text().splitlines()[1:]:
+        fields = line.split()
+        if len(fields) >= 8 and fields[5] == "01":  # state LISTEN
+            found[fields[7]] = int(fields[6])
+    return found
+
+
+def _tcp_listeners_of(pid: int) -> list[str]:
+    """TCP sockets the process listens on (what a fio server would use without `sock:`)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = str(fd.readlink())
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:
+                found.append(fields[1])
+    return found
 
 
 @pytest.mark.fio
-def test_servers_listen_on_loopback_only_and_stale_ones_are_stopped(tmp_path: Path) -> None:
+def test_servers_listen_on_private_sockets_only_and_stop_with_their_session(tmp_path: Path) -> None:
     spec = HostSpec(SshTarget("root@h", (), "h"), ())
     hosts = LocalHosts(tmp_path)
     with Fleet([spec], fio_version="fio-3.33", connector=hosts) as fleet:
         fleet.preflight()
         fleet.start_servers()
         (host,) = fleet.hosts
-        assert host.server is not None and host.server.pid is not None and host.server.remote_port
-        assert host.server.client == f"127.0.0.1,{host.server.port}"
-        listening = [ln.split() for ln in Path("/proc/net/tcp").read_text().splitlines()[1:]]
-        ours = [f for f in listening if f[1].endswith(f":{host.server.remote_port:04X}") and f[3] == "0A"]
-        assert [f[1].split(":")[0] for f in ours] == ["0100007F"]  # 127.0.0.1, nothing else
-        pid = host.server.pid
-        # A server whose token names a run that is gone is found and stopped; a live run's is not.
-        assert fleet.stop_stale(host) == []
-        stale = f"{server_token().rsplit('-', 3)[0]}-{2**22 + 3}-1-abcdef"
-        pid_file = hosts.made["h"].home / ".iobench" / "servers" / f"{stale}.pid"
-        other = subprocess.run(
-            ["fio", "--server=127.0.0.1,29997", f"--daemonize={pid_file}"],
-            cwd=hosts.made["h"].home,
-            check=True,
+        server = host.server
+        assert server is not None and host.forward is not None and host.alive()
+        folder = Path(server.folder)
+        # The server's socket is in a folder only this user enters; it has no TCP socket at all.
+        assert folder.stat().st_mode & 0o777 == 0o700 and folder.name.startswith(f"iobench-{fleet.token}.")
+        assert server.socket in _unix_listeners()
+        assert _tcp_listeners_of(server.pid) == []
+        assert Path(f"/proc/{server.pid}/cwd").readlink() == folder
+        assert f"--server=sock:{folder}/fio.sock" in _cmdline(server.pid)
+        pid_line = (folder / "pid").read_text().split()
+        assert (
+            int(pid_line[0]) == server.pid
+            and pid_line[1] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
         )
-        assert other.returncode == 0
+        # This machine's end is in the run's private folder too.
+        local = Path(fleet.socket_of(host))
+        assert local.parent.stat().st_mode & 0o777 == 0o700
+        pid = server.pid
+        # The session ends (this run dies, or its connection drops): the host stops the server.
+        hosts.made["h"].cut("the session ended")
+        assert _gone(pid, wait=10) and not folder.exists()
+        assert not host.alive() and host.down is not None
+
+
+@pytest.mark.fio
+def test_a_killed_runs_server_is_stopped_and_a_planted_pid_file_kills_nothing(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    connection = _local(tmp_path)
+    # A server left by a run that is gone: its token names this machine, a pid that does not run.
+    gone_token = f"{server_token().rsplit('-', 3)[0]}-{2**22 + 3}-1-abcdef"
+    folder = _server_folder(gone_token)
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    server = subprocess.Popen(
+        ["fio", f"--server=sock:{folder}/fio.sock"],
+        cwd=folder,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    (folder / "pid").write_text(f"{server.pid} {boot}\n")
+    # A planted pid file: same kind of folder, naming an unrelated process.
+    planted = _server_folder(f"{gone_token[:-6]}fedcba")
+    bystander = subprocess.Popen(["sleep", "300"])
+    (planted / "pid").write_text(f"{bystander.pid} {boot}\n")
+    # A folder from before a reboot: its pid is not even looked at.
+    rebooted = _server_folder(f"{gone_token[:-6]}aaaaaa")
+    (rebooted / "pid").write_text(f"{bystander.pid} 00000000-0000-0000-0000-000000000000\n")
+    # A live run's server (this process's token) is not touched either.
+    live = _server_folder(server_token())
+    (live / "pid").write_text(f"{bystander.pid} {boot}\n")
+    try:
         deadline = time.monotonic() + 10
-        while not pid_file.exists() and time.monotonic() < deadline:
+        while not (folder / "fio.sock").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-        stale_pid = int(pid_file.read_text())
-        assert fleet.stop_stale(host) == [stale]
-        assert _gone(stale_pid) and not pid_file.exists()
-        assert not _gone(pid, wait=0)
-    assert _gone(pid)
-    assert not list((tmp_path / "h" / ".iobench" / "servers").iterdir())
+        notes = stop_stale(connection)
+        assert server.wait(timeout=10) is not None and not folder.exists()
+        assert bystander.poll() is None, "a planted pid file killed an unrelated process"
+        assert not planted.exists() and not rebooted.exists() and live.exists()
+        text = "\n".join(notes)
+        assert f"stopped the fio server (pid {server.pid})" in text
+        assert f"left pid {bystander.pid} alone" in text and "sleep 300" in text
+        assert "before the host's last boot" in text
+        assert home.exists()
+    finally:
+        for proc in (server, bystander):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+        for path in (folder, planted, rebooted, live):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _server_folder(token: str) -> Path:
+    """A folder as a server's session makes it (``mktemp -d``, six random characters)."""
+    made = subprocess.run(
+        ["mktemp", "-d", f"/tmp/iobench-{token}.XXXXXX"], capture_output=True, text=True, check=True
+    )
+    return Path(made.stdout.strip())
+
+
+def _cmdline(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
 
 
 def _gone(pid: int, wait: float = 5.0) -> bool:
@@ -517,6 +625,32 @@ def test_two_hosts_with_one_hostname_need_names(tmp_path: Path) -> None:
     with Fleet(specs, fio_version="fio-3.33", connector=LocalHosts(tmp_path)) as fleet:
         with pytest.raises(HostsRefused, match="root@x and root@y are both named"):
             fleet.preflight()
+
+
+@pytest.mark.parametrize("hostname", ["../../etc/cron.d/x", "a b", "-rf", "x" * 65, "host/with/slash", ""])
+def test_a_hostname_that_would_name_files_badly_is_refused(tmp_path: Path, hostname: str) -> None:
+    """Without `name:`, the hostname names a host's files: it is held to the rule for a configured name."""
+    from iobench.system.remote import SNAPSHOT_SCRIPT
+
+    def odd_hostname(argv: Sequence[str]) -> object:
+        if len(argv) > 2 and argv[2] == SNAPSHOT_SCRIPT:
+            done = run_process(list(argv), timeout=60)
+            mark = f"{argv[4]} F /proc/sys/kernel/hostname\n"
+            head, _, tail = done.stdout.partition(mark)
+            return completed(argv, head + mark + hostname + "\n" + tail.split("\n", 1)[1])
+        return None
+
+    hosts = LocalHosts(tmp_path, **{"root@x": {"answers": [odd_hostname]}})
+    with Fleet([HostSpec(SshTarget("root@x", (), ""), ())], fio_version="fio-3.33", connector=hosts) as fleet:
+        with pytest.raises(HostsRefused, match=r"its hostname .* cannot name files.*give the host a `name:`"):
+            fleet.preflight()
+    # With a name, the same host is fine.
+    hosts = LocalHosts(tmp_path, x={"answers": [odd_hostname]})
+    with Fleet(
+        [HostSpec(SshTarget("root@x", (), "x"), ())], fio_version="fio-3.33", connector=hosts
+    ) as fleet:
+        (facts,) = fleet.preflight()
+    assert facts.name == "x"
 
 
 # --- planning against each host's own topology -------------------------------------------------------
@@ -727,14 +861,11 @@ def test_a_run_on_two_hosts_names_rows_by_host(write_matrix: Callable[..., Path]
     assert (frame.groupby(["point", "host"])["iops"].sum() > 0).all()
     meta = json.loads((result.run_dir / "points" / "0001-r1" / "meta.json").read_text())
     argv = json.loads((result.run_dir / "points" / "0001-r1" / "argv.json").read_text())[0]
-    ports = [p["client_port"] for p in meta["processes"]]
     assert [p["host"] for p in meta["processes"]] == ["a", "b"]
-    assert argv[3:] == [
-        f"--client=127.0.0.1,{ports[0]}",
-        "job-a.fio",
-        f"--client=127.0.0.1,{ports[1]}",
-        "job-b.fio",
-    ]
+    assert [p["client"] for p in meta["processes"]] == ["sock:host-a", "sock:host-b"]
+    assert argv[3:] == ["--client=sock:host-a", "job-a.fio", "--client=sock:host-b", "job-b.fio"]
+    # The links to the forwards were only there while fio ran.
+    assert not any(p.is_symlink() for p in (result.run_dir / "points").rglob("*"))
     manifest = json.loads((result.run_dir / "manifest.json").read_text())
     assert [h["host"] for h in manifest["hosts"]] == ["a", "b"]
     # The frame rebuilt from the files alone says the same.
@@ -754,10 +885,10 @@ def test_a_run_on_two_hosts_names_rows_by_host(write_matrix: Callable[..., Path]
     html = report.html.read_text()
     assert "<h2>Host a</h2>" in html and "<h2>Host b</h2>" in html
     assert "Client (fio --client" in html and f"{tmp_path}/a.dat" in html
-    # Nothing left: servers stopped, forwards closed.
+    # Nothing left: servers stopped with their sessions, their folders gone, forwards closed.
     for connection in hosts.made.values():
-        assert connection.closed and not connection.relays
-        assert not list((connection.home / ".iobench" / "servers").iterdir())
+        assert connection.closed and not connection.links and not connection.streams
+    assert not list(Path("/tmp").glob(f"iobench-{server_token().rsplit('-', 1)[0]}-*"))
 
 
 @pytest.mark.fio
@@ -784,20 +915,23 @@ def test_a_host_that_dies_fails_its_points_and_resume_completes_them(
                 hosts.made["b"].cut("network unreachable")
 
     progress = CutB()
-    result = run_hosts(m, out=tmp_path / "results", connector=hosts, progress=progress)  # type: ignore[arg-type]
+    with pytest.raises(HostLost) as caught:
+        run_hosts(m, out=tmp_path / "results", connector=hosts, progress=progress)  # type: ignore[arg-type]
+    fault = caught.value
     statuses = {key: status for key, status, _ in progress.outcomes}
     assert statuses == {"0001-r1": "ok", "0002-r1": "ok", "0001-r2": "ok", "0002-r2": "failed"}
     reason = {k: r for k, _, r in progress.outcomes}["0002-r2"]
     assert reason is not None and "host b" in reason and "network unreachable" in reason
-    assert result.exit_code == 1
-    frame = result.frame
-    assert frame is not None
+    # A dropped connection is the environment's fault: exit 3, the frame written, how to finish said.
+    assert fault.exit_code == 3 and fault.run_dir is not None
+    run_dir = Path(fault.run_dir)
+    assert "host b" in str(fault) and "--resume" in fault.finish and "iobench restore" in fault.finish
+    frame = load(run_dir)
     failed = frame[frame["status"] == "failed"]
     assert set(failed["host"]) == {"b"}
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "stopped"
     # b is back: --resume runs only what is missing.
-    again = run_hosts(
-        m, out=tmp_path / "results", resume=result.run_dir, connector=LocalHosts(tmp_path / "homes")
-    )
+    again = run_hosts(m, out=tmp_path / "results", resume=run_dir, connector=LocalHosts(tmp_path / "homes"))
     assert again.counts == {"ok": 4}
     assert again.frame is not None and set(again.frame["host"]) == {"a", "b"}
 
@@ -841,7 +975,8 @@ def test_frame_of_a_failed_host_point_names_the_host(tmp_path: Path) -> None:
 
 def test_the_guard_asks_the_host_for_device_numbers(tmp_path: Path) -> None:
     from iobench.system.hostfs import block_node_devno
-    from iobench.system.hosts import Host, RemoteMachine
+    from iobench.system.hosts import Host
+    from iobench.system.remoteguard import RemoteMachine
 
     disk = next(f"/dev/{d.name}" for d in discover_topology("/").devices if os.path.exists(f"/dev/{d.name}"))
     connection = _local(tmp_path)
@@ -910,13 +1045,19 @@ def test_a_hosts_device_with_a_filesystem_is_refused_naming_the_host(loops: obje
 
 
 def test_observers_keep_job_processes_seen_twice(tmp_path: Path) -> None:
-    from iobench.system.hosts import Host, Observers, Server
-    from iobench.system.remote import ProcEntry
+    from dataclasses import dataclass
 
-    connection = _local(tmp_path)
-    host = Host(HostSpec(connection.target, ()), connection, server=Server("127.0.0.1,1", 1, pid=100))
-    host.facts = None
-    observers = Observers(None, [host], 0.25, 10.0)  # type: ignore[arg-type]
+    from iobench.system.remote import ProcEntry
+    from iobench.system.remotewatch import Observers
+
+    @dataclass
+    class Watched:
+        name: str
+        connection: LocalConnection
+        server_pid: int | None
+
+    host = Watched("h", _local(tmp_path), 100)
+    observers = Observers([host], 0.25, 10.0)
     pid = os.getpid()  # a real process, so its numa_maps can be read
     table = {
         100: ProcEntry(100, 1, "0-1", "0", "fio"),  # the server
@@ -938,15 +1079,15 @@ def test_observers_keep_job_processes_seen_twice(tmp_path: Path) -> None:
 def test_a_server_named_in_the_matrix_is_used_and_left_running(
     write_matrix: Callable[..., Path], tmp_path: Path
 ) -> None:
-    from iobench.system.ssh import free_local_port
-
-    port = free_local_port()
-    pid_file = tmp_path / "given.pid"
-    subprocess.run(["fio", f"--server=127.0.0.1,{port}", f"--daemonize={pid_file}"], check=True, timeout=30)
+    socket = tmp_path / "given" / "fio.sock"
+    socket.parent.mkdir(mode=0o700)
+    given = subprocess.Popen(
+        ["fio", f"--server=sock:{socket}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    pid = given.pid
     deadline = time.monotonic() + 10
-    while not pid_file.exists() and time.monotonic() < deadline:
+    while not socket.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-    pid = int(pid_file.read_text())
     try:
         path = write_matrix(
             textwrap.dedent(
@@ -955,7 +1096,7 @@ def test_a_server_named_in_the_matrix_is_used_and_left_running(
                 name: given
                 fio: {{ioengine: 'null', rw: randread, bs: 4k, runtime: 1, time_based: 1}}
                 hosts:
-                  - {{name: g, ssh: root@g, server: "127.0.0.1:{port}", targets: [{{path: {tmp_path}/g.dat, size: 8M}}]}}
+                  - {{name: g, ssh: root@g, server: "{socket}", targets: [{{path: {tmp_path}/g.dat, size: 8M}}]}}
                 matrix: {{iodepth: [1]}}
                 """
             )
@@ -965,9 +1106,9 @@ def test_a_server_named_in_the_matrix_is_used_and_left_running(
         assert result.counts == {"ok": 1}
         assert result.frame is not None and set(result.frame["host"]) == {"g"}
         meta = json.loads((result.run_dir / "points" / "0001-r1" / "meta.json").read_text())
-        assert meta["processes"][0]["client"] == f"127.0.0.1,{port}"
-        assert not hosts.made["g"].relays  # no forward: straight to the named server
+        assert meta["processes"][0]["client"] == "sock:host-g"
+        assert not hosts.made["g"].streams  # no server of iobench's: the named one, through its forward
         assert not _gone(pid, wait=0)  # not iobench's to stop
     finally:
-        os.kill(pid, 15)
-        assert _gone(pid)
+        given.terminate()
+        given.wait(timeout=10)

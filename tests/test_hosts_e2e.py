@@ -1,11 +1,14 @@
-"""Sweeps across hosts (issue 15, SPEC §11) end to end, on two namespace hosts with their own sshd.
+"""Sweeps across hosts end to end, on two namespace hosts with their own sshd.
 
 What must show: every point ran on both hosts (frame ``host`` = the configured
-names, IOPS > 0 on each); no fio server ever listened on a non-loopback address
-(``ss -ltnp`` in every host's namespace, and in this one, polled through the whole
-run); nothing left running afterwards (no fio server, no ssh, no forward); a
-matrix naming an unreachable host is refused with exit 2 naming it, before
-anything runs (no run directory, nothing started on the reachable host).
+names, IOPS > 0 on each); no fio server nor forward ever listened on TCP, and
+the Unix sockets they listened on were out of another user's reach (``ss`` in
+every host's namespace and in this one, polled through the whole run, and
+``runuser -u nobody`` trying to connect to each); nothing left running
+afterwards (no fio server, no ssh, no forward); a matrix naming an unreachable
+host is refused with exit 2 naming it, before anything runs (no run directory,
+nothing started on the reachable host); a control connection killed mid-sweep
+is exit 3 with the frame written and nothing left on the host.
 
 The namespace hosts' own hostnames (``alpha``, ``bravo``) differ from the names
 the matrix gives them (``left``, ``right``), so the frame shows which one it took.
@@ -16,7 +19,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -27,13 +32,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from netns_hosts import Listener, NetnsHost, NetnsHosts, _parse_listeners
+from netns_hosts import Listener, NetnsHost, NetnsHosts, UnixListener, _parse_listeners, parse_unix_listeners
 from typer.testing import CliRunner
 
 from iobench.cli.commands import app
 from iobench.matrix.model import load_matrix
 from iobench.planner.plans import PlannedRun
 from iobench.runner.sweep import NullProgress, PointOutcome, RunResult, run
+from iobench.system.fioserver import server_token
 
 pytestmark = [pytest.mark.root, pytest.mark.fio]
 
@@ -95,6 +101,9 @@ class ListenerWatch:
         self.hosts, self.interval_s = hosts, interval_s
         self.seen: dict[str, set[Listener]] = {h.name: set() for h in hosts}
         self.seen["(this machine)"] = set()
+        self.unix: dict[str, set[UnixListener]] = {where: set() for where in self.seen}
+        self.probed: dict[str, str] = {}
+        """Each fio or ssh socket path tried by another user, with what that user got."""
         self.polls = 0
         self.errors: list[str] = []
         self._stop = threading.Event()
@@ -104,8 +113,11 @@ class ListenerWatch:
         try:
             for host in self.hosts:
                 self.seen[host.name] |= set(host.listeners())
+                self.unix[host.name] |= set(host.unix_listeners())
             here = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, timeout=10, check=True)
             self.seen["(this machine)"] |= set(_parse_listeners(here.stdout))
+            here = subprocess.run(["ss", "-xlpH"], capture_output=True, text=True, timeout=10, check=True)
+            self.unix["(this machine)"] |= set(parse_unix_listeners(here.stdout))
             self.polls += 1
         except Exception as exc:  # noqa: BLE001 - reported by the test, never lost in the thread
             self.errors.append(repr(exc))
@@ -126,6 +138,20 @@ class ListenerWatch:
 
     def fio_listeners(self) -> dict[str, set[Listener]]:
         return {where: {x for x in found if "fio" in x.processes} for where, found in self.seen.items()}
+
+    def fio_sockets(self) -> dict[str, set[UnixListener]]:
+        """The Unix sockets fio servers listened on, by place."""
+        return {where: {x for x in found if "fio" in x.processes} for where, found in self.unix.items()}
+
+    def ours(self) -> set[str]:
+        """Paths of every Unix socket a fio server or ssh (a forward's end, a control socket) listened on."""
+        return {x.path for found in self.unix.values() for x in found if {"fio", "ssh"} & set(x.processes)}
+
+    def probe_as_nobody(self) -> None:
+        """Try to connect to every fio and ssh socket seen so far as user ``nobody``; keep what it got."""
+        for path in sorted(self.ours() - set(self.probed)):
+            if os.path.exists(path):
+                self.probed[path] = connect_as_nobody(path)
 
     def exposed(self) -> dict[str, set[Listener]]:
         """Every socket of a fio server or of ssh (a forward) that was reachable from outside its namespace."""
@@ -158,6 +184,23 @@ class SnapshotAtPoints(NullProgress):
 
     def point_finished(self, run: PlannedRun, outcome: PointOutcome) -> None:
         self.watch.poll()
+        self.watch.probe_as_nobody()
+
+
+NOBODY_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+CONNECT = "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect(sys.argv[1])\nexcept OSError as e:\n    print(e.strerror)\nelse:\n    print('connected')"
+
+
+def connect_as_nobody(path: str) -> str:
+    """What user ``nobody`` gets connecting to the Unix socket at ``path``: ``connected`` or the error's words."""
+    done = subprocess.run(
+        ["runuser", "-u", "nobody", "--", NOBODY_PYTHON, "-c", CONNECT, path],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    return (done.stdout.strip() or done.stderr.strip()).splitlines()[-1]
 
 
 def _ours(hosts: NetnsHosts) -> list[tuple[int, str]]:
@@ -224,7 +267,7 @@ def _run_watched(
     return result, watch, progress
 
 
-def test_every_point_runs_on_both_hosts_with_servers_on_loopback_only(
+def test_every_point_runs_on_both_hosts_with_servers_only_the_user_reaches(
     two_hosts: NetnsHosts, tmp_path: Path
 ) -> None:
     matrix = hosts_matrix(two_hosts, tmp_path)
@@ -246,11 +289,17 @@ def test_every_point_runs_on_both_hosts_with_servers_on_loopback_only(
     assert set(saved["host"]) == {"left", "right"}
 
     assert watch.errors == [] and watch.polls >= 4
-    servers = watch.fio_listeners()
+    # No fio server and no forward ever listened on TCP, here or on a host, not even on loopback.
+    assert watch.fio_listeners() == {where: set() for where in watch.seen}
+    assert watch.exposed() == {}
+    servers = watch.fio_sockets()
     for host in two_hosts:
         assert servers[host.name], f"no fio server ever seen listening in {host.name}: the watch saw nothing"
-        assert all(x.loopback for x in servers[host.name]), servers[host.name]
-    assert watch.exposed() == {}
+    # Another user reaches none of the sockets: the servers' (mode 0777, in folders of mode 0700)
+    # and this machine's forward ends and control sockets.
+    fio_paths = {x.path for found in servers.values() for x in found}
+    assert fio_paths <= set(watch.probed), (fio_paths, watch.probed)
+    assert watch.probed and set(watch.probed.values()) == {"Permission denied"}, watch.probed
     assert_nothing_left(two_hosts)
 
 
@@ -359,18 +408,127 @@ def _killed_mid_run(matrix: Path, out: Path) -> Iterator[None]:
             proc.wait(timeout=10)
 
 
-def test_server_of_a_crashed_run_is_stopped_by_the_next(two_hosts: NetnsHosts, tmp_path: Path) -> None:
-    """A run killed mid-point leaves its servers; the next run stops them. Also: a host without `name:`."""
+def _plant_on(hosts: NetnsHosts, host: str, token: str, pid_text: str) -> str:
+    """A server folder on a host as a run with ``token`` would leave it, its pid file saying ``pid_text``."""
+    script = 'd=$(mktemp -d "/tmp/iobench-$1.XXXXXX") && printf "%s\\n" "$2" >"$d/pid" && echo "$d"'
+    done = subprocess.run(
+        hosts.ssh_argv(host, "sh", "-c", shlex.quote(script), "sh", token, shlex.quote(pid_text)),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def test_a_crashed_run_leaves_no_server_and_a_planted_pid_file_kills_nothing(
+    two_hosts: NetnsHosts, tmp_path: Path
+) -> None:
+    """A run killed outright (SIGKILL, no cleanup) leaves no server: each ends with its SSH session.
+
+    The next run stops only servers that are its own kind and still run: a leftover folder whose
+    pid file names an unrelated process leaves that process alone. Also: a host without `name:`.
+    """
     matrix = hosts_matrix(two_hosts, tmp_path, names={"alpha": "left", "bravo": None}, iodepths=(1,))
     with _killed_mid_run(matrix, tmp_path / "crashed"):
-        pass
-    servers = {h.name: [p for p in h.session_pids() if "fio --server" in _cmdline(p)] for h in two_hosts}
-    assert all(servers.values()), f"the crashed run left no server to find: {servers}"
+        assert any("fio --server=sock:" in _cmdline(p) for p in two_hosts["bravo"].session_pids())
+    deadline = time.monotonic() + SETTLE_S
+    while time.monotonic() < deadline and any(
+        "fio" in _cmdline(p) for h in two_hosts for p in h.session_pids()
+    ):
+        time.sleep(0.1)
+    servers = {h.name: [p for p in h.session_pids() if "fio" in _cmdline(p)] for h in two_hosts}
+    assert servers == {"alpha": [], "bravo": []}, f"a killed run left fio running: {servers}"
+
+    # An unrelated process on bravo, named by a planted pid file in a folder of a run that is gone.
+    bystander = subprocess.run(
+        two_hosts.ssh_argv("bravo", "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!"),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout.strip()
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    gone = f"{server_token().rsplit('-', 3)[0]}-{2**22 + 5}-1-abcdef"
+    planted = _plant_on(two_hosts, "bravo", gone, f"{bystander} {boot}")
     result = run(load_matrix(matrix), out=tmp_path / "results")
     assert result.exit_code == 0 and result.counts == {"ok": 1}
-    # The unnamed host is labelled with its hostname (SPEC §11), the named one with its name.
+    # The unnamed host is labelled with its hostname, the named one with its name.
     assert result.frame is not None and set(result.frame["host"]) == {"left", "bravo"}
+    alive = subprocess.run(
+        two_hosts.ssh_argv("bravo", "kill", "-0", bystander), capture_output=True, timeout=30, check=False
+    )
+    assert alive.returncode == 0, "a planted pid file made the run kill an unrelated process"
+    assert not Path(planted).exists()
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    notes = {h["host"]: h.get("notes", []) for h in manifest["hosts"]}
+    assert any(f"left pid {bystander} alone" in n for n in notes["bravo"]), notes
+    subprocess.run(two_hosts.ssh_argv("bravo", "kill", bystander), timeout=30, check=True)
     assert_nothing_left(two_hosts)
+
+
+def _master_of(host: NetnsHost, parent: int) -> int | None:
+    """The ssh control master a run (``parent``) keeps to ``host``."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                stat = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()
+                cmdline = _cmdline(int(entry))
+                if int(stat[1]) == parent and "ControlMaster=yes" in cmdline and host.ssh in cmdline.split():
+                    return int(entry)
+    return None
+
+
+def test_a_control_connection_killed_mid_sweep_is_exit_3_with_the_frame_and_nothing_left(
+    two_hosts: NetnsHosts, tmp_path: Path
+) -> None:
+    matrix = hosts_matrix(two_hosts, tmp_path, iodepths=(1, 2, 4))
+    out = tmp_path / "results"
+    cli = [sys.executable, "-m", "iobench", "run", str(matrix), "--out", str(out), "--quiet"]
+    with subprocess.Popen(cli, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            deadline = time.monotonic() + 120
+            # Once the first point is saved and the second runs, bravo's control connection dies.
+            while not (list(out.glob("*/points/[0-9]*")) and list(out.glob("*/points/.*.partial"))):
+                assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+                time.sleep(0.05)
+            master = _master_of(two_hosts["bravo"], proc.pid)
+            assert master is not None
+            os.kill(master, signal.SIGKILL)
+            stdout, stderr = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+    assert proc.returncode == 3, stderr
+    assert "Traceback" not in stderr
+    assert "right" in stderr and "--resume" in stderr and "iobench restore" in stderr
+    (run_dir,) = out.iterdir()
+    frame = pd.read_parquet(run_dir / "results.parquet")
+    statuses = frame.drop_duplicates(["point", "repeat"]).set_index("point")["status"].to_dict()
+    assert statuses[1] == "ok" and set(statuses.values()) <= {"ok", "failed"}
+    assert "failed" in statuses.values()
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "stopped"
+    assert_nothing_left(two_hosts)
+
+
+def test_the_nobody_probe_would_connect_to_a_socket_others_may_reach(tmp_path: Path) -> None:
+    """The permission check is not vacuous: a socket in a folder others may enter is reached."""
+    folder = tmp_path / "open"
+    folder.mkdir()
+    for path in (tmp_path.parent, tmp_path, folder):
+        path.chmod(0o755)
+    server = socket.socket(socket.AF_UNIX)
+    path = folder / "s.sock"
+    server.bind(str(path))
+    path.chmod(0o777)
+    server.listen()
+    try:
+        assert connect_as_nobody(str(path)) == "connected"
+        folder.chmod(0o700)
+        assert connect_as_nobody(str(path)) == "Permission denied"
+    finally:
+        server.close()
 
 
 def test_the_watch_would_see_a_server_on_a_routable_address(two_hosts: NetnsHosts) -> None:

@@ -40,9 +40,6 @@ REFUSED_SSH_OPTIONS = {
     "include": "Include belongs in ~/.ssh/config",
 }
 _OPTION = re.compile(r"^([A-Za-z][A-Za-z0-9]*)\s*[= ]\s*(\S.*)$")
-_SERVER = re.compile(
-    r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9][A-Za-z0-9._-]*)):(?P<port>\d{1,5})$"
-)
 _DESTINATION = re.compile(r"^[^\s\-][^\s]*$")
 
 
@@ -61,9 +58,9 @@ class Host:
         Each passed as ``ssh -o OPTION``.
     targets : tuple of Target or None
         The host's own targets (paths on that host); None: the matrix's.
-    server : tuple of (str, int) or None
-        An fio server already listening at ``(address, port)`` (unauthenticated:
-        iobench then starts none and connects straight to it).
+    server : str or None
+        The Unix socket of an fio server already running on the host (iobench
+        then starts none and reaches that socket through its SSH forward).
     index : int
         Position in ``hosts:``.
     """
@@ -72,7 +69,7 @@ class Host:
     ssh: str
     ssh_options: tuple[str, ...]
     targets: tuple[Target, ...] | None
-    server: tuple[str, int] | None
+    server: str | None
     index: int
 
     @property
@@ -102,16 +99,24 @@ def destination_problem(destination: str) -> str | None:
     return None
 
 
-def parse_server(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[v6]:PORT`` for IPv6) as ``(host, port)``.
+def parse_server(text: str) -> str:
+    """An fio server's Unix socket on the host: an absolute path, as ``fio --server=sock:PATH`` took it.
+
+    A TCP address is refused: fio's server has no authentication, so a server
+    on a TCP port is open to anyone who can reach the port.
 
     Raises
     ------
     ValueError
         Saying what form is expected.
     """
-    match = _SERVER.match(text.strip())
-    port = int(match.group("port")) if match else 0
-    if match is None or not 0 < port < 65536:
-        raise ValueError(f"server {text!r} is not HOST:PORT (e.g. 10.0.0.5:8765, [fd00::5]:8765)")
-    return match.group("v6") or match.group("host"), port
+    path = text.strip()
+    if path.startswith("sock:"):
+        path = path.removeprefix("sock:")
+    if not path.startswith("/") or len(path.encode()) > 100 or any(c.isspace() for c in path) or ":" in path:
+        raise ValueError(
+            f"server {text!r} is not the absolute path of an fio server's Unix socket on the host "
+            "(e.g. /run/fio/fio.sock, as started with `fio --server=sock:/run/fio/fio.sock`); "
+            "a TCP server is refused: fio's server has no authentication"
+        )
+    return path

@@ -22,8 +22,9 @@ from iobench.matrix.hosts import Host as MatrixHost
 from iobench.matrix.model import Matrix, Target, point_writes
 from iobench.planner.plans import Plan, PlannedRun, _ordered, _Planner
 from iobench.system.cpulist import format_cpulist
-from iobench.system.hosts import Connector, Fleet, Host, HostSpec, RemoteMachine, ssh_connector
+from iobench.system.hosts import Connector, Fleet, Host, HostSpec, ssh_connector
 from iobench.system.remote import RemoteRoot
+from iobench.system.remoteguard import RemoteMachine
 from iobench.system.safety import root_disks
 from iobench.system.ssh import SshTarget
 from iobench.system.tuning import validate
@@ -134,7 +135,7 @@ def _check_host_settings(
                 continue
             for setting, value in wanted.items():
                 distinct.setdefault(disk, {}).setdefault(setting, set()).add(value)
-    remote = RemoteRoot(host.connection, snapshot=host.facts.snapshot.root)
+    remote = RemoteRoot(host, snapshot=host.facts.snapshot.root)
     for disk, names in distinct.items():
         for setting, choices in names.items():
             for value in sorted(choices, key=str):

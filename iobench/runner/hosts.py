@@ -31,7 +31,7 @@ from typing import Any
 
 import pandas as pd
 
-from iobench.errors import IobenchError, ResultsError, RunStorageError, TuningError
+from iobench.errors import HostLost, IobenchError, ResultsError, RunStorageError, TuningError
 from iobench.matrix.model import Matrix
 from iobench.planner.hosts import client_argv, host_specs, host_targets, plan_on_fleet
 from iobench.planner.plans import FioProcess, Plan, PlannedRun, target_facts
@@ -60,11 +60,13 @@ from iobench.runner.sweep import (
 from iobench.store.records import Manifest, PointMeta, ProcessRecord, Status
 from iobench.store.rundir import RunDir, write_text
 from iobench.system.cpulist import parse_cpulist
-from iobench.system.hosts import Connector, Fleet, Host, Observers, RemoteMachine, kill_trees, ssh_connector
+from iobench.system.hosts import Connector, Fleet, Host, kill_trees, ssh_connector
 from iobench.system.metadata import collect_metadata
 from iobench.system.observe import GroupWatcher, Observed, check_placement
 from iobench.system.process import Completed, minimal_env, run_process
 from iobench.system.remote import RemoteRoot, descendants_in, proc_table
+from iobench.system.remoteguard import RemoteMachine
+from iobench.system.remotewatch import Observers
 from iobench.system.safety import remember_created
 from iobench.system.topology import discover_topology
 from iobench.system.tuning import DeviceTuner, check_no_pending, read_settings
@@ -72,6 +74,12 @@ from iobench.system.tuning import DeviceTuner, check_no_pending, read_settings
 __all__ = ["run_hosts"]
 
 OUTPUT = "fio.json"
+POLL_S = 0.5
+"""Seconds between looks at the hosts' connections and servers while a point runs."""
+
+
+class _Lost(Exception):
+    """A host's connection or fio server went away while the point ran."""
 
 
 def _watcher(observers: Observers | None, host: str) -> GroupWatcher:
@@ -104,6 +112,8 @@ class _HostPointRunner(_PointRunner):
     fleet: Fleet | None = None
     tuners: dict[str, DeviceTuner] = field(default_factory=dict)
     created: dict[str, list[str]] = field(default_factory=dict)
+    recovered: dict[str, str] = field(default_factory=dict)
+    """Hosts whose connection dropped, with what the fresh connection did there."""
 
     def _hosts_of(self, run: PlannedRun) -> list[Host]:
         assert self.fleet is not None
@@ -150,7 +160,7 @@ class _HostPointRunner(_PointRunner):
 
         def read(host: Host) -> None:
             facts = self._facts(host.name)
-            remote = RemoteRoot(host.connection, snapshot=facts.snapshot.root)
+            remote = RemoteRoot(host, snapshot=facts.snapshot.root)
             disks = {
                 d
                 for p in run.processes
@@ -174,11 +184,11 @@ class _HostPointRunner(_PointRunner):
     def _execute(self, run: PlannedRun, cwd: Path, meta: PointMeta) -> PointOutcome:
         assert self.fleet is not None
         hosts = self._hosts_of(run)
-        down = [h for h in hosts if not h.alive() or h.server is None]
+        down = [h for h in hosts if not h.alive() or h.forward is None]
         if down:
             reason = "; ".join(h.down or f"{h.describe()}: no fio server" for h in down)
             return self._failed_early(run, cwd, meta, reason)
-        clients = {h.name: h.server.client for h in hosts if h.server is not None}
+        clients = {h.name: f"sock:{h.client}" for h in hosts}
         argv = client_argv(self.plan.matrix.fio_binary, run.processes, clients, OUTPUT)
         for process in run.processes:
             write_text(cwd / process.jobfile_name, process.jobfile)
@@ -191,6 +201,20 @@ class _HostPointRunner(_PointRunner):
         started = time.monotonic()
         token = f"{os.getpid()}-{run.key}-{time.monotonic_ns()}"
         observers = self.fleet.observe(hosts, limit_s=run.timeout_s)
+
+        def poll(pid: int) -> float:
+            # A host whose connection or server went away stops the point at once: fio's client
+            # would otherwise wait for it until the point's timeout.
+            lost = [h for h in hosts if not h.alive()]
+            if lost:
+                raise _Lost("; ".join(str(h.down) for h in lost))
+            return POLL_S
+
+        # fio names each host's rows and logs after the socket it was given: a link in the point's
+        # folder to the host's forward, gone before the point is saved.
+        links = [cwd / h.client for h in hosts]
+        for host, link in zip(hosts, links, strict=True):
+            link.symlink_to(self.fleet.socket_of(host))
         try:
             with observers:
                 done = self.executor(
@@ -199,12 +223,23 @@ class _HostPointRunner(_PointRunner):
                     timeout=run.timeout_s,
                     env=minimal_env({TOKEN_VAR: token}),
                     on_start=self.live.add,
+                    poll=poll,
+                    poll_interval=POLL_S,
                 )
+        except _Lost as lost:
+            self._stop_jobs(hosts)
+            reason = f"lost during the point: {lost}"
+            _ended(meta, "failed", reason, started)
+            meta.processes = [self._host_meta(p, None, None) for p in run.processes]
+            self.run_dir.commit(cwd, run.key, meta)
+            return PointOutcome(run.key, "failed", reason, time.monotonic() - started)
         except BaseException:
             self._stop_jobs(hosts)
             raise
         finally:
             _reap(token, self.system)
+            for link in links:
+                link.unlink(missing_ok=True)
         if done.timed_out:
             self._stop_jobs(hosts)
         status, why, frames = self._judge_hosts(run, cwd, done, observers)
@@ -238,7 +273,7 @@ class _HostPointRunner(_PointRunner):
         assert self.fleet is not None
         named = self.fleet.by_name()
         hosts = [named[p.host] for p in run.processes if p.host is not None]
-        clients = {client_key(h.server.client): h.name for h in hosts if h.server is not None}
+        clients = {client_key(f"sock:{h.client}"): h.name for h in hosts}
         everything = None
         # Parsed once for every host (not once per host: the output grows with the hosts).
         if text:
@@ -268,8 +303,7 @@ class _HostPointRunner(_PointRunner):
     ) -> tuple[str | None, pd.DataFrame | None]:
         assert self.fleet is not None
         if frame is None or frame.empty:
-            if not host.alive() or not self.fleet.server_alive(host):
-                host.down = host.down or f"{host.describe()}: its fio server is gone"
+            if not host.alive():
                 return f"lost during the point ({host.down})", None
             said = _server_lines(text, self._facts(host.name).hostname)
             return "fio reported no results" + (f": {'; '.join(said[-3:])}" if said else ""), None
@@ -299,9 +333,7 @@ class _HostPointRunner(_PointRunner):
         data["target_disks"] = {
             t: [f"{host.name}:{d}" for d in facts.locations[t].disks] for t in process.targets
         }
-        if host.server is not None:
-            data["client"] = host.server.client
-            data["client_port"] = host.server.port
+        data["client"] = f"sock:{host.client}"
         if done is not None:
             watcher = _watcher(observers, host.name)
             data.update(
@@ -338,6 +370,8 @@ def _host_manifest(earlier: Manifest | None, matrix: Matrix, the_plan: Plan, fle
         machine["targets"] = [
             target_facts(t, facts.locations[t.path], facts.topology) for t in host_targets(matrix, spec)
         ]
+        if host.notes:
+            machine["notes"] = list(host.notes)
         hosts.append(machine)
     client = collect_metadata(
         discover_topology("/"), [], fio_version=matrix.fio_version, fio_binary=matrix.fio_binary
@@ -352,7 +386,7 @@ def _host_record(host: Host) -> dict[str, Any]:
 
 def _drop_caches(host: Host) -> None:
     host.run(["sync"], timeout=600)
-    RemoteRoot(host.connection).write_attribute("/proc/sys/vm/drop_caches", "3")
+    RemoteRoot(host).write_attribute("/proc/sys/vm/drop_caches", "3")
 
 
 def _sweep_hosts(
@@ -376,11 +410,31 @@ def _sweep_hosts(
             if planned.status == "run":
                 runner.remember_files(planned)
             show.point_finished(planned, outcome)
+            _recover_lost(runner.fleet, runner.recovered)
             if fail_fast and outcome.status in ("failed", "timeout"):
                 break
     except KeyboardInterrupt:
         return True
+    finally:
+        _recover_lost(runner.fleet, runner.recovered)
+    lost = [h for h in runner.fleet.hosts if h.lost is not None]
+    if lost:
+        names = " and ".join(f"host {h.name}" for h in lost)
+        fault = HostLost(
+            f"the SSH connection to {names} dropped during the run",
+            ", ".join(h.spec.target.destination for h in lost),
+        )
+        for host in lost:
+            fault.add_note(runner.recovered.get(host.name, str(host.lost)))
+        raise fault
     return False
+
+
+def _recover_lost(fleet: Fleet, recovered: dict[str, str]) -> None:
+    """Once per host whose connection dropped: a fresh connection stops its server (see :meth:`Fleet.recover`)."""
+    for host in fleet.hosts:
+        if host.lost is not None and host.name not in recovered:
+            recovered[host.name] = fleet.recover(host)
 
 
 def run_hosts(
@@ -448,7 +502,7 @@ def run_hosts(
             tuners[host.name] = stack.enter_context(
                 DeviceTuner(
                     run_dir=str(run_dir.path),
-                    system=RemoteRoot(host.connection, snapshot=host.facts.snapshot.root),
+                    system=RemoteRoot(host, snapshot=host.facts.snapshot.root),
                     host=_host_record(host),
                 )
             )

@@ -29,7 +29,9 @@ from iobench.errors import (
     EnvironmentFault,
     IobenchError,
     ResultsError,
+    RunStopped,
     RunStorageError,
+    SettingsNotRestored,
     TargetVanished,
     TuningError,
 )
@@ -723,6 +725,9 @@ def conclude(
         interrupted = sweep()
     except EnvironmentFault as caught:
         fault, interrupted = caught, False
+    except IobenchError as caught:
+        # Things ran and changed: whatever stopped the sweep is no longer "invalid input".
+        fault, interrupted = RunStopped(str(caught), run_dir.path), False
     manifest.settings_restored = {
         f"{host}:{disk}" if host else disk: settings
         for host, tuner in tuners.items()
@@ -738,9 +743,15 @@ def conclude(
         for text in problems:
             fault.add_note(f"{text}\nrun `iobench restore` to retry")
         raise _stopped(fault, run_dir, the_plan, manifest, runner.parsed) from None
-    if problems:
-        raise TuningError("\n".join(problems))
     result = _finish(run_dir, the_plan, manifest, runner.parsed, interrupted=interrupted, show=show)
+    if problems:
+        raise SettingsNotRestored(
+            "device settings could not be put back",
+            "; ".join(problems),
+            kept=f"every point: {describe_counts(result.counts)} in {run_dir.path}, and the frame",
+            finish="run `iobench restore` to put the settings back",
+            run_dir=run_dir.path,
+        )
     return result, interrupted
 
 

@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from iobench.errors import FULL, EnvironmentFault, ResultsError, RunStorageError, TargetVanished
+from iobench.errors import FULL, EnvironmentFault, HostLost, ResultsError, RunStorageError, TargetVanished
 from iobench.store.files import atomic_replacing, fsync_directory
 from iobench.store.records import FRAME_VERSION, Manifest, PointMeta, read_record, record_json
 
@@ -123,6 +123,10 @@ def remedy(fault: EnvironmentFault) -> str:
     """What the user does about ``fault`` before finishing: ``free space on /mnt/data``, ..."""
     if isinstance(fault, TargetVanished):
         return f"bring {fault.path} back"
+    if isinstance(fault, HostLost):
+        return (
+            f"make sure {fault.path} can be reached again (`iobench restore` puts back what was left changed)"
+        )
     if fault.errno in FULL:
         return f"free space on {mount_point(fault.path)}"
     if fault.errno == errno.EROFS:

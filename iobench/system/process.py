@@ -205,6 +205,7 @@ def spawn_process(
     stderr: str | os.PathLike[str] | None = None,
     stdout: bool = False,
     cwd: str | os.PathLike[str] | None = None,
+    stdin: bool = False,
 ) -> subprocess.Popen[bytes]:
     """Start ``argv`` in the background, in its own session, for a caller that stops it with :func:`stop_process`.
 
@@ -224,6 +225,9 @@ def spawn_process(
         Give the caller a pipe of the child's output (``proc.stdout``); discarded otherwise.
     cwd
         Working directory of the child.
+    stdin
+        Give the caller a pipe to the child's input (``proc.stdin``): the child
+        sees its end when the caller closes it, or exits; ``/dev/null`` otherwise.
 
     Raises
     ------
@@ -237,7 +241,7 @@ def spawn_process(
             args,
             env=dict(env) if env is not None else minimal_env(),
             cwd=Path(cwd) if cwd is not None else None,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
             stdout=subprocess.PIPE if stdout else subprocess.DEVNULL,
             stderr=sink,
             start_new_session=True,

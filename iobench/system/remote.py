@@ -91,11 +91,11 @@ done
 printf '%s R\n%s\n%s\n' "$d" "$(st /)" "$(st /dev)"
 """
 
-# $1: an awk program; every process's status file, one line each (see proc_table).
-PROC_SCRIPT = r"""awk "$1" /proc/[0-9]*/status 2>/dev/null; exit 0"""
+# $1: an awk program; every process's status file, one line each (see proc_table). `cat` goes on past
+# a process that ends while the list is read, where awk (mawk) given the files would stop at it.
+PROC_SCRIPT = r"""cat /proc/[0-9]*/status 2>/dev/null | awk "$1"; exit 0"""
 PROC_AWK = r"""
-FNR == 1 { p = ""; pp = ""; c = ""; m = ""; n = "" }
-/^Name:/ { n = $0; sub(/^Name:[ \t]*/, "", n) }
+/^Name:/ { p = ""; pp = ""; c = ""; m = ""; n = $0; sub(/^Name:[ \t]*/, "", n) }
 /^Pid:/ { p = $2 }
 /^PPid:/ { pp = $2 }
 /^Cpus_allowed_list:/ { c = $2 }
@@ -107,7 +107,7 @@ FNR == 1 { p = ""; pp = ""; c = ""; m = ""; n = "" }
 WATCH_SCRIPT = r"""
 i=0
 while [ "$i" -lt "$2" ]; do
-  awk "$3" /proc/[0-9]*/status 2>/dev/null
+  cat /proc/[0-9]*/status 2>/dev/null | awk "$3"
   echo @@
   sleep "$1"; i=$((i + 1))
 done
@@ -307,7 +307,12 @@ def _records(output: str, delimiter: str) -> list[tuple[str, str, list[str]]]:
 
 
 def _write_tree(root: Path, records: list[tuple[str, str, list[str]]]) -> None:
-    """Folders, then files, then symlinks: a link made last can never redirect a file written here."""
+    """Folders, then files, then symlinks: a link made last can never redirect a file written here.
+
+    A link is kept only when it resolves inside ``root`` once every link is
+    made: how its target reads says nothing when a component of it is
+    itself a link (``a -> b/../..`` with ``b -> .``).
+    """
     for kind, path, _ in records:
         where = _inside(root, path) if kind == "D" else None
         if where is not None:
@@ -317,17 +322,26 @@ def _write_tree(root: Path, records: list[tuple[str, str, list[str]]]) -> None:
         if where is None:
             continue
         where.parent.mkdir(parents=True, exist_ok=True)
-        if not os.path.realpath(where.parent).startswith(str(root)):
+        if not Path(os.path.realpath(where.parent)).is_relative_to(root):
             continue
         where.write_text("\n".join(lines[:-1] if lines and lines[-1] == "" else lines))
+    made = []
     for kind, path, lines in records:
         where = _inside(root, path) if kind == "L" else None
         target = lines[0] if lines else ""
         if where is None or not _link_stays_inside(root, where, target):
             continue
         where.parent.mkdir(parents=True, exist_ok=True)
-        if not os.path.lexists(where) and os.path.realpath(where.parent).startswith(str(root)):
+        if not os.path.lexists(where) and Path(os.path.realpath(where.parent)).is_relative_to(root):
             where.symlink_to(target)
+            made.append(where)
+    # Removing a link can change where another resolves: look again until none escapes.
+    escaping = made
+    while escaping:
+        escaping = [link for link in made if not Path(os.path.realpath(link)).is_relative_to(root)]
+        for link in escaping:
+            link.unlink()
+            made.remove(link)
 
 
 def fetch_snapshot(transport: Transport, dest: Path, targets: Iterable[str] = ()) -> Snapshot:

@@ -21,7 +21,6 @@ import json
 import os
 import shlex
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -41,6 +40,8 @@ COMMAND_TIMEOUT_S = 60.0
 ALIVE_INTERVAL_S = 5
 """``ServerAliveInterval``: a host that stops answering is noticed within three of these."""
 CONTROL_PREFIX = "iobench-ssh-"
+USER_MAY_SET = ("ConnectTimeout", "ServerAliveInterval", "ServerAliveCountMax")
+"""iobench's own ssh options that a host's ``ssh_options`` may replace (its value then wins)."""
 
 Executor = Callable[..., Completed]
 Spawner = Callable[..., "subprocess.Popen[bytes]"]
@@ -112,6 +113,9 @@ class Transport(Protocol):
     def run(self, argv: Sequence[str], *, timeout: float = COMMAND_TIMEOUT_S) -> Completed:
         """Run ``argv`` on the host and return what it printed (never raises on a non-zero exit)."""
 
+    def stream(self, argv: Sequence[str], *, stdin: bool = False) -> subprocess.Popen[bytes]:
+        """Start ``argv`` on the host; its output (and, with ``stdin``, its input) a pipe here."""
+
     def alive(self) -> bool:
         """Whether the connection still stands."""
 
@@ -137,11 +141,27 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def free_local_port() -> int:
-    """A TCP port on 127.0.0.1 nobody listens on now (the kernel's choice)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+# What ssh's last words say went wrong, by the words OpenSSH uses: (what happened, what to check).
+_FAILURES = (
+    (
+        ("Permission denied", "Too many authentication failures", "no matching", "Authentication failed"),
+        "refused the login",
+        "check that this user's key is accepted there without a prompt",
+    ),
+    (
+        ("Host key verification failed", "REMOTE HOST IDENTIFICATION HAS CHANGED", "host key"),
+        "could not be trusted",
+        "check its host key in ~/.ssh/known_hosts (BatchMode never asks)",
+    ),
+)
+
+
+def _failure(said: str) -> tuple[str, str]:
+    """How to name a failed connection from what ssh said; 'unreachable' only when nothing else fits."""
+    for words, what, check in _FAILURES:
+        if any(word.lower() in said.lower() for word in words):
+            return what, check
+    return "is unreachable", "check the address and that key login works without a prompt"
 
 
 def control_dir() -> Path:
@@ -219,7 +239,13 @@ class Ssh:
     lost: str | None = field(default=None, init=False)
 
     def options(self, *, master: bool = False) -> list[str]:
-        """iobench's ``-o`` options (first, so they win), then the host's own."""
+        """iobench's ``-o`` options (first, so they win), then the host's own.
+
+        ssh keeps the first value it gets for an option, so a user's
+        ``ConnectTimeout`` or ``ServerAlive*`` would lose to iobench's: where
+        the host's options name one of :data:`USER_MAY_SET`, iobench's is left out.
+        """
+        given = {option.partition("=")[0].strip().lower() for option in self.target.options}
         fixed = {
             "BatchMode": "yes",
             "ConnectTimeout": str(self.connect_timeout),
@@ -231,8 +257,15 @@ class Ssh:
             "ExitOnForwardFailure": "yes",
             "ClearAllForwardings": "no",
             "RequestTTY": "no",
+            # The local end of a socket forward: this user only (also OpenSSH's default).
+            "StreamLocalBindMask": "0177",
         }
-        argv = [item for key, value in fixed.items() for item in ("-o", f"{key}={value}")]
+        argv = [
+            item
+            for key, value in fixed.items()
+            if key.lower() not in given or key not in USER_MAY_SET
+            for item in ("-o", f"{key}={value}")
+        ]
         return argv + [item for option in self.target.options for item in ("-o", option)]
 
     def argv(self, remote: Sequence[str]) -> list[str]:
@@ -285,10 +318,8 @@ class Ssh:
             said = _last_line(self._stderr_path.read_text(errors="replace"))
         except OSError:
             said = ""
-        return (
-            f"host {self.target.describe()} is unreachable: {said or fallback}; "
-            f"check the address and that key login works without a prompt: `{self.target.command()}`"
-        )
+        what, check = _failure(said)
+        return f"host {self.target.describe()} {what}: {said or fallback}; {check}: `{self.target.command()}`"
 
     def alive(self) -> bool:
         """Whether the control connection still stands (its master process runs)."""
@@ -311,9 +342,8 @@ class Ssh:
             with nothing from the remote command).
         """
         if self.master is not None and self.master.poll() is not None:
-            self.lost = self.lost or self._why_not(
-                f"the connection closed (ssh status {self.master.returncode})"
-            )
+            said = self.lost_reason() or f"ssh exited with status {self.master.returncode}"
+            self.lost = self.lost or f"host {self.target.describe()}: the SSH connection dropped ({said})"
             raise HostUnreachable(self.lost)
         done = self.executor(self.argv(argv), timeout=timeout, env=ssh_env())
         if done.returncode == 255 and not self._check():
@@ -323,22 +353,27 @@ class Ssh:
             raise HostUnreachable(self.lost)
         return done
 
-    def stream(self, argv: Sequence[str]) -> subprocess.Popen[bytes]:
+    def stream(self, argv: Sequence[str], *, stdin: bool = False) -> subprocess.Popen[bytes]:
         """Start ``argv`` on the host and hand back its output as a pipe (``proc.stdout``).
 
-        The caller stops it with :func:`~iobench.system.process.stop_process`;
-        the remote side ends at its next write once this end is gone.
+        With ``stdin``, its input is a pipe from here too (``proc.stdin``): the
+        remote command sees it end when the caller closes it, when this
+        process dies, or when the connection drops. The caller stops it with
+        :func:`~iobench.system.process.stop_process`; without ``stdin`` the
+        remote side ends at its next write once this end is gone.
         """
-        return self.spawner(self.argv(argv), env=ssh_env(), stdout=True)
+        return self.spawner(self.argv(argv), env=ssh_env(), stdout=True, stdin=stdin)
 
     def script(self, script: str, *args: str, timeout: float = COMMAND_TIMEOUT_S) -> Completed:
         """Run one of iobench's constant shell scripts on the host with ``args`` as ``$1``…"""
         return self.run(["sh", "-c", script, "sh", *args], timeout=timeout)
 
-    def forward(self, local_port: int, remote_port: int) -> str:
-        """Forward 127.0.0.1:``local_port`` here to 127.0.0.1:``remote_port`` on the host.
+    def forward(self, local: str, remote: str) -> str:
+        """Forward the Unix socket ``local`` here to the Unix socket ``remote`` on the host.
 
-        Both ends are loopback: nothing listens on a routable address, here or there.
+        No TCP port is opened on either side: ssh creates ``local`` with
+        ``StreamLocalBindMask`` (this user only) and connects to ``remote`` as
+        the SSH user, whose folder protects it there.
 
         Returns
         -------
@@ -348,16 +383,16 @@ class Ssh:
         Raises
         ------
         HostUnreachable
-            When ssh refuses the forward (port taken, forwarding disabled on the server).
+            When ssh refuses the forward (forwarding disabled on the server).
         """
-        spec = f"127.0.0.1:{local_port}:127.0.0.1:{remote_port}"
+        spec = f"{local}:{remote}"
         argv = [self.binary, "-o", f"ControlPath={self.control_path}", "-O", "forward", "-L", spec]
         done = self.executor([*argv, self.target.destination], timeout=30, env=ssh_env())
         if done.returncode != 0:
             raise HostUnreachable(
-                f"host {self.target.describe()}: ssh refused the port forward {spec}: "
-                f"{_last_line(done.stderr) or f'status {done.returncode}'}; the server must allow "
-                "TCP forwarding (AllowTcpForwarding yes in sshd_config)"
+                f"host {self.target.describe()}: ssh refused to forward a socket to {remote}: "
+                f"{_last_line(done.stderr) or f'status {done.returncode}'}; the server must allow it "
+                "(AllowStreamLocalForwarding yes, the default, in sshd_config)"
             )
         self.forwards.append(spec)
         return spec

@@ -1,10 +1,12 @@
 """fio's client/server output with each host named as the caller knows it, by where it connected.
 
 fio writes into each ``client_stats`` entry the ``hostname`` its client was
-given and the ``port``. Through an SSH forward every server is ``127.0.0.1``,
-so the local port is what tells the hosts apart; servers named directly may
-share a port (fio's default) and differ in address. A client is therefore
-known by both: ``(hostname, port)``, as in ``--client=<hostname>,<port>``. The ``All clients`` entry is a
+given and the ``port``. iobench reaches each host's server through a Unix
+socket that a point's folder names after the host (``--client=sock:host-a``):
+fio reports that name as the ``hostname``. Runs of older iobench versions
+reached servers through TCP forwards on ``127.0.0.1``, where the local port
+told hosts apart; such a client is known by both, ``(hostname, port)``, as in
+``--client=<hostname>,<port>``. The ``All clients`` entry is a
 sum fio makes, stamped with whichever host reported last: it is never data
 (:mod:`iobench.results.points` combines hosts as it combines jobs).
 """
@@ -21,20 +23,24 @@ from iobench.results.fioout.frame import to_frame
 from iobench.results.fioout.jsonout import ALL_CLIENTS, read_json
 
 
-def client_key(client: str) -> tuple[str, int]:
-    """``127.0.0.1,41023`` (what ``fio --client=`` took) as ``("127.0.0.1", 41023)``.
+def client_key(client: str) -> tuple[str, int | None]:
+    """What ``fio --client=`` took, as fio's output names it: ``sock:host-a`` → ``("host-a", None)``.
+
+    ``127.0.0.1,41023`` (a TCP client of an older run) → ``("127.0.0.1", 41023)``.
 
     Raises
     ------
     ValueError
-        When ``client`` does not end in ``,<port>``.
+        When ``client`` is neither ``sock:NAME`` nor ends in ``,<port>``.
     """
+    if client.startswith("sock:"):
+        return client.removeprefix("sock:"), None
     address, _, port = client.rpartition(",")
     return address, int(port)
 
 
 def parse_client_output(
-    text: str, clients: Mapping[tuple[str, int], str], *, origin: str = "<text>"
+    text: str, clients: Mapping[tuple[str, int | None], str], *, origin: str = "<text>"
 ) -> pd.DataFrame:
     """The tidy frame of the hosts in ``clients``, their ``host`` column their names.
 
@@ -43,9 +49,10 @@ def parse_client_output(
     text : str
         What ``fio --client=... --output-format=json+`` wrote (the servers'
         text lines around the JSON are skipped, fio #731/#1931).
-    clients : mapping of (str, int) to str
+    clients : mapping of (str, int or None) to str
         ``(hostname, port)`` as given to ``--client`` → the host's name (see
-        :func:`client_key`); entries of other clients are left out.
+        :func:`client_key`; port None for a socket: the name alone); entries
+        of other clients are left out.
     origin : str
         Name for messages and the ``source`` column.
 
@@ -66,7 +73,8 @@ def parse_client_output(
     for entry in obj["client_stats"]:
         if not isinstance(entry, dict) or entry.get("jobname") == ALL_CLIENTS:
             continue
-        name = clients.get((str(entry.get("hostname")), entry.get("port")))  # type: ignore[arg-type]
+        hostname = str(entry.get("hostname"))
+        name = clients.get((hostname, None)) or clients.get((hostname, entry.get("port")))
         if name is not None:
             entries.append({**entry, "hostname": name})
     return to_frame(read_json({**obj, "client_stats": entries}), origin)
