@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import errno
 import os
+from dataclasses import dataclass
+from typing import Literal
 
 
 class IobenchError(Exception):
@@ -48,11 +50,55 @@ class ResultsError(IobenchError):
     """A results directory or fio output cannot be read."""
 
 
+@dataclass(frozen=True)
+class NextStep:
+    """One thing to do to finish the work after an :class:`EnvironmentFault`: facts, not a command line.
+
+    The CLI turns each into the command a user types; the library's message
+    says it in words.
+
+    Attributes
+    ----------
+    action : {"resume", "report", "restore", "run"}
+        Resume the run directory, draw its report, put device settings back,
+        or start the run again.
+    run_dir : str or None
+        The run directory concerned (resume, report).
+    matrix : str or None
+        The matrix file (resume, run).
+    left : int or None
+        How many points a resume would run.
+    out : str or None
+        Where the report goes, when not the default.
+    does : str
+        What the step achieves, in words (``draws the figures``).
+    """
+
+    action: Literal["resume", "report", "restore", "run"]
+    run_dir: str | None = None
+    matrix: str | None = None
+    left: int | None = None
+    out: str | None = None
+    does: str = ""
+
+    def words(self) -> str:
+        """The step in words, for a message that is not a command line."""
+        if self.action == "resume":
+            left = "" if self.left is None else f" ({self.left} point{'' if self.left == 1 else 's'} left)"
+            return f"resume {self.run_dir}{left}"
+        if self.action == "report":
+            return f"draw the report of {self.run_dir}" + (f" into {self.out}" if self.out else "")
+        if self.action == "restore":
+            return "restore the device settings (iobench restore)"
+        return f"start {self.matrix} again"
+
+
 class EnvironmentFault(IobenchError):
     """The machine failed under a run: its disk filled, its directory went away, its target vanished.
 
     Nothing was wrong with the input, so the exit status is 3, not 2. The
-    message is one short paragraph built from the attributes.
+    message is one short paragraph built from the attributes; how to finish
+    is kept as facts (:class:`NextStep`), which the CLI turns into commands.
 
     Attributes
     ----------
@@ -61,9 +107,11 @@ class EnvironmentFault(IobenchError):
     path : str
         The file, directory or target it happened to.
     kept : str
-        What survived (filled in by the runner once it knows).
-    finish : str
-        How to finish the work (likewise).
+        What survived, in words (filled in by the runner once it knows).
+    remedy : str
+        What to do about the cause before finishing (``free space on /mnt``).
+    steps : list of NextStep
+        Then how to finish the work.
     errno : int or None
         The operating system's error number, when there was one.
     run_dir : str or None
@@ -80,18 +128,29 @@ class EnvironmentFault(IobenchError):
         path: str | os.PathLike[str],
         *,
         kept: str = "",
-        finish: str = "",
         errno: int | None = None,
         run_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self.what = what
         self.path = os.fspath(path)
         self.kept = kept
-        self.finish = finish
+        self.remedy = ""
+        self.steps: list[NextStep] = []
         self.errno = errno
         self.run_dir = None if run_dir is None else os.fspath(run_dir)
         self.counts: dict[str, int] = {}
         super().__init__(what, self.path)
+
+    @property
+    def finish(self) -> str:
+        """How to finish, in words: the remedy, then each step."""
+        steps = "; ".join(
+            step.words() + (f" ({step.does})" if step.does and step.action != "resume" else "")
+            for step in self.steps
+        )
+        if self.remedy and steps:
+            return f"{self.remedy}, then {steps}"
+        return self.remedy or steps
 
     def __str__(self) -> str:
         lines = [f"{self.what}: {self.path}"]

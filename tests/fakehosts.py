@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from iobench.system.hosts import PROBE_SCRIPT, Connector
-from iobench.system.process import Completed, run_process, spawn_process
+from iobench.system.process import Completed, minimal_env, run_process, spawn_process
 from iobench.system.ssh import COMMAND_TIMEOUT_S, HostUnreachable, SshTarget
 
 Answer = Callable[[Sequence[str]], Completed | None]
@@ -65,6 +65,10 @@ class LocalConnection:
     def target(self) -> SshTarget:
         return self._target
 
+    def env(self) -> dict[str, str]:
+        """What a login there would have: its own home (state, locks), the PATH of this machine."""
+        return minimal_env({"HOME": str(self.home)})
+
     def start(self) -> None:
         pass
 
@@ -81,12 +85,12 @@ class LocalConnection:
             found = answer(args)
             if found is not None:
                 return found
-        return run_process(args, cwd=self.home, timeout=timeout)
+        return run_process(args, cwd=self.home, timeout=timeout, env=self.env())
 
     def stream(self, argv: Sequence[str], *, stdin: bool = False) -> subprocess.Popen[bytes]:
         if self.cut_reason is not None:
             raise HostUnreachable(f"host {self.target.describe()} stopped answering: {self.cut_reason}")
-        proc = spawn_process([str(a) for a in argv], stdout=True, cwd=self.home, stdin=stdin)
+        proc = spawn_process([str(a) for a in argv], stdout=True, cwd=self.home, stdin=stdin, env=self.env())
         self.streams.append(proc)
         return proc
 

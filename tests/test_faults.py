@@ -205,7 +205,8 @@ def test_a_small_disk_fills_up_on_its_own(
     saved = saved_points(run_dir)
     assert 0 < len(saved) < 64 and fault.counts == {"ok": len(saved)}
     assert {m["status"] for m in saved.values()} == {"ok"}
-    assert f"runs the {64 - len(saved)} points left" in fault.finish
+    assert fault.steps[0].action == "resume" and fault.steps[0].left == 64 - len(saved)
+    assert fault.steps[0].run_dir == str(run_dir)
     assert_nothing_half_written(run_dir)
 
     _sh("mount", "-o", "remount,size=16m", str(disk))
@@ -242,7 +243,8 @@ def test_disk_full_at_the_frame_leaves_no_half_written_frame_and_report_rebuilds
         fault.kept
         == f"every point: 4 points (4 ok) in {run_dir}; the frame (results.parquet) was not written"
     )
-    assert f"`iobench report {run_dir}` rebuilds the frame and draws the figures" in fault.finish
+    assert (fault.steps[0].action, fault.steps[0].run_dir) == ("report", str(run_dir))
+    assert fault.steps[0].does == "rebuilds the frame and draws the figures"
     assert not (run_dir / "results.parquet").exists()
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "running"
     assert_nothing_half_written(run_dir)
@@ -310,7 +312,8 @@ def test_run_directory_made_read_only_between_points(
         f"the file system is read-only while saving point 0002-r1: {run_dir}/points/.0002-r1.partial/"
     )
     assert fault.kept == f"1 point (1 ok) in {run_dir}; the frame (results.parquet) was not written"
-    assert fault.finish.startswith(f"make {disk} writable again, then `iobench run {matrix.source} --resume")
+    assert fault.remedy == f"make {disk} writable again"
+    assert (fault.steps[0].action, fault.steps[0].matrix) == ("resume", matrix.source)
     assert sorted(saved_points(run_dir)) == ["0001-r1"]
     frame = iobench.load(run_dir)  # a read-only run directory still reads
     assert frame["point"].tolist() == [1] and not (run_dir / "results.parquet").exists()
@@ -449,7 +452,7 @@ def test_file_target_deleted_mid_run(write_matrix: Callable[..., Path], tmp_path
         f"target vanished (deleted, or its device removed, during the run): {target}"
     )
     assert fault.kept == f"2 points (2 ok) in {run_dir}"  # the frame was saved too
-    assert fault.finish.startswith(f"bring {target} back, then `iobench run")
+    assert fault.remedy == f"bring {target} back" and fault.steps[0].action == "resume"
     assert calls == 2 and sorted(saved_points(run_dir)) == ["0001-r1", "0002-r1"]
     assert len(pd.read_parquet(run_dir / "results.parquet").drop_duplicates("point")) == 2
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "stopped"

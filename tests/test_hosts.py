@@ -27,12 +27,12 @@ from sysfs_snapshots import SnapshotCache
 
 from iobench.errors import HostLost, IobenchError, MatrixError
 from iobench.matrix.model import load_matrix
-from iobench.planner.hosts import client_argv, host_specs, plan_on_fleet
 from iobench.planner.placement import Placement, job_binding
+from iobench.planner.plans import client_argv, host_sites, host_specs, plan_points
 from iobench.results.fioout.clients import parse_client_output
 from iobench.results.points import point_totals
 from iobench.results.rundir import load
-from iobench.runner.hosts import run_hosts
+from iobench.runner.sweep import run as run_hosts
 from iobench.system import hosts as hosts_mod
 from iobench.system.fioserver import server_token, stop_stale, token_stale
 from iobench.system.hostfs import SystemFileError
@@ -688,7 +688,7 @@ def test_each_host_is_placed_against_its_own_topology(
                 topology,
                 locations,
             )
-        plan = plan_on_fleet(m, fleet)
+        plan = plan_points(m, host_sites(m, fleet), hosts=[h.facts for h in fleet.hosts if h.facts])
     by = {(r.params["host"], r.params["binding"]): r for r in plan.runs}
     local_big = by[("big", "local")].processes[0]
     assert (local_big.host, local_big.cpu_node, local_big.mem_node) == ("big", 1, 1)
@@ -708,14 +708,14 @@ def test_client_argv_gives_each_host_its_job_file() -> None:
             self.host, self.argv = host, argv
 
     processes = [P("a", ("--client=a", "--readonly", "job-a.fio")), P("b", ("--client=b", "job-b.fio"))]
-    assert client_argv("/usr/bin/fio", processes, {"a": "127.0.0.1,40001", "b": "127.0.0.1,40002"}) == [
+    assert client_argv("/usr/bin/fio", processes, {"a": "sock:host-a", "b": "sock:host-b"}) == [  # type: ignore[arg-type]
         "/usr/bin/fio",
         "--output-format=json+",
         "--output=fio.json",
-        "--client=127.0.0.1,40001",
+        "--client=sock:host-a",
         "--readonly",
         "job-a.fio",
-        "--client=127.0.0.1,40002",
+        "--client=sock:host-b",
         "job-b.fio",
     ]
 
@@ -925,7 +925,9 @@ def test_a_host_that_dies_fails_its_points_and_resume_completes_them(
     # A dropped connection is the environment's fault: exit 3, the frame written, how to finish said.
     assert fault.exit_code == 3 and fault.run_dir is not None
     run_dir = Path(fault.run_dir)
-    assert "host b" in str(fault) and "--resume" in fault.finish and "iobench restore" in fault.finish
+    assert "host b" in str(fault) and "root@b can be reached again" in fault.remedy
+    assert [step.action for step in fault.steps] == ["restore", "resume", "report"]
+    assert fault.steps[1].left == 1 and fault.steps[1].run_dir == fault.run_dir
     frame = load(run_dir)
     failed = frame[frame["status"] == "failed"]
     assert set(failed["host"]) == {"b"}

@@ -20,10 +20,12 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -512,23 +514,22 @@ def test_a_control_connection_killed_mid_sweep_is_exit_3_with_the_frame_and_noth
     assert_nothing_left(two_hosts)
 
 
-def test_the_nobody_probe_would_connect_to_a_socket_others_may_reach(tmp_path: Path) -> None:
+def test_the_nobody_probe_would_connect_to_a_socket_others_may_reach() -> None:
     """The permission check is not vacuous: a socket in a folder others may enter is reached."""
-    folder = tmp_path / "open"
-    folder.mkdir()
-    for path in (tmp_path.parent, tmp_path, folder):
-        path.chmod(0o755)
+    folder = Path(tempfile.mkdtemp(prefix="iobench-probe-", dir="/tmp"))  # pytest's own folders are private
+    folder.chmod(0o755)
     server = socket.socket(socket.AF_UNIX)
     path = folder / "s.sock"
-    server.bind(str(path))
-    path.chmod(0o777)
-    server.listen()
     try:
+        server.bind(str(path))
+        path.chmod(0o777)
+        server.listen()
         assert connect_as_nobody(str(path)) == "connected"
         folder.chmod(0o700)
         assert connect_as_nobody(str(path)) == "Permission denied"
     finally:
         server.close()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_the_watch_would_see_a_server_on_a_routable_address(two_hosts: NetnsHosts) -> None:

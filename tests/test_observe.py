@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from iobench.matrix.model import load_matrix
-from iobench.runner.sweep import WATCH_POLL_S, WATCH_QUICK_S, run
+from iobench.runner.point import WATCH_POLL_S, WATCH_QUICK_S
+from iobench.runner.sweep import run
 from iobench.system.observe import GroupWatcher, Observed, check_placement, observe_group
 from iobench.system.process import run_process
 

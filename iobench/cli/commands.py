@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from iobench.errors import FULL, EnvironmentFault, IobenchError, RunStorageError
+from iobench.errors import FULL, EnvironmentFault, IobenchError, NextStep, RunStorageError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -58,10 +58,46 @@ FsrootOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
 
-def _fail(exc: IobenchError) -> typer.Exit:
+def _fail(exc: IobenchError, run_options: list[str] | None = None) -> typer.Exit:
+    """Print ``exc`` as the user reads it; an environment fault's steps become commands.
+
+    ``run_options``: options of the ``iobench run`` that failed (``--target``,
+    ``--allow-write``), repeated in the command that resumes it.
+    """
+    text = _fault_text(exc, run_options or []) if isinstance(exc, EnvironmentFault) else str(exc)
     notes = "".join(f"\n  {note}" for note in getattr(exc, "__notes__", ()))
-    _err().print(f"[bold red]iobench:[/] {_escape(str(exc) + notes)}", markup=True, soft_wrap=True)
+    _err().print(f"[bold red]iobench:[/] {_escape(text + notes)}", markup=True, soft_wrap=True)
     return typer.Exit(code=exc.exit_code)
+
+
+def _fault_text(fault: EnvironmentFault, run_options: list[str]) -> str:
+    lines = [f"{fault.what}: {fault.path}"]
+    if fault.kept:
+        lines.append(f"  kept: {fault.kept}")
+    steps = "; ".join(_step_text(step, run_options) for step in fault.steps)
+    finish = f"{fault.remedy}, then {steps}" if fault.remedy and steps else fault.remedy or steps
+    if finish:
+        lines.append(f"  to finish: {finish}")
+    return "\n".join(lines)
+
+
+def _step_text(step: NextStep, run_options: list[str]) -> str:
+    """A step as the command that does it, and what it does."""
+    if step.action == "resume":
+        argv = ["iobench", "run", str(step.matrix), *run_options, "--resume", str(step.run_dir)]
+        if step.does:
+            does = step.does
+        elif step.left is not None:
+            does = f"runs the {step.left} point{'' if step.left == 1 else 's'} left"
+        else:
+            does = "runs what is left"
+        return f"`{shlex.join(argv)}` {does}"
+    if step.action == "report":
+        argv = ["iobench", "report", str(step.run_dir)] + ([] if step.out is None else ["-o", step.out])
+        return f"`{shlex.join(argv)}`" + (f" {step.does}" if step.does else " again")
+    if step.action == "restore":
+        return "`iobench restore`" + (f" {step.does}" if step.does else "")
+    return f"start again with `{shlex.join(['iobench', 'run', str(step.matrix), *run_options])}`"
 
 
 def _os_fault(exc: OSError) -> typer.Exit:
@@ -71,9 +107,6 @@ def _os_fault(exc: OSError) -> typer.Exit:
     return _fail(RunStorageError.from_os_error(exc))
 
 
-FIGURE_MODULES = ("matplotlib.backends.backend_agg", "iobench.plots.files")
-
-
 class _DrawLater:
     """Progress that gets the figures ready: their modules load while the first point runs, drawing starts
     as soon as the frame of the points is (``frame_ready``), and the command collects them at the end."""
@@ -81,19 +114,13 @@ class _DrawLater:
     drawing: Any = None
 
     def __init__(self, shown: Any) -> None:
-        from iobench.runner.preload import also
-
         self.shown = shown
-        also(FIGURE_MODULES)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.shown, name)
 
     def frame_ready(self, run_dir: Path, frame: Any) -> None:
         """Start drawing the figures while the runner adds telemetry and steady state to the frame."""
-        from iobench.runner import preload
-
-        preload.wait()  # forking while another thread imports could leave a child an import lock nobody holds
         from iobench.plots.files import start_run_figures
 
         try:
@@ -147,7 +174,7 @@ def run(
     """
     from iobench.cli.console import PlainProgress
     from iobench.matrix.model import load_matrix
-    from iobench.runner.sweep import NullProgress, Progress
+    from iobench.runner.sweep import NullProgress, Progress, RunInterrupted
     from iobench.runner.sweep import run as run_matrix
 
     progress: Progress
@@ -179,12 +206,20 @@ def run(
 
             drawn = run_figures(result.run_dir, result.frame, result.counts, drawing=drawer.drawing)
             drawer.drawing = None
-    except EnvironmentFault as exc:
-        if (target or allow_write) and "--resume" in exc.finish:
-            exc.finish += " (with the same --target and --allow-write options)"
-        raise _fail(exc) from None
+    except RunInterrupted as exc:
+        options = [f"--target={t}" for t in target or []] + [f"--allow-write={a}" for a in allow_write or []]
+        again = shlex.join(["iobench", "run", str(matrix), *options, "--resume", str(exc.result.run_dir)])
+        saved = exc.result.counts.get("ok", 0)
+        _err().print(
+            f"iobench: interrupted: {saved} points finished and were saved in {exc.result.run_dir}; "
+            f"continue with `{again}`",
+            markup=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(code=exc.exit_code) from None
     except IobenchError as exc:
-        raise _fail(exc) from None
+        options = [f"--target={t}" for t in target or []] + [f"--allow-write={a}" for a in allow_write or []]
+        raise _fail(exc, options) from None
     except OSError as exc:
         raise _os_fault(exc) from None
     except KeyboardInterrupt:
@@ -209,6 +244,27 @@ def run(
     raise typer.Exit(code=result.exit_code)
 
 
+def _describe_hosts(the_plan: Any) -> list[str]:
+    """One line per host and per target on it: who it is and where its targets are."""
+    from iobench.system.cpulist import format_cpulist
+
+    lines = []
+    for site, facts in zip(the_plan.sites, the_plan.hosts, strict=True):
+        nodes = ", ".join(f"node {n.id}: cpus {format_cpulist(n.cpus) or '-'}" for n in facts.topology.nodes)
+        lines.append(
+            f"host {facts.name} ({facts.spec.target.destination}): hostname {facts.hostname or '?'}, "
+            f"{facts.fio_version}, kernel {facts.kernel or '?'}; {nodes}"
+        )
+        for target in site.targets:
+            location = site.locations[target.path]
+            home = location.home_node if location.home_node is not None else target.home_node
+            lines.append(
+                f"  target {target.path}: {location.kind}, disks {', '.join(location.disks) or '-'}, "
+                f"home node {home if home is not None else 'unknown'}"
+            )
+    return lines
+
+
 def _show_plan(the_plan: Any) -> None:
     m = the_plan.matrix
     print(
@@ -216,10 +272,10 @@ def _show_plan(the_plan: Any) -> None:
         + (f" (seed {the_plan.seed})" if the_plan.seed is not None else "")
     )
     if the_plan.hosts:
-        from iobench.planner.hosts import client_argv, describe_hosts
+        from iobench.planner.plans import client_argv
 
         print(f"fio: {m.fio_binary} ({m.fio_version}) as client; fio --server on each host")
-        print("\n".join(describe_hosts(the_plan)))
+        print("\n".join(_describe_hosts(the_plan)))
     else:
         print(f"fio: {m.fio_binary} ({m.fio_version}); topology from {the_plan.fsroot}")
     targets = [] if the_plan.hosts else m.targets

@@ -6,30 +6,34 @@ executes exactly what ``plan`` returns.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import secrets
 import shutil
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from iobench.errors import TopologyError, TuningError
 from iobench.matrix.expand import Combo
+from iobench.matrix.hosts import Host as MatrixHost
 from iobench.matrix.model import Matrix, Target, point_writes
 from iobench.matrix.values import IOBENCH_AXES, Duration, Value, fio_text
 from iobench.planner.jobfile import render_jobfile
 from iobench.planner.placement import Placement, Skip, job_binding, resolve_placement
 from iobench.system.cpulist import format_cpulist
 from iobench.system.hostfs import SystemRoot
+from iobench.system.hosts import Fleet, HostFacts, HostSpec
 from iobench.system.pcie import PcieFinding, sweep_findings
+from iobench.system.remote import RemoteRoot
+from iobench.system.remoteguard import RemoteMachine
 from iobench.system.safety import check_targets, root_disks
+from iobench.system.ssh import SshTarget
 from iobench.system.topology import TargetLocation, Topology, discover_topology, locate_target
 from iobench.system.tuning import QUEUE_SETTINGS as SETTINGS
 from iobench.system.tuning import validate
 from iobench.version import __version__
-
-if TYPE_CHECKING:
-    from iobench.system.hosts import HostFacts
 
 DEFAULT_TIMEOUT_S = 3600.0
 
@@ -53,7 +57,7 @@ class FioProcess:
     """The job processes fio forks (``numjobs`` per section); 0 when its jobs are threads (``thread``)."""
     host: str | None = None
     """The host whose fio server runs it (``hosts:``); None: this machine. Its ``argv`` is then
-    this host's part of the point's one ``fio --client`` command (:mod:`iobench.planner.hosts`)."""
+    this host's part of the point's one ``fio --client`` command (:func:`client_argv`)."""
 
     def to_json(self) -> dict[str, Any]:
         """The SPEC §1 ``processes[]`` object."""
@@ -110,6 +114,43 @@ class PlannedRun:
 
 
 @dataclass(frozen=True)
+class SiteFacts:
+    """A machine the points are planned on: this one, or a host of the matrix.
+
+    Attributes
+    ----------
+    host : str or None
+        The frame's ``host`` (its configured name, else its hostname); None for this machine.
+    label : str
+        Put before what is said about it (``host a (root@storage-a): ``); empty here.
+    targets : tuple of Target
+        Its targets (a host's own, else the matrix's).
+    topology : Topology
+        Read from its sysfs (this machine's, a ``--fsroot`` snapshot, a host's snapshot).
+    locations : dict of str to TargetLocation
+        Each target as located there.
+    fsroot : str
+        The root its sysfs was read from (``/`` for this machine when live).
+    system : SystemRoot
+        Its sysfs as device settings are checked against (live where it can be).
+    system_disks : frozenset of str
+        Disks under its ``/``, whose settings iobench never changes.
+    drop_caches : bool or None
+        Whether this user may drop its page cache; None when not asked (a snapshot).
+    """
+
+    host: str | None
+    label: str
+    targets: tuple[Target, ...]
+    topology: Topology = field(repr=False)
+    locations: dict[str, TargetLocation] = field(repr=False)
+    fsroot: str
+    system: SystemRoot = field(repr=False)
+    system_disks: frozenset[str] = frozenset()
+    drop_caches: bool | None = None
+
+
+@dataclass(frozen=True)
 class Plan:
     """Everything a run will do, in the order it will do it.
 
@@ -127,6 +168,15 @@ class Plan:
     warnings: tuple[PcieFinding, ...] = ()
     hosts: tuple[HostFacts, ...] = field(default=(), repr=False)
     """Each host's facts from the preflight (``hosts:``); empty for this machine."""
+    sites: tuple[SiteFacts, ...] = field(default=(), repr=False)
+    """The machines the points run on: this one, or each host, in matrix order."""
+
+    def site(self, host: str | None) -> SiteFacts:
+        """The site a process runs on (its ``host``; None: this machine)."""
+        for site in self.sites:
+            if site.host == host:
+                return site
+        raise KeyError(host)
 
     def to_json(self) -> list[dict[str, Any]]:
         """``plan --json``: one object per point × repeat."""
@@ -330,31 +380,173 @@ def _ordered(runs: list[list[PlannedRun]], order: str, seed: int | None) -> list
     return interleaved
 
 
-def _check_settings(planner: _Planner, points: list[list[PlannedRun]], root: str, drop: bool) -> None:
-    """Every device setting must be one the disk accepts, checked before anything runs."""
-    problems = set(planner.problems)
+def _merge(index: int, combo: Combo, per_site: dict[str | None, list[PlannedRun]]) -> list[PlannedRun]:
+    """One run per repeat from each site's runs of the point (one site: its runs as they are)."""
+    if list(per_site) == [None]:
+        return per_site[None]
+    merged = []
+    for parts in zip(*per_site.values(), strict=True):
+        skipped = [(name, p) for name, p in zip(per_site, parts, strict=True) if p.status == "skipped"]
+        reason = "; ".join(f"host {name}: {p.reason}" for name, p in skipped) or None
+        settings = {
+            f"{name}:{disk}": values
+            for name, p in zip(per_site, parts, strict=True)
+            for disk, values in p.settings.items()
+        }
+        expected = [p.expected_s for p in parts]
+        merged.append(
+            PlannedRun(
+                point=index,
+                repeat=parts[0].repeat,
+                params=combo,
+                status="skipped" if skipped else "run",
+                reason=reason,
+                processes=() if skipped else tuple(proc for p in parts for proc in p.processes),
+                settings=settings,
+                writes=any(p.writes for p in parts),
+                timeout_s=max(p.timeout_s for p in parts),
+                expected_s=None
+                if any(e is None for e in expected)
+                else max(e for e in expected if e is not None),
+                runtime_s=parts[0].runtime_s,
+            )
+        )
+    return merged
+
+
+def _settings_problems(
+    site: SiteFacts, planner: _Planner, points: list[list[PlannedRun]], drop: bool
+) -> set[str]:
+    """Every device setting must be one the site's disk accepts, checked before anything runs."""
+    problems = {site.label + p for p in planner.problems}
     distinct: dict[str, dict[str, set[Any]]] = {}
     for point in points:
-        for disk, wanted in point[0].settings.items():
+        for key, wanted in point[0].settings.items():
+            owner, _, disk = key.rpartition(":")
+            if (owner or None) != site.host:
+                continue
             for name, value in wanted.items():
                 distinct.setdefault(disk, {}).setdefault(name, set()).add(value)
     for disk, names in distinct.items():
         for name, choices in names.items():
             for value in sorted(choices, key=str):
-                problems.update(validate({disk: {name: value}}, sysfs=os.path.join(root, "sys")))
-    live = os.path.realpath(root) == "/"
-    system_disks = root_disks(SystemRoot()) if live and distinct else set()
-    for disk in sorted(system_disks & set(distinct)):
+                problems.update(site.label + p for p in validate({disk: {name: value}}, system=site.system))
+    for disk in sorted(site.system_disks & set(distinct)):
         problems.add(
-            f"disk {disk} holds / (the system disk): iobench does not change its "
+            f"{site.label}disk {disk} holds / (the system disk): iobench does not change its "
             f"{' or '.join(sorted(distinct[disk]))}; put the target on another disk or a loop device"
         )
-    if drop and live and not SystemRoot().writable("proc/sys/vm/drop_caches"):
-        problems.add("drop_caches: true needs root (it writes /proc/sys/vm/drop_caches)")
+    if drop and site.drop_caches is False:
+        problems.add(f"{site.label}drop_caches: true needs root (it writes /proc/sys/vm/drop_caches)")
+    return problems
+
+
+def plan_points(
+    matrix: Matrix, sites: Sequence[SiteFacts], *, seed: int | None = None, hosts: Sequence[HostFacts] = ()
+) -> Plan:
+    """Place every point × repeat of ``matrix`` on ``sites``: the one planner for this machine and for hosts.
+
+    A point runs on one host (the ``host`` axis) or on every site at once,
+    each site's part placed against that site's own topology; a point some
+    site cannot place is skipped, naming the host (a point's numbers are those
+    of all its sites together).
+
+    Raises
+    ------
+    TopologyError
+        A target's ``home_node`` is not a node of its site, or no point can be placed.
+    TuningError
+        A device setting some site cannot take.
+
+    ``hosts``: each host's facts from the preflight, kept in the plan (``plan --json``, the manifest).
+    """
+    for site in sites:
+        for target in site.targets:
+            if target.home_node is not None and site.topology.node(target.home_node) is None:
+                nodes = ", ".join(str(n.id) for n in site.topology.nodes)
+                where = f"{site.label}" if site.host is not None else ""
+                raise TopologyError(
+                    f"{matrix.source}: {where}target {target.path}: home_node {target.home_node} is not a "
+                    f"NUMA node {'there' if site.host is not None else 'of this machine'} (nodes: {nodes})"
+                )
+    planners = {
+        site.host: _Planner(
+            dataclasses.replace(matrix, targets=site.targets),
+            site.topology,
+            site.locations,
+            site.fsroot,
+            host=site.host,
+        )
+        for site in sites
+    }
+    by_configured = {h.name: site.host for h, site in zip(matrix.hosts, sites, strict=False) if h.name}
+    points = []
+    for index, combo in enumerate(matrix.combos, start=1):
+        chosen = [by_configured[str(combo["host"])]] if "host" in combo else list(planners)
+        points.append(_merge(index, combo, {name: planners[name].point(index, combo) for name in chosen}))
+    problems: set[str] = set()
+    for site in sites:
+        problems |= _settings_problems(site, planners[site.host], points, matrix.drop_caches)
     if problems:
         raise TuningError(
             "device settings refused, nothing was run:\n" + "\n".join(f"  {p}" for p in sorted(problems))
         )
+    if points and all(p[0].status == "skipped" for p in points):
+        reasons = sorted({p[0].reason or "" for p in points})
+        where = "on these hosts" if matrix.hosts else "on this machine"
+        raise TopologyError(
+            f"{matrix.source}: every point is skipped {where}:\n" + "\n".join(f"  {r}" for r in reasons)
+        )
+    if matrix.order == "shuffled":
+        seed = (
+            seed if seed is not None else matrix.seed if matrix.seed is not None else secrets.randbelow(2**31)
+        )
+    else:
+        seed = None
+    first = sites[0]
+    disks = [disk for site in sites for location in site.locations.values() for disk in location.disks]
+    warnings = tuple(sweep_findings(first.topology.placements(), disks)) if first.host is None else ()
+    return Plan(
+        matrix,
+        tuple(_ordered(points, matrix.order, seed)),
+        seed,
+        first.fsroot,
+        first.topology,
+        first.locations if first.host is None else {},
+        warnings,
+        hosts=tuple(hosts),
+        sites=tuple(sites),
+    )
+
+
+def local_site(matrix: Matrix, fsroot: str = "/", allow_write: Sequence[str] = ()) -> SiteFacts:
+    """This machine as a site: its topology, its targets located and guarded (when live).
+
+    Raises
+    ------
+    SafetyError
+        When a point would write where it must not.
+    TopologyError
+        When sysfs cannot be read.
+    """
+    topology = discover_topology(fsroot)
+    locations = {t.path: locate_target(t.path, topology) for t in matrix.targets}
+    live = os.path.realpath(fsroot) == "/"
+    if live:
+        writes = any(point_writes(matrix, combo) for combo in matrix.combos)
+        check_targets(matrix.targets, locations, writes=writes, allow_write=tuple(allow_write))
+    system = SystemRoot(fsroot)
+    return SiteFacts(
+        host=None,
+        label="",
+        targets=matrix.targets,
+        topology=topology,
+        locations=locations,
+        fsroot=fsroot,
+        system=system,
+        system_disks=frozenset(root_disks(SystemRoot())) if live else frozenset(),
+        drop_caches=SystemRoot().writable("proc/sys/vm/drop_caches") if live else None,
+    )
 
 
 def plan(
@@ -383,12 +575,12 @@ def plan(
     Raises
     ------
     SafetyError
-        When a point would write where it must not (SPEC §5).
+        When a point would write where it must not.
     TopologyError
         When sysfs cannot be read, or no point can be placed on this machine.
     HostsRefused
         With ``hosts:``: a host is unreachable or fails a check (each host is
-        read over SSH, nothing is changed on it; :mod:`iobench.planner.hosts`).
+        read over SSH, nothing is changed on it).
     """
     root = os.fspath(fsroot)
     if matrix.hosts:
@@ -397,41 +589,86 @@ def plan(
                 f"{matrix.source}: --fsroot plans for this machine's snapshot; a matrix with `hosts:` "
                 "reads each host's topology over SSH (drop --fsroot)"
             )
-        from iobench.planner.hosts import plan_remote
+        with Fleet(host_specs(matrix), fio_version=matrix.fio_version, allow_write=allow_write) as fleet:
+            facts = fleet.preflight()
+            return plan_points(matrix, host_sites(matrix, fleet), seed=seed, hosts=facts)
+    return plan_points(matrix, [local_site(matrix, root, allow_write)], seed=seed)
 
-        return plan_remote(matrix, seed=seed, allow_write=allow_write)
-    topology = discover_topology(root)
-    for target in matrix.targets:
-        if target.home_node is not None and topology.node(target.home_node) is None:
-            nodes = ", ".join(str(n.id) for n in topology.nodes)
-            raise TopologyError(
-                f"{matrix.source}: target {target.path}: home_node {target.home_node} is not a NUMA node "
-                f"of this machine (nodes: {nodes})"
+
+def host_targets(matrix: Matrix, host: MatrixHost) -> tuple[Target, ...]:
+    """The host's own targets, else the matrix's."""
+    return host.targets if host.targets is not None else matrix.targets
+
+
+def host_specs(matrix: Matrix) -> list[HostSpec]:
+    """What the system layer needs of each of the matrix's hosts, in order."""
+    specs = []
+    for host in matrix.hosts:
+        combos = [c for c in matrix.combos if "host" not in c or c["host"] == host.name]
+        specs.append(
+            HostSpec(
+                target=SshTarget(host.ssh, host.ssh_options, host.name or ""),
+                targets=host_targets(matrix, host),
+                writes=any(point_writes(matrix, c) for c in combos),
+                server=host.server,
+                needs_numa=any(str(c.get("binding", "none")) != "none" for c in combos),
             )
-    locations = {t.path: locate_target(t.path, topology) for t in matrix.targets}
-    writes = any(point_writes(matrix, combo) for combo in matrix.combos)
-    if os.path.realpath(root) == "/":
-        check_targets(matrix.targets, locations, writes=writes, allow_write=tuple(allow_write))
-    if matrix.order == "shuffled":
-        seed = (
-            seed if seed is not None else matrix.seed if matrix.seed is not None else secrets.randbelow(2**31)
         )
-    else:
-        seed = None
-    planner = _Planner(matrix, topology, locations, root)
-    points = [planner.point(i, combo) for i, combo in enumerate(matrix.combos, start=1)]
-    _check_settings(planner, points, root, matrix.drop_caches)
-    if points and all(p[0].status == "skipped" for p in points):
-        reasons = sorted({p[0].reason or "" for p in points})
-        raise TopologyError(
-            f"{matrix.source}: every point is skipped on this machine:\n"
-            + "\n".join(f"  {r}" for r in reasons)
+    return specs
+
+
+def host_sites(matrix: Matrix, fleet: Fleet) -> list[SiteFacts]:
+    """Each preflighted host of ``fleet`` as a site, in matrix order."""
+    sites = []
+    for spec, host in zip(matrix.hosts, fleet.hosts, strict=True):
+        facts = host.facts
+        assert facts is not None
+        system = RemoteRoot(host, snapshot=facts.snapshot.root)
+        sites.append(
+            SiteFacts(
+                host=facts.name,
+                label=f"{host.describe()}: ",
+                targets=host_targets(matrix, spec),
+                topology=facts.topology,
+                locations=facts.locations,
+                fsroot=str(facts.snapshot.root),
+                system=system,
+                system_disks=frozenset(
+                    root_disks(facts.snapshot.system, RemoteMachine(host, facts.snapshot))
+                ),
+                drop_caches=system.writable("proc/sys/vm/drop_caches") if matrix.drop_caches else None,
+            )
         )
-    disks = [disk for location in locations.values() for disk in location.disks]
-    warnings = tuple(sweep_findings(topology.placements(), disks))
-    return Plan(
-        matrix, tuple(_ordered(points, matrix.order, seed)), seed, root, topology, locations, warnings
-    )
+    return sites
+
+
+def client_argv(
+    fio_binary: str,
+    processes: Sequence[FioProcess],
+    clients: Mapping[str, str] | None = None,
+    output: str = "fio.json",
+) -> list[str]:
+    """The point's one fio client command from its hosts' processes.
+
+    Parameters
+    ----------
+    fio_binary
+        This machine's fio.
+    processes
+        The point's processes (each with a ``host``).
+    clients
+        Host name → what ``--client=`` takes (``sock:host-a``, a link in the
+        point's folder to the host's server); None keeps the host names (what ``plan`` shows).
+    output
+        The JSON output file.
+    """
+    argv = [fio_binary, "--output-format=json+", f"--output={output}"]
+    for process in processes:
+        part = list(process.argv)
+        if clients is not None and process.host is not None:
+            part[0] = f"--client={clients[process.host]}"
+        argv += part
+    return argv
 
 
 def target_facts(target: Target, location: TargetLocation, topology: Topology) -> dict[str, Any]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -17,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from iobench.errors import ResultsError, RunStorageError
+from iobench.errors import NextStep, ResultsError, RunStorageError
 from iobench.plots import save_figure
 from iobench.plots.figures import FORMATS, figure_builders
 from iobench.store.rundir import RunDir, describe_counts, remedy, replacing, storage
@@ -174,9 +173,9 @@ def run_figures(
             drawing = start_run_figures(path, frame) if frame is not None else FigureDrawing([], {})
         return drawing.wait()
     except RunStorageError as fault:
-        report = shlex.join(["iobench", "report", str(path)])
         fault.what = f"figures not drawn: {fault.what}"
         fault.run_dir, fault.counts = str(path), dict(counts)
         fault.kept = f"every point: {describe_counts(counts)} and the frame (results.parquet) in {path}"
-        fault.finish = f"{remedy(fault)}, then `{report}` draws them (into {path / 'report'})"
+        fault.remedy = remedy(fault)
+        fault.steps = [NextStep("report", run_dir=str(path), does=f"draws them (into {path / 'report'})")]
         raise

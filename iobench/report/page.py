@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import os
-import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from iobench.errors import ResultsError, RunStorageError
+from iobench.errors import NextStep, ResultsError, RunStorageError
 from iobench.plots.files import save_figure_file
 from iobench.report.html import inline_png, template
 from iobench.report.verdicts import HEADER as VERDICT_HEADER
@@ -113,14 +112,10 @@ def write_report(
         fault.what = f"report not written: {fault.what}"
         fault.run_dir = str(run.path)
         fault.kept = f"the run is unchanged ({run.path}); figures written before the fault: {len(written)}"
-        fault.finish = f"{remedy(fault)}, then `{_report_command(run.path, out)}` again"
+        fault.remedy = remedy(fault)
+        fault.steps = [NextStep("report", run_dir=str(run.path), out=None if out is None else os.fspath(out))]
         raise
     return Report(page, written, table)
-
-
-def _report_command(run_dir: Path, out: str | os.PathLike[str] | None) -> str:
-    argv = ["iobench", "report", str(run_dir)] + ([] if out is None else ["-o", os.fspath(out)])
-    return shlex.join(argv)
 
 
 def render_page(

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iobench.matrix.values import Duration
-from iobench.planner.plans import Plan, PlannedRun
+from iobench.planner.plans import Plan, PlannedRun, SiteFacts
+from iobench.runner.sites import Site
 from iobench.system.hostfs import SystemRoot, devno_text
 from iobench.system.sampler import Sampler, Watch
 
@@ -32,7 +33,7 @@ HEAD_BYTES = 4096
 
 
 def _watch_devices(
-    plan: Plan, run: PlannedRun, system: SystemRoot, notes: list[str]
+    plan: SiteFacts, run: PlannedRun, system: SystemRoot, notes: list[str]
 ) -> dict[str, dict[str, Any]]:
     """Every device whose counters matter to the point, with its role, target and home node."""
     devices: dict[str, dict[str, Any]] = {}
@@ -56,7 +57,7 @@ def _watch_devices(
     return devices
 
 
-def _home(plan: Plan, name: str) -> int | None:
+def _home(plan: SiteFacts, name: str) -> int | None:
     device = plan.topology.device(name)
     return device.numa_node if device is not None else None
 
@@ -187,7 +188,7 @@ Watched = dict[tuple[str, ...], tuple[dict[str, dict[str, Any]], dict[str, dict[
 
 
 def _watched(
-    plan: Plan, run: PlannedRun, system: SystemRoot, known: Watched | None
+    plan: SiteFacts, run: PlannedRun, system: SystemRoot, known: Watched | None
 ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], list[str]]:
     """The devices and interrupt lines ``run`` watches, found in sysfs once per set of targets in a run.
 
@@ -203,22 +204,27 @@ def _watched(
     return {n: dict(f) for n, f in devices.items()}, {i: dict(f) for i, f in irqs.items()}, list(notes)
 
 
-def start(
-    plan: Plan, run: PlannedRun, system: SystemRoot | None = None, known: Watched | None = None
-) -> PointTelemetry | None:
-    """Start sampling for ``run`` (call just before fio starts); None when telemetry is off or cannot apply.
+def start(plan: Plan, run: PlannedRun, site: Site, known: Watched | None = None) -> PointTelemetry | None:
+    """Start sampling ``site`` for ``run`` (call just before fio starts); None when telemetry is off or cannot apply.
 
-    Telemetry reads this machine: a plan made from a snapshot (``fsroot``
-    other than ``/``) or a point that does not run is not sampled. ``known``
-    (one per run) keeps what sysfs said about the targets' devices for the
-    next points.
+    A plan made from a snapshot (``fsroot`` other than ``/``) or a point that
+    does not run is not sampled. ``known`` (one per run and site) keeps what
+    sysfs said about the targets' devices for the next points.
     """
     interval = plan.matrix.telemetry_s
-    if interval is None or run.status != "run" or os.path.realpath(plan.fsroot) != "/":
+    facts = site.facts
+    if (
+        interval is None
+        or run.status != "run"
+        or (site.host is None and os.path.realpath(facts.fsroot) != "/")
+    ):
         return None
-    system = system or SystemRoot()
-    devices, irqs, notes = _watched(plan, run, system, known)
-    cpus = sorted({c for p in run.processes for c in p.cpus})
+    if site.host is not None:
+        return None
+    system = site.system
+    processes = [p for p in run.processes if p.host == site.host]
+    devices, irqs, notes = _watched(facts, run, system, known)
+    cpus = sorted({c for p in processes for c in p.cpus})
     ramp = plan.matrix.setting(run.params, "ramp_time")
     delay = float(ramp) if isinstance(ramp, Duration) else 0.0
     watch = Watch(devices=tuple(devices), irqs=tuple(irqs), avoid_cpus=tuple(cpus))
@@ -228,7 +234,7 @@ def start(
         "ioengine": None if engine is None else str(engine),
         "ramp_s": delay,
         "point_cpus": cpus,
-        "cpu_nodes": {str(c): n.id for n in plan.topology.nodes for c in n.cpus},
+        "cpu_nodes": {str(c): n.id for n in facts.topology.nodes for c in n.cpus},
         "devices": devices,
         "irqs": irqs,
         "notes": notes,

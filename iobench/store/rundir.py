@@ -124,9 +124,7 @@ def remedy(fault: EnvironmentFault) -> str:
     if isinstance(fault, TargetVanished):
         return f"bring {fault.path} back"
     if isinstance(fault, HostLost):
-        return (
-            f"make sure {fault.path} can be reached again (`iobench restore` puts back what was left changed)"
-        )
+        return f"make sure {fault.path} can be reached again"
     if fault.errno in FULL:
         return f"free space on {mount_point(fault.path)}"
     if fault.errno == errno.EROFS:

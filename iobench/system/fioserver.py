@@ -28,14 +28,13 @@ import random
 import re
 import select
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from iobench.errors import IobenchError
 from iobench.system.hostfs import SystemRoot
 from iobench.system.process import stop_process
-from iobench.system.ssh import Transport
+from iobench.system.ssh import Transport, end_session, first_line
 
 START_TIMEOUT_S = 20.0
 """Seconds a server may take to create its socket."""
@@ -228,17 +227,7 @@ class FioServer:
 
     def stop(self) -> None:
         """End the session: the host stops the server's tree and removes its folder. Bounded; never raises."""
-        if self.session.stdin is not None:
-            with contextlib.suppress(OSError):
-                self.session.stdin.close()
-        try:
-            self.session.wait(timeout=STOP_WAIT_S + 5)
-        except subprocess.TimeoutExpired:
-            # The remote end did not finish: ending the session here makes sshd close its input.
-            stop_process(self.session)
-        if self.session.stdout is not None:
-            with contextlib.suppress(OSError):
-                self.session.stdout.close()
+        end_session(self.session, STOP_WAIT_S + 5)
         if self.local_socket is not None:
             Path(self.local_socket).unlink(missing_ok=True)
 
@@ -258,23 +247,6 @@ def _available(pipe: object) -> str:
     return text
 
 
-def _first_line(session: subprocess.Popen[bytes], timeout: float) -> str:
-    """The session's first line of output, waiting up to ``timeout`` seconds; empty when none came."""
-    assert session.stdout is not None
-    fd = session.stdout.fileno()
-    deadline = time.monotonic() + timeout
-    text = b""
-    while b"\n" not in text:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            break
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            break
-        text += chunk
-    return text.decode(errors="replace").split("\n", 1)[0].strip()
-
-
 def start_server(session: Transport, fio: str, token: str, *, timeout: float = START_TIMEOUT_S) -> FioServer:
     """Start a host's fio server in a private folder, inside an SSH session held open here.
 
@@ -285,7 +257,7 @@ def start_server(session: Transport, fio: str, token: str, *, timeout: float = S
     """
     argv = ["sh", "-c", SERVE_SCRIPT, "sh", fio, token, str(int(STOP_WAIT_S * 10))]
     held = session.stream(argv, stdin=True)
-    line = _first_line(held, timeout)
+    line = first_line(held, timeout)
     words = line.split()
     if len(words) >= 3 and words[0] == "ready" and words[1].isdigit():
         return FioServer(token, int(words[1]), words[2], words[3] if len(words) > 3 else "", held)

@@ -552,9 +552,10 @@ class Fleet:
             fresh.start()
             fresh.wait_ready()
         except IobenchError as exc:
+            said = getattr(fresh, "lost_reason", lambda: "")() or str(exc)
             with contextlib.suppress(IobenchError, OSError):
                 fresh.close()
-            return f"{host.describe()}: could not connect again ({exc}); its settings are restored by `iobench restore`"
+            return f"{host.describe()}: could not connect again ({said})"
         with contextlib.suppress(IobenchError, OSError):
             host.connection.close()
         host.connection = fresh

@@ -95,11 +95,12 @@ printf '%s R\n%s\n%s\n' "$d" "$(st /)" "$(st /dev)"
 # a process that ends while the list is read, where awk (mawk) given the files would stop at it.
 PROC_SCRIPT = r"""cat /proc/[0-9]*/status 2>/dev/null | awk "$1"; exit 0"""
 PROC_AWK = r"""
-/^Name:/ { p = ""; pp = ""; c = ""; m = ""; n = $0; sub(/^Name:[ \t]*/, "", n) }
+/^Name:/ { p = ""; pp = ""; c = ""; m = ""; st = "?"; n = $0; sub(/^Name:[ \t]*/, "", n) }
+/^State:/ { st = $2 }
 /^Pid:/ { p = $2 }
 /^PPid:/ { pp = $2 }
 /^Cpus_allowed_list:/ { c = $2 }
-/^Mems_allowed_list:/ { m = $2; print p, pp, c, m, n }
+/^Mems_allowed_list:/ { m = $2; print p, pp, c, m, st, n }
 """
 
 # $1: seconds between looks; $2: how many looks at most; $3: PROC_AWK. Every process's status
@@ -111,6 +112,13 @@ while [ "$i" -lt "$2" ]; do
   echo @@
   sleep "$1"; i=$((i + 1))
 done
+"""
+
+# $1...: pids. "<pid> <exit code>" for each that is a zombie (its wait status, as /proc/<pid>/stat
+# keeps it until the parent reaps it).
+EXIT_SCRIPT = r"""
+for p; do s=$(cat "/proc/$p/stat" 2>/dev/null) || continue; s=${s##*) }; set -- $s; [ "$1" = Z ] && echo "$p ${50}"; done
+exit 0
 """
 
 # $1: bytes to read; $2...: pids. The head of each numa_maps, after a line naming the pid.
@@ -403,13 +411,15 @@ class ProcEntry:
     cpus: str
     mems: str
     name: str
+    state: str = "?"
+    """The kernel's one-letter state (``R``, ``S``, ``Z`` for a zombie not yet reaped, ...)."""
 
 
 def parse_proc_line(line: str) -> ProcEntry | None:
     """One line of :data:`PROC_AWK`'s output, or None for anything else."""
-    parts = line.rstrip("\n").split(" ", 4)
-    if len(parts) == 5 and parts[0].isdigit() and parts[1].isdigit():
-        return ProcEntry(int(parts[0]), int(parts[1]), parts[2], parts[3], parts[4])
+    parts = line.rstrip("\n").split(" ", 5)
+    if len(parts) == 6 and parts[0].isdigit() and parts[1].isdigit():
+        return ProcEntry(int(parts[0]), int(parts[1]), parts[2], parts[3], parts[5], parts[4])
     return None
 
 

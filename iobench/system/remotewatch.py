@@ -11,7 +11,7 @@ import contextlib
 import subprocess
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from iobench.errors import IobenchError
@@ -59,6 +59,8 @@ class Worker:
     name: str
     policy: str | None
     looks: int = 1
+    zombie_looks: int = 0
+    """Views in a row that showed it dead and not reaped (fio waits forever for a worker that died starting)."""
 
     @property
     def settled(self) -> bool:
@@ -150,10 +152,15 @@ class Observers:
                 continue
             old = seen.get(pid)
             looks = old.looks + 1 if old else 1
-            seen[pid] = Worker(pid, entry.cpus, entry.mems, entry.name, old.policy if old else None, looks)
-            if looks == 2:
+            dead = (old.zombie_looks + 1 if old else 1) if entry.state == "Z" else 0
+            policy = old.policy if old else None
+            seen[pid] = Worker(pid, entry.cpus, entry.mems, entry.name, policy, looks, dead)
+            if looks == 2 and not dead:
                 fresh.append(pid)
         for pid, policy in numa_policies(host.connection, fresh).items():
             if policy is not None and pid in seen:
-                old = seen[pid]
-                seen[pid] = Worker(old.pid, old.cpus, old.mems, old.name, policy, old.looks)
+                seen[pid] = replace(seen[pid], policy=policy)
+
+    def unreaped(self, host: str) -> list[int]:
+        """Workers of ``host`` seen dead and not reaped in two views in a row."""
+        return [w.pid for w in self.seen.get(host, {}).values() if w.zombie_looks >= 2]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import shlex
 import shutil
 import subprocess
@@ -162,6 +163,41 @@ def _failure(said: str) -> tuple[str, str]:
         if any(word.lower() in said.lower() for word in words):
             return what, check
     return "is unreachable", "check the address and that key login works without a prompt"
+
+
+def first_line(session: subprocess.Popen[bytes], timeout: float) -> str:
+    """The first line a held session (:meth:`Ssh.stream`) prints, waiting up to ``timeout`` s; empty when none came."""
+    assert session.stdout is not None
+    fd = session.stdout.fileno()
+    deadline = time.monotonic() + timeout
+    text = b""
+    while b"\n" not in text:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            break
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        text += chunk
+    return text.decode(errors="replace").split("\n", 1)[0].strip()
+
+
+def end_session(session: subprocess.Popen[bytes], timeout: float) -> None:
+    """Close a held session's input, so the remote side lets go of what it holds, and wait for it.
+
+    Bounded: after ``timeout`` seconds the local ssh is stopped, which makes
+    sshd close the remote side's input anyway. Never raises.
+    """
+    if session.stdin is not None:
+        with contextlib.suppress(OSError):
+            session.stdin.close()
+    try:
+        session.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop_process(session)
+    if session.stdout is not None:
+        with contextlib.suppress(OSError):
+            session.stdout.close()
 
 
 def control_dir() -> Path:
