@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +22,8 @@ import pytest
 from loopdev import LoopFactory
 from netns_hosts import NetnsHost, NetnsHosts
 
-from iobench.errors import HostLost
+import iobench
+from iobench.errors import HostLost, TargetVanished
 from iobench.matrix.model import load_matrix
 from iobench.planner.plans import PlannedRun
 from iobench.results.rundir import load
@@ -176,3 +178,173 @@ def test_placement_is_seen_per_host_and_a_dead_host_fails_only_its_points(
         assert process["observed"], process
         assert all(o["policy"] and "bind:0" in o["policy"] for o in process["observed"])
     assert set(frame[frame["status"] == "failed"]["host"]) == {"b"}
+
+
+# --- every promise of a run holds on hosts too ---------------------------------------------------
+
+NULL_FIO = "ioengine: null\nrw: randread\nbs: 4k\nruntime: {runtime}\ntime_based: 1\nnumjobs: {numjobs}\n"
+
+
+def test_a_second_run_against_a_locked_host_disk_is_refused(
+    netns_hosts: Callable[..., NetnsHosts], tmp_path: Path
+) -> None:
+    (host,) = netns_hosts(1, names=["golf"])
+    matrix = _matrix(
+        tmp_path / "matrix.yaml",
+        _host(host, "g", f"[{{path: {tmp_path / 'g.dat'}, size: 8M}}]"),
+        NULL_FIO.format(runtime=4, numjobs=1),
+        "iodepth: [1]\n",
+    )
+    out = tmp_path / "first"
+    with subprocess.Popen(
+        [sys.executable, "-m", "iobench", "run", str(matrix), "--out", str(out), "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as first:
+        deadline = time.monotonic() + 120
+        while not list(out.glob("*/points/.*.partial")):
+            assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+            time.sleep(0.05)
+        second = _iobench("run", str(matrix), "--out", str(tmp_path / "second"))
+        _, stderr = first.communicate(timeout=120)
+    assert second.returncode == 2, second.stderr
+    assert "host g (root@golf): another iobench run (pid" in second.stderr and "is using" in second.stderr
+    assert "Traceback" not in second.stderr
+    assert not (tmp_path / "second").exists() or not any((tmp_path / "second").iterdir())
+    assert first.returncode == 0, stderr  # the first run was not disturbed
+
+
+def test_a_hosts_target_deleted_mid_run_stops_the_run(
+    netns_hosts: Callable[..., NetnsHosts], tmp_path: Path
+) -> None:
+    (host,) = netns_hosts(1, names=["hotel"])
+    target = tmp_path / "h.dat"
+    target.write_bytes(b"\0" * (8 << 20))  # the null engine makes no file: the host's file is there already
+    matrix = _matrix(
+        tmp_path / "matrix.yaml",
+        _host(host, "h", f"[{{path: {target}, size: 8M}}]"),
+        NULL_FIO.format(runtime=1, numjobs=1),
+        "iodepth: [1, 2, 4]\n",
+    )
+
+    class DeleteAfterFirst(NullProgress):
+        def point_finished(self, run: PlannedRun, outcome: PointOutcome) -> None:
+            if run.key == "0001-r1":
+                target.unlink()  # the host's file (its namespace shares this file system)
+
+    with pytest.raises(TargetVanished) as caught:
+        run(load_matrix(matrix), out=tmp_path / "results", progress=DeleteAfterFirst())
+    fault = caught.value
+    assert fault.exit_code == 3 and fault.path == str(target)
+    assert str(fault).startswith("host h (root@hotel): target vanished")
+    run_dir = Path(str(fault.run_dir))
+    assert fault.counts == {"ok": 1} and (run_dir / "results.parquet").is_file()
+    assert [s.action for s in fault.steps][:1] == ["resume"]
+
+
+class KillWorker(NullProgress):
+    """Kills one fio job process on the host (SIGKILL) while the chosen point runs."""
+
+    def __init__(self, host: NetnsHost, key: str) -> None:
+        self.host, self.key = host, key
+        self.outcomes: dict[str, PointOutcome] = {}
+        self.killed: list[int] = []
+        self._thread: threading.Thread | None = None
+
+    def point_started(self, run: PlannedRun, index: int) -> None:
+        if run.key == self.key:
+            self._thread = threading.Thread(target=self._kill, daemon=True)
+            self._thread.start()
+
+    def _kill(self) -> None:
+        """Once both job processes have run for half a second (a worker killed while it starts makes fio
+        hang instead: that is the timeout's case), kill one."""
+        deadline = time.monotonic() + 30
+        seen_at = None
+        while time.monotonic() < deadline and not self.killed:
+            fio = {p: _parent(p) for p in self.host.pids() if _comm(p) == "fio"}
+            # A job process: three fio below the server (its connection, the backend, the job).
+            jobs = [p for p, pp in fio.items() if pp in fio and fio[pp] in fio and fio[fio[pp]] in fio]
+            if len(jobs) >= 2:
+                seen_at = seen_at or time.monotonic()
+                if time.monotonic() - seen_at > 0.5:
+                    os.kill(jobs[0], signal.SIGKILL)
+                    self.killed.append(jobs[0])
+            time.sleep(0.05)
+
+    def point_finished(self, run: PlannedRun, outcome: PointOutcome) -> None:
+        self.outcomes[run.key] = outcome
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def test_a_hosts_killed_fio_worker_fails_its_point_and_the_sweep_goes_on(
+    netns_hosts: Callable[..., NetnsHosts], tmp_path: Path
+) -> None:
+    (host,) = netns_hosts(1, names=["india"])
+    matrix = _matrix(
+        tmp_path / "matrix.yaml",
+        _host(host, "i", f"[{{path: {tmp_path / 'i.dat'}, size: 8M}}]"),
+        NULL_FIO.format(runtime=3, numjobs=2),
+        "iodepth: [1, 2]\n",
+    )
+    progress = KillWorker(host, "0001-r1")
+    result = run(load_matrix(matrix), out=tmp_path / "results", progress=progress)
+    assert progress.killed, "no fio worker was found on the host to kill"
+    first, second = progress.outcomes["0001-r1"], progress.outcomes["0002-r1"]
+    assert first.status == "failed", first
+    assert first.reason is not None and "host i: fio worker" in first.reason
+    assert "killed by signal 9" in first.reason, first.reason
+    assert second.status == "ok", second
+    assert result.exit_code == 1 and result.counts == {"failed": 1, "ok": 1}
+
+
+def test_every_hosts_counters_are_sampled_there_and_summarized_per_host(
+    netns_hosts: Callable[..., NetnsHosts], tmp_path: Path
+) -> None:
+    juliet, kilo = netns_hosts(2, names=["juliet", "kilo"])
+    hosts = "".join(
+        _host(h, name, f"[{{path: {tmp_path / name}.dat, size: 8M}}]")
+        for h, name in ((juliet, "j"), (kilo, "k"))
+    )
+    matrix = _matrix(
+        tmp_path / "matrix.yaml",
+        hosts,
+        "ioengine: psync\nrw: randread\nbs: 4k\nruntime: 2\ntime_based: 1\n",
+        "iodepth: [1]\n",
+        "telemetry: {interval: 0.25}\n",
+    )
+    result = run(load_matrix(matrix), out=tmp_path / "results")
+    assert result.counts == {"ok": 1}
+    frame = result.frame
+    assert frame is not None and set(frame["host"]) == {"j", "k"}
+    for host, rows in frame.groupby("host"):
+        assert rows["cpu_busy_pct"].notna().all(), host
+        assert rows["top_thread"].notna().all() and rows["bottleneck"].notna().all(), host
+        assert not rows["bottleneck_reason"].fillna("").str.contains("telemetry: false").any()
+    samples = iobench.telemetry(result.run_dir)
+    assert set(samples["host"].dropna()) == {"j", "k"}
+    for host in ("j", "k"):
+        mine = samples[samples["host"] == host]
+        assert {"cpu", "thread", "mem"} <= set(mine["source"]), (host, set(mine["source"]))
+        assert mine[mine["source"] == "thread"]["entity"].str.startswith("fio").any()
+        assert mine["t_s"].nunique() >= 4  # every 0.25 s over 2 s
+    assert sorted(p.name for p in result.run_dir.glob("points/0001-r1/telemetry*")) == [
+        "telemetry@j.parquet",
+        "telemetry@k.parquet",
+    ]

@@ -684,6 +684,7 @@ def test_a_runs_points_find_their_devices_in_sysfs_once(
     """Per run and set of targets, not per point; each point gets its own copy to add notes to."""
     from iobench.planner.plans import plan
     from iobench.runner import recording
+    from iobench.runner.sites import LocalSite
 
     matrix = iobench.load_matrix(
         write_matrix(
@@ -692,6 +693,7 @@ def test_a_runs_points_find_their_devices_in_sysfs_once(
         )
     )
     planned = plan(matrix)
+    site = LocalSite(planned.site(None))
     looked: list[str] = []
     real = recording._watch_devices
 
@@ -703,7 +705,7 @@ def test_a_runs_points_find_their_devices_in_sysfs_once(
     known: recording.Watched = {}
     contexts = []
     for point in planned.runs:
-        sampling = recording.start(planned, point, known=known)
+        sampling = recording.start(planned, point, site, known=known)
         assert sampling is not None
         sampling.stop()
         sampling.sampler.stop()
@@ -712,7 +714,7 @@ def test_a_runs_points_find_their_devices_in_sysfs_once(
     assert all(c["devices"] == contexts[0]["devices"] and c["irqs"] == contexts[0]["irqs"] for c in contexts)
     contexts[0]["notes"].append("only this point's")
     contexts[0]["devices"][next(iter(contexts[0]["devices"]))]["role"] = "changed"
-    again = recording.start(planned, planned.runs[0], known=known)
+    again = recording.start(planned, planned.runs[0], site, known=known)
     assert again is not None
     again.stop()
     again.sampler.stop()

@@ -822,15 +822,16 @@ _RATES = ("iops", "total_ios", "runtime_ms", "io_bytes", "bw_bytes")
 _HEADLINE = (*_RATES, "lat_mean_us")
 
 
-def rate_totals(df: pd.DataFrame) -> pd.DataFrame:
+def rate_totals(df: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
     """:func:`point_totals` of ``df`` for the rates alone: ``iops``, ``bw_bytes``, ``io_bytes``, ``total_ios``, ``runtime_ms``.
 
     The same rules on the same rows, per ``run_id``, ``point`` (else
-    ``source``), ``groupid``, ``repeat`` and ``direction``, without merging
-    latency histograms for percentiles, which costs many times the rest.
+    ``source``), ``groupid``, ``repeat``, ``direction`` and the ``by``
+    columns, without merging latency histograms for percentiles, which costs
+    many times the rest.
     """
-    keep = ("run_id", "point", "source", "groupid", "repeat", "direction", "status", *_RATES)
-    return point_totals(df[[c for c in keep if c in df]])
+    keep = ("run_id", "point", "source", "groupid", "repeat", "direction", "status", *_RATES, *by)
+    return point_totals(df[[c for c in dict.fromkeys(keep) if c in df]], by=list(by) or None)
 
 
 def headline(frames: pd.DataFrame | Sequence[pd.DataFrame]) -> tuple[float | None, float | None]:

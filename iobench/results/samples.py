@@ -21,8 +21,28 @@ from iobench.system.hostfs import CPU_TIME_FIELDS
 from iobench.system.sampler import Snapshot
 
 FILE_NAME = "telemetry.parquet"
+"""This machine's samples of a point; a host's are ``telemetry@<host>.parquet`` (:func:`file_name`)."""
+
+
+def file_name(host: str | None) -> str:
+    """The file of a site's samples in a point's folder: ``telemetry.parquet``, ``telemetry@<host>.parquet``."""
+    return FILE_NAME if host is None else f"telemetry@{host}.parquet"
+
+
+def point_files(point_dir: Path) -> list[tuple[str | None, Path]]:
+    """Every site's samples file in a point's folder, with the site's host (None: this machine)."""
+    found: list[tuple[str | None, Path]] = []
+    local = point_dir / FILE_NAME
+    if local.is_file():
+        found.append((None, local))
+    for path in sorted(point_dir.glob("telemetry@*.parquet")):
+        found.append((path.name.removeprefix("telemetry@").removesuffix(".parquet"), path))
+    return found
+
+
 #: The long form's columns (SPEC §12).
 COLUMNS: tuple[str, ...] = ("point", "repeat", "t_s", "source", "entity", "node", "metric", "value")
+"""The columns of a samples file; :func:`iobench.telemetry` adds ``host`` (the site's, NA for this machine)."""
 SOURCES: tuple[str, ...] = ("cpu", "thread", "disk", "irq", "mem")
 _META_KEY = b"iobench_telemetry"
 _SECTOR = 512

@@ -30,7 +30,7 @@ import pandas as pd
 
 from iobench.results.points import TELEMETRY, TELEMETRY_TEXT, parameter_columns, rate_totals
 from iobench.results.samples import (
-    FILE_NAME,
+    point_files,
     read_point,
 )
 from iobench.store.records import PointMeta
@@ -92,6 +92,7 @@ def _empty() -> pd.DataFrame:
     types = {
         "point": "Int64",
         "repeat": "Int64",
+        "host": "string",
         "t_s": "float64",
         "source": "string",
         "entity": "string",
@@ -102,12 +103,12 @@ def _empty() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in types.items()})
 
 
-def _point_tables(run: RunDir) -> Iterable[tuple[PointMeta, Any, dict[str, Any]]]:
+def _point_tables(run: RunDir) -> Iterable[tuple[PointMeta, str | None, Any, dict[str, Any]]]:
+    """Every site's samples of every point: its meta, the site's host (None: this machine), table, context."""
     for point_dir, meta in run.point_metas():
-        path = point_dir / FILE_NAME
-        if path.is_file():
+        for host, path in point_files(point_dir):
             table, context = read_point(path)
-            yield meta, table, context
+            yield meta, host, table, context
 
 
 def telemetry(run: Any) -> pd.DataFrame:
@@ -141,13 +142,16 @@ def telemetry(run: Any) -> pd.DataFrame:
     """
     import pyarrow as pa
 
-    tables = [table for _, table, _ in _point_tables(_run_dir(run))]
+    tables = [
+        table.add_column(2, "host", pa.array([host] * table.num_rows, pa.string()))
+        for _, host, table, _ in _point_tables(_run_dir(run))
+    ]
     if not tables:
         return _empty()
     frame: pd.DataFrame = pa.concat_tables(tables).to_pandas()
     for column in ("point", "repeat", "node"):
         frame[column] = frame[column].astype("Int64")
-    for column in ("source", "entity", "metric"):
+    for column in ("host", "source", "entity", "metric"):
         frame[column] = frame[column].astype("string")
     return frame.reset_index(drop=True)
 
@@ -165,6 +169,7 @@ class _Point:
 
     point: int
     repeat: int
+    host: str | None
     context: dict[str, Any]
     means: Means
     nodes: dict[tuple[str, str, str], int | None]  # (source, entity, metric) → node
@@ -275,11 +280,12 @@ def _load_points(run: RunDir) -> list[_Point]:
         _Point(
             meta.point,
             meta.repeat,
+            host,
             context,
             *_means(table, context),
             [str(n) for n in context.get("notes") or []],
         )
-        for meta, table, context in _point_tables(run)
+        for meta, host, table, context in _point_tables(run)
     ]
 
 
@@ -622,7 +628,7 @@ def _depth_notes(totals: pd.DataFrame, params: Sequence[str]) -> dict[tuple[int,
 
 
 def summaries(run: RunDir, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The telemetry summary of every point × repeat of ``run`` (the one place it is computed).
+    """The telemetry summary of every point × repeat (× host) of ``run`` (the one place it is computed).
 
     Parameters
     ----------
@@ -634,23 +640,27 @@ def summaries(run: RunDir, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFr
     Returns
     -------
     tuple of pandas.DataFrame
-        Per point × repeat × direction: ``point``, ``repeat``, ``direction``
-        and :data:`DIRECTION_COLUMNS`; per point × repeat: ``point``,
-        ``repeat`` and :data:`POINT_COLUMNS`.
+        Per point × repeat × site × direction: ``point``, ``repeat``,
+        ``host`` (the site's; NA for this machine), ``direction`` and
+        :data:`DIRECTION_COLUMNS`; per point × repeat × site: ``point``,
+        ``repeat``, ``host`` and :data:`POINT_COLUMNS`. A host's devices are
+        compared with that host's share of fio's numbers.
     """
     points = _load_points(run)
-    links = _links(run.manifest().machine.facts())
+    manifest = run.manifest()
+    links: dict[str | None, dict[str, dict[str, Any]]] = {None: _links(manifest.machine.facts())}
+    links.update({str(h.get("host")): _links(h) for h in manifest.hosts if isinstance(h, dict)})
     per_direction: list[dict[str, Any]] = []
     judges = []
-    fio = _fio_numbers(frame)
+    fio = _fio_numbers(frame, by_host=any(p.host is not None for p in points))
     for p in points:
-        judge = _Judge(p, links)
+        judge = _Judge(p, links.get(p.host, {}))
         judge.cpu()
         judge.threads()
         directions = judge.disks()
         judge.irqs()
         for direction, values in directions.items():
-            mine = fio.get((p.point, p.repeat, direction))
+            mine = fio.get((p.point, p.repeat, p.host, direction))
             ratio = bytes_ratio = math.nan
             if mine is not None and mine[0] > 0:
                 ratio = values["dev_iops"] / mine[0]
@@ -666,6 +676,7 @@ def summaries(run: RunDir, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFr
                 {
                     "point": p.point,
                     "repeat": p.repeat,
+                    "host": p.host,
                     "direction": direction,
                     **values,
                     "dev_fio_ratio": ratio,
@@ -679,28 +690,33 @@ def summaries(run: RunDir, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFr
         if judge.p.context.get("status", "ok") == "ok":
             judge.verdict(depth.get((judge.p.point, judge.p.repeat)))
         judge.row["telemetry_note"] = "; ".join(dict.fromkeys(judge.notes)) or None
-        rows.append({k: v for k, v in judge.row.items() if not k.startswith("_")})
+        rows.append({"host": judge.p.host, **{k: v for k, v in judge.row.items() if not k.startswith("_")}})
     return (
-        pd.DataFrame(per_direction, columns=["point", "repeat", "direction", *DIRECTION_COLUMNS]),
-        pd.DataFrame(rows, columns=["point", "repeat", *POINT_COLUMNS]),
+        pd.DataFrame(per_direction, columns=["point", "repeat", "host", "direction", *DIRECTION_COLUMNS]),
+        pd.DataFrame(rows, columns=["point", "repeat", "host", *POINT_COLUMNS]),
     )
 
 
-def _fio_numbers(frame: pd.DataFrame) -> dict[tuple[int, int, str], tuple[float, float]]:
-    """fio's IOPS and bytes/s per point × repeat × direction, from :func:`rate_totals`."""
+def _fio_numbers(
+    frame: pd.DataFrame, *, by_host: bool = False
+) -> dict[tuple[int, int, str | None, str], tuple[float, float]]:
+    """fio's IOPS and bytes/s per point × repeat × host (None: this machine) × direction, from :func:`rate_totals`."""
     if frame.empty or "point" not in frame or "iops" not in frame:
         return {}
-    totals = rate_totals(frame)
+    split = by_host and "host" in frame
+    totals = rate_totals(frame, by=["host"] if split else ())
     if totals.empty:
         return {}
     out = {}
     bw = totals["bw_bytes"] if "bw_bytes" in totals else pd.Series(np.nan, index=totals.index)
-    for point, repeat, direction, iops, rate in zip(
-        totals["point"], totals["repeat"], totals["direction"], totals["iops"], bw, strict=True
+    hosts = totals["host"] if split else pd.Series([None] * len(totals), index=totals.index)
+    for point, repeat, host, direction, iops, rate in zip(
+        totals["point"], totals["repeat"], hosts, totals["direction"], totals["iops"], bw, strict=True
     ):
         if pd.isna(iops):
             continue
-        out[(int(point), int(repeat), str(direction))] = (float(iops), 0.0 if pd.isna(rate) else float(rate))
+        key = (int(point), int(repeat), None if host is None or pd.isna(host) else str(host), str(direction))
+        out[key] = (float(iops), 0.0 if pd.isna(rate) else float(rate))
     return out
 
 
@@ -715,31 +731,35 @@ def with_telemetry(frame: pd.DataFrame, run: RunDir) -> pd.DataFrame:
     """The tidy frame with the telemetry summary columns (:data:`SUMMARY_COLUMNS`), NA where none was recorded.
 
     ``dev_iops``, ``dev_bw_bytes``, ``dev_await_ms`` and ``dev_fio_ratio`` are
-    the row's direction's; the others are the point × repeat's, the same on
-    every row of it. An ok point that was sampled always has a ``bottleneck``;
-    one that was not has ``bottleneck_reason`` saying so.
+    the row's direction's; the others are the point × repeat's (on hosts: its
+    host's), the same on every row of it. An ok point that was sampled always
+    has a ``bottleneck``; one that was not has ``bottleneck_reason`` saying what is known of why.
     """
     if "point" not in frame or "repeat" not in frame:
         return frame
     per_direction, per_point = summaries(run, frame)
     by_direction: dict[tuple[Any, ...], Any] = {
-        (int(r["point"]), int(r["repeat"]), str(r["direction"])): r for r in per_direction.to_dict("records")
+        (int(r["point"]), int(r["repeat"]), _host(r["host"]), str(r["direction"])): r
+        for r in per_direction.to_dict("records")
     }
     by_point: dict[tuple[Any, ...], Any] = {
-        (int(r["point"]), int(r["repeat"])): r for r in per_point.to_dict("records")
+        (int(r["point"]), int(r["repeat"]), _host(r["host"])): r for r in per_point.to_dict("records")
     }
+    sampled_hosts = any(key[2] is not None for key in by_point)
     points = [None if pd.isna(v) else int(v) for v in frame["point"]]
     repeats = [None if pd.isna(v) else int(v) for v in frame["repeat"]]
+    hosts = [_host(v) for v in frame["host"]] if sampled_hosts and "host" in frame else [None] * len(frame)
     directions = (
         [None if pd.isna(v) else str(v) for v in frame["direction"]]
         if "direction" in frame
         else [None] * len(frame)
     )
     status = frame["status"].tolist() if "status" in frame else ["ok"] * len(frame)
+    missing = _why_unsampled(run)
     columns: dict[str, list[Any]] = {c: [] for c in SUMMARY_COLUMNS}
-    for point, repeat, direction, state in zip(points, repeats, directions, status, strict=True):
-        whole = by_point.get((point, repeat)) if point is not None and repeat is not None else None
-        part = by_direction.get((point, repeat, direction)) if whole is not None and direction else None
+    for point, repeat, host, direction, state in zip(points, repeats, hosts, directions, status, strict=True):
+        whole = by_point.get((point, repeat, host)) if point is not None and repeat is not None else None
+        part = by_direction.get((point, repeat, host, direction)) if whole is not None and direction else None
         for column in SUMMARY_COLUMNS:
             source = part if column in DIRECTION_COLUMNS else whole
             value = None if source is None else source.get(column)
@@ -747,13 +767,28 @@ def with_telemetry(frame: pd.DataFrame, run: RunDir) -> pd.DataFrame:
                 None if value is None or (isinstance(value, float) and math.isnan(value)) else value
             )
         if whole is None and state == "ok":
-            columns["bottleneck_reason"][-1] = (
-                "no telemetry recorded (telemetry: false, or a run from before it)"
-            )
+            columns["bottleneck_reason"][-1] = missing
     out = frame.copy()
     for column, values in columns.items():
         out[column] = pd.array(values, dtype="string" if column in TELEMETRY_TEXT else "Float64")
     return out
+
+
+def _host(value: Any) -> str | None:
+    return None if value is None or (not isinstance(value, str) and pd.isna(value)) else str(value)
+
+
+def _why_unsampled(run: RunDir) -> str:
+    """What the run's files say of why an ok point has no samples (never a guess)."""
+    import yaml
+
+    try:
+        matrix = yaml.safe_load((run.path / "matrix.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        matrix = None
+    if isinstance(matrix, dict) and matrix.get("telemetry") is False:
+        return "no telemetry recorded: the matrix says `telemetry: false`"
+    return "no telemetry recorded: the point's folder has no samples file"
 
 
 def cpu_by_node(samples: pd.DataFrame) -> pd.DataFrame:

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from iobench.matrix.values import Duration
 from iobench.planner.plans import Plan, PlannedRun, SiteFacts
-from iobench.runner.sites import Site
+from iobench.runner.sites import HostSite, Site
 from iobench.system.hostfs import SystemRoot, devno_text
+from iobench.system.remotesampler import RemoteSampler
 from iobench.system.sampler import Sampler, Watch
 
 if TYPE_CHECKING:
@@ -33,15 +34,15 @@ HEAD_BYTES = 4096
 
 
 def _watch_devices(
-    plan: SiteFacts, run: PlannedRun, system: SystemRoot, notes: list[str]
+    plan: SiteFacts, targets: Sequence[str], system: SystemRoot, notes: list[str]
 ) -> dict[str, dict[str, Any]]:
-    """Every device whose counters matter to the point, with its role, target and home node."""
+    """Every device whose counters matter to the point's ``targets`` there, with its role, target and home node."""
     devices: dict[str, dict[str, Any]] = {}
 
     def add(name: str, role: str, target: str, home: int | None) -> None:
         devices.setdefault(name, {"role": role, "target": target, "home_node": home})
 
-    for path in sorted({t for p in run.processes for t in p.targets}):
+    for path in targets:
         location = plan.locations[path]
         if location.device is None:
             notes.append(f"{path}: no block device under it (tmpfs?): no device counters")
@@ -65,7 +66,7 @@ def _home(plan: SiteFacts, name: str) -> int | None:
 def _backing_disk(name: str, system: SystemRoot) -> str | None:
     """The block device holding a loop device's backing file, where its I/O finally lands."""
     backing = system.loop_backing_file(name)
-    if not backing:
+    if not backing or not system.live:  # a host's backing file is a path there, not here
         return None
     try:
         info = os.stat(backing)
@@ -105,10 +106,10 @@ def _watch_irqs(
 
 @dataclass
 class PointTelemetry:
-    """The sampler of one running point and what it needs to save its samples."""
+    """The sampler of one running point on one site and what it needs to save its samples."""
 
     run: PlannedRun
-    sampler: Sampler
+    sampler: Sampler | RemoteSampler
     context: dict[str, Any]
     offset: float = field(default_factory=lambda: time.time() - time.monotonic())
     launched: float = field(default_factory=time.monotonic)
@@ -148,7 +149,7 @@ class PointTelemetry:
         RunStorageError
             When the file cannot be written.
         """
-        from iobench.results.samples import FILE_NAME, build_table, write_table  # pyarrow: after fio
+        from iobench.results.samples import build_table, file_name, write_table  # pyarrow: after fio
 
         self.stop()
         snaps = self.sampler.stop()
@@ -170,7 +171,7 @@ class PointTelemetry:
         table = build_table(
             snaps, point=self.run.point, repeat=self.run.repeat, window=(start, end), context=context
         )
-        write_table(cwd / FILE_NAME, table, context)
+        write_table(cwd / file_name(context.get("host")), table, context)
 
 
 def _timestamp(path: Path) -> int | None:
@@ -188,17 +189,17 @@ Watched = dict[tuple[str, ...], tuple[dict[str, dict[str, Any]], dict[str, dict[
 
 
 def _watched(
-    plan: SiteFacts, run: PlannedRun, system: SystemRoot, known: Watched | None
+    plan: SiteFacts, targets: tuple[str, ...], system: SystemRoot, known: Watched | None
 ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], list[str]]:
     """The devices and interrupt lines ``run`` watches, found in sysfs once per set of targets in a run.
 
     They cannot change while the run lasts: a target replaced or removed fails the point first.
     """
     known = {} if known is None else known
-    key = tuple(sorted({t for p in run.processes for t in p.targets}))
+    key = targets
     if key not in known:
         notes: list[str] = []
-        devices = _watch_devices(plan, run, system, notes)
+        devices = _watch_devices(plan, targets, system, notes)
         known[key] = (devices, _watch_irqs(devices, system, notes), notes)
     devices, irqs, notes = known[key]
     return {n: dict(f) for n, f in devices.items()}, {i: dict(f) for i, f in irqs.items()}, list(notes)
@@ -219,17 +220,17 @@ def start(plan: Plan, run: PlannedRun, site: Site, known: Watched | None = None)
         or (site.host is None and os.path.realpath(facts.fsroot) != "/")
     ):
         return None
-    if site.host is not None:
-        return None
     system = site.system
     processes = [p for p in run.processes if p.host == site.host]
-    devices, irqs, notes = _watched(facts, run, system, known)
+    targets = tuple(sorted({t for p in run.processes if p.host == site.host for t in p.targets}))
+    devices, irqs, notes = _watched(facts, targets, system, known)
     cpus = sorted({c for p in processes for c in p.cpus})
     ramp = plan.matrix.setting(run.params, "ramp_time")
     delay = float(ramp) if isinstance(ramp, Duration) else 0.0
     watch = Watch(devices=tuple(devices), irqs=tuple(irqs), avoid_cpus=tuple(cpus))
     engine = plan.matrix.setting(run.params, "ioengine")
     context: dict[str, Any] = {
+        **({"host": site.host} if site.host is not None else {}),
         "interval_s": interval,
         "ioengine": None if engine is None else str(engine),
         "ramp_s": delay,
@@ -240,7 +241,11 @@ def start(plan: Plan, run: PlannedRun, site: Site, known: Watched | None = None)
         "notes": notes,
         "threads": watch.threads,
     }
-    sampler = Sampler(watch, interval, delay=delay, system=system)
+    sampler: Sampler | RemoteSampler
+    if isinstance(site, HostSite):
+        sampler = RemoteSampler(site.node, watch, interval, delay=delay, limit_s=run.timeout_s)
+    else:
+        sampler = Sampler(watch, interval, delay=delay, system=system)
     telemetry = PointTelemetry(run, sampler, context)
     sampler.start()
     return telemetry

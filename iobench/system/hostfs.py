@@ -794,88 +794,24 @@ class SystemRoot:
     # --- counters (telemetry) ------------------------------------------------------------
 
     def cpu_times(self) -> dict[int, tuple[int, ...]] | None:
-        """Each CPU's time since boot from ``proc/stat``, in clock ticks, in :data:`CPU_TIME_FIELDS` order.
-
-        Returns
-        -------
-        dict of int to tuple of int or None
-            CPU number → ticks (missing trailing fields of old kernels are 0);
-            None when the file cannot be read.
-        """
+        """Each CPU's time since boot from ``proc/stat`` (see :func:`parse_cpu_times`); None when unreadable."""
         text = self.read_text("proc/stat")
-        if text is None:
-            return None
-        times: dict[int, tuple[int, ...]] = {}
-        width = len(CPU_TIME_FIELDS)
-        for line in text.splitlines():
-            if not (line.startswith("cpu") and line[3:4].isdigit()):
-                continue
-            name, *values = line.split()
-            try:
-                numbers = [int(v) for v in values[:width]]
-            except ValueError:
-                continue
-            times[int(name[3:])] = tuple(numbers + [0] * (width - len(numbers)))
-        return times
+        return None if text is None else parse_cpu_times(text)
 
     def diskstats(self) -> dict[str, DiskStat] | None:
         """Every block device's counters from ``proc/diskstats``, by kernel name; None when unreadable."""
         text = self.read_text("proc/diskstats")
-        if text is None:
-            return None
-        stats: dict[str, DiskStat] = {}
-        for line in text.splitlines():
-            fields = line.split()
-            if len(fields) < 14:
-                continue
-            try:
-                numbers = [int(v) for v in fields[3:20]]
-            except ValueError:
-                continue
-            stats[fields[2]] = DiskStat(*numbers)
-        return stats
+        return None if text is None else parse_diskstats(text)
 
     def interrupts(self) -> Interrupts | None:
         """``proc/interrupts`` parsed; None when it cannot be read (some containers hide it)."""
         text = self.read_text("proc/interrupts")
-        if not text:
-            return None
-        lines = text.splitlines()
-        try:
-            cpus = tuple(int(word[3:]) for word in lines[0].split() if word.startswith("CPU"))
-        except ValueError:
-            return None
-        counts: dict[str, tuple[int, ...]] = {}
-        names: dict[str, str] = {}
-        for line in lines[1:]:
-            label, sep, rest = line.partition(":")
-            if not sep:
-                continue
-            words = rest.split()
-            numbers = []
-            for word in words[: len(cpus)]:
-                if not word.isdigit():
-                    break
-                numbers.append(int(word))
-            if not numbers:
-                continue
-            irq = label.strip()
-            counts[irq] = tuple(numbers + [0] * (len(cpus) - len(numbers)))
-            names[irq] = " ".join(words[len(numbers) :])
-        return Interrupts(cpus=cpus, counts=counts, names=names)
+        return parse_interrupts(text) if text else None
 
     def meminfo(self) -> dict[str, int] | None:
         """``proc/meminfo`` in bytes (``Dirty``, ``Writeback``, ``Cached``, …); None when unreadable."""
         text = self.read_text("proc/meminfo")
-        if text is None:
-            return None
-        found: dict[str, int] = {}
-        for line in text.splitlines():
-            key, _, value = line.partition(":")
-            words = value.split()
-            if words and words[0].isdigit():
-                found[key.strip()] = int(words[0]) * (1024 if words[1:2] == ["kB"] else 1)
-        return found
+        return None if text is None else parse_meminfo(text)
 
     def tasks(self) -> list[TaskStat]:
         """Every thread of every process and every kernel thread, with its CPU time so far.
@@ -932,8 +868,8 @@ class SystemRoot:
             vectors = [int(n) for n in self.list_dir(current / "msi_irqs") if n.isdigit()]
             if vectors:
                 return tuple(sorted(vectors))
-            legacy = self.read_int(current / "irq") if (current / "subsystem").exists() else None
-            if legacy and os.path.basename(os.path.realpath(current / "subsystem")) == "pci":
+            legacy = self.read_int(current / "irq") if self.exists(current / "subsystem") else None
+            if legacy and self.realpath(current / "subsystem").name == "pci":
                 return (legacy,)
             current = current.parent
         return ()
@@ -942,3 +878,86 @@ class SystemRoot:
         """The file behind loop device ``name`` (``loop/backing_file``), or None for anything else."""
         directory = self.block_dir(name)
         return self.read_text(directory / "loop" / "backing_file") if directory is not None else None
+
+
+# --- counter files as text (this machine's, or a host's sent over SSH) ---------------------
+
+
+def parse_cpu_times(text: str) -> dict[int, tuple[int, ...]]:
+    """Each CPU's time since boot from the text of ``/proc/stat``, in clock ticks, in :data:`CPU_TIME_FIELDS` order.
+
+    Missing trailing fields of old kernels are 0.
+    """
+    times: dict[int, tuple[int, ...]] = {}
+    width = len(CPU_TIME_FIELDS)
+    for line in text.splitlines():
+        if not (line.startswith("cpu") and line[3:4].isdigit()):
+            continue
+        name, *values = line.split()
+        try:
+            numbers = [int(v) for v in values[:width]]
+        except ValueError:
+            continue
+        times[int(name[3:])] = tuple(numbers + [0] * (width - len(numbers)))
+    return times
+
+
+def parse_diskstats(text: str) -> dict[str, DiskStat]:
+    """Every block device's counters from the text of ``/proc/diskstats``, by kernel name."""
+    stats: dict[str, DiskStat] = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 14:
+            continue
+        try:
+            numbers = [int(v) for v in fields[3:20]]
+        except ValueError:
+            continue
+        stats[fields[2]] = DiskStat(*numbers)
+    return stats
+
+
+def parse_interrupts(text: str) -> Interrupts | None:
+    """The text of ``/proc/interrupts`` (its header and any of its lines); None when the header makes no sense."""
+    lines = text.splitlines()
+    if not lines:
+        return None
+    try:
+        cpus = tuple(int(word[3:]) for word in lines[0].split() if word.startswith("CPU"))
+    except ValueError:
+        return None
+    counts: dict[str, tuple[int, ...]] = {}
+    names: dict[str, str] = {}
+    for line in lines[1:]:
+        label, sep, rest = line.partition(":")
+        if not sep:
+            continue
+        words = rest.split()
+        numbers = []
+        for word in words[: len(cpus)]:
+            if not word.isdigit():
+                break
+            numbers.append(int(word))
+        if not numbers:
+            continue
+        irq = label.strip()
+        counts[irq] = tuple(numbers + [0] * (len(cpus) - len(numbers)))
+        names[irq] = " ".join(words[len(numbers) :])
+    return Interrupts(cpus=cpus, counts=counts, names=names)
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """The text of ``/proc/meminfo`` in bytes."""
+    found: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        words = value.split()
+        if words and words[0].isdigit():
+            found[key.strip()] = int(words[0]) * (1024 if words[1:2] == ["kB"] else 1)
+    return found
+
+
+def parse_task_stat(pid: int, tid: int, data: bytes | None) -> TaskStat | None:
+    """One thread's ``/proc/<pid>/task/<tid>/stat`` as a :class:`TaskStat`; None when unusable."""
+    found = _task_stat(pid, tid, data)
+    return None if found is None else found[0]

@@ -76,8 +76,9 @@ for b in /sys/class/block/* /sys/block/*; do
     case "$p" in /sys/devices/*) ;; *) break;; esac
     case "$seen" in *" $p "*) break;; esac
     seen="$seen$p "
-    f "$p/numa_node" "$p/local_cpulist" "$p/local_cpus" "$p/class"
+    f "$p/numa_node" "$p/local_cpulist" "$p/local_cpus" "$p/class" "$p/irq"
     f "$p/current_link_speed" "$p/max_link_speed" "$p/current_link_width" "$p/max_link_width"
+    dr "$p/msi_irqs"; f "$p"/msi_irqs/*; l "$p/subsystem"
     p=${p%/*}
   done
 done
