@@ -163,6 +163,17 @@ def test_without_hosts_nothing_changes(write_matrix: Callable[..., Path], tmp_pa
             "'rel/x' is not an absolute path",
         ),
         ("- {name: a, ssh: x, typo: 1}\n", "iodepth: [1]\n", "hosts[0].typo: unknown key"),
+        (
+            "- {name: a, ssh: x}\n",
+            "host_count: [1, 2]\n",
+            "host_count 2 is more than the 1 hosts under `hosts:`",
+        ),
+        ("- {name: a, ssh: x}\n", "host_count: [0]\n", "host_count takes a number of hosts (1 or more)"),
+        (
+            "- {name: a, ssh: x}\n- {name: b, ssh: y}\n",
+            "host_count: [1, 2]\nhost: [a]\n",
+            "`host_count` and `host` both choose the hosts of a point",
+        ),
     ],
 )
 def test_bad_hosts_are_refused_naming_the_field(
@@ -178,6 +189,28 @@ def test_bad_hosts_are_refused_naming_the_field(
         .replace("*", r"\*"),
     ):
         load_matrix(path)
+
+
+def test_host_count_without_hosts_is_refused(write_matrix: Callable[..., Path], tmp_path: Path) -> None:
+    path = write_matrix(
+        f"version: 1\nname: x\ntargets: [{{path: {tmp_path}/t.dat, size: 8M}}]\n"
+        "fio: {ioengine: 'null'}\nmatrix: {host_count: [1, 2]}\n"
+    )
+    with pytest.raises(MatrixError, match=r"matrix.host_count\[0\]: the `host_count` axis needs `hosts:`"):
+        load_matrix(path)
+
+
+@pytest.mark.fio
+def test_host_count_runs_each_point_on_the_first_n_hosts_at_once(
+    write_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    m = load_matrix(_local_hosts_matrix(write_matrix, tmp_path, "host_count: [1, 2]\n"))
+    result = run_hosts(m, out=tmp_path / "results", connector=LocalHosts(tmp_path / "homes"))
+    assert result.counts == {"ok": 2}
+    frame = result.frame
+    assert frame is not None and "host_count" in frame
+    hosts = frame.groupby("host_count")["host"].agg(lambda s: sorted(set(s)))
+    assert hosts.to_dict() == {1: ["a"], 2: ["a", "b"]}
 
 
 def test_host_axis_without_hosts_is_refused(write_matrix: Callable[..., Path], tmp_path: Path) -> None:

@@ -75,3 +75,103 @@ def test_no_module_imports_the_package_api() -> None:
         )
     ]
     assert offenders == []
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the package by dotted name (``iobench.runner.sweep``)."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def _imports(path: Path, name: str, modules: dict[str, Path]) -> list[tuple[str, str | None]]:
+    """What a module imports from the package: (module, name imported from it or None), function-level too."""
+    found: list[tuple[str, str | None]] = []
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, None) for alias in node.names if alias.name.startswith("iobench")]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
+            if not base.startswith("iobench"):
+                continue
+            for alias in node.names:
+                # `from iobench.results import fioout` imports a module, not a name.
+                target = f"{base}.{alias.name}"
+                found.append((target, None) if target in modules else (base, alias.name))
+    return found
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    modules = _modules()
+    offenders = [
+        f"{name} imports {other}.{imported}"
+        for name, path in modules.items()
+        for other, imported in _imports(path, name, modules)
+        if imported is not None and imported.startswith("_") and not imported.endswith("__") and other != name
+    ]
+    assert offenders == []
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on.add(node)
+        for other in sorted(graph.get(node, ())):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycles_counting_imports_inside_functions() -> None:
+    """A module may not reach itself through imports, wherever they stand (a function's body too)."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        if name == "iobench":
+            continue  # the public API's lazy table sits on top of everything
+        targets = {other for other, _ in _imports(path, name, modules)}
+        # Importing a module imports its package first: count the edge to the module itself.
+        graph[name] = {t for t in targets if t in modules and t != name and t != "iobench"}
+    assert _cycles(graph) == []
+
+
+def test_module_file_names_are_unique() -> None:
+    """One name, one module: ``hosts.py`` in two packages reads as one thing in tracebacks and talk."""
+    seen: dict[str, list[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        if path.name not in ("__init__.py", "__main__.py"):
+            seen.setdefault(path.name, []).append(str(path.relative_to(PACKAGE)))
+    assert {name: places for name, places in seen.items() if len(places) > 1} == {}

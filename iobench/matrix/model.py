@@ -595,6 +595,30 @@ def _hosts(checker: _Checker, axes: dict[str, tuple[Value, ...]], entries: list[
         seen[key] = index
         hosts.append(Host(model.name, model.ssh, tuple(model.ssh_options), targets, server, index))
     names = {h.name for h in hosts if h.name}
+    counts: list[tuple[tuple[str | int, ...], Value]] = [
+        (("matrix", "host_count", i), v) for i, v in enumerate(axes.get("host_count", ()))
+    ]
+    counts += [
+        (("matrix", "include", i, "host_count"), e["host_count"])
+        for i, e in enumerate(entries)
+        if "host_count" in e
+    ]
+    for loc, value in counts:
+        if not checker.model.hosts:
+            issues.add(loc, "the `host_count` axis needs `hosts:`", "list the hosts under `hosts:`")
+            break
+        if isinstance(value, int) and value > len(hosts):
+            issues.add(
+                loc,
+                f"host_count {value} is more than the {len(hosts)} hosts under `hosts:`",
+                f"use 1 to {len(hosts)}, or list more hosts",
+            )
+    if counts and (axes.get("host") or any("host" in e for e in entries)):
+        issues.add(
+            ("matrix", "host_count"),
+            "`host_count` and `host` both choose the hosts of a point",
+            "keep one: `host` runs each point on one named host, `host_count` on the first N hosts at once",
+        )
     wanted: list[tuple[tuple[str | int, ...], Value]] = [
         (("matrix", "host", i), v) for i, v in enumerate(axes.get("host", ()))
     ]

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 Scalar = str | int | float | bool
 Value = str | int | float
 
-IOBENCH_AXES = ("binding", "placement", "scheduler", "readahead_kb", "launch", "host")
+IOBENCH_AXES = ("binding", "placement", "scheduler", "readahead_kb", "launch", "host", "host_count")
 PLACEMENTS = ("node", "same-core", "diff-cores")
 LAUNCHES = ("single", "per-target")
 BINDINGS = "none, local, remote or node:N (N a NUMA node number, e.g. node:1)"
@@ -150,6 +150,11 @@ def axis_value(name: str, value: Scalar) -> Value:
         if not isinstance(value, str) or not value.strip():
             raise ValueError(f"host takes the name of a host under `hosts:`, not {value!r}")
         return value.strip()
+    if name == "host_count":
+        text = fio_text(value).strip()
+        if isinstance(value, bool | float) or not text.isdigit() or int(text) < 1:
+            raise ValueError(f"host_count takes a number of hosts (1 or more), not {value!r}")
+        return int(text)
     if name == "readahead_kb":
         text = fio_text(value).strip()
         if isinstance(value, bool | float) or not text.isdigit():

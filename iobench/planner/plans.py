@@ -482,7 +482,12 @@ def plan_points(
     by_configured = {h.name: site.host for h, site in zip(matrix.hosts, sites, strict=False) if h.name}
     points = []
     for index, combo in enumerate(matrix.combos, start=1):
-        chosen = [by_configured[str(combo["host"])]] if "host" in combo else list(planners)
+        if "host" in combo:
+            chosen = [by_configured[str(combo["host"])]]
+        elif "host_count" in combo:  # a scale-out sweep: the first N hosts at once
+            chosen = list(planners)[: int(str(combo["host_count"]))]
+        else:
+            chosen = list(planners)
         points.append(_merge(index, combo, {name: planners[name].point(index, combo) for name in chosen}))
     problems: set[str] = set()
     for site in sites:
@@ -603,8 +608,13 @@ def host_targets(matrix: Matrix, host: MatrixHost) -> tuple[Target, ...]:
 def host_specs(matrix: Matrix) -> list[HostSpec]:
     """What the system layer needs of each of the matrix's hosts, in order."""
     specs = []
-    for host in matrix.hosts:
-        combos = [c for c in matrix.combos if "host" not in c or c["host"] == host.name]
+    for index, host in enumerate(matrix.hosts):
+        combos = [
+            c
+            for c in matrix.combos
+            if ("host" not in c or c["host"] == host.name)
+            and ("host_count" not in c or int(str(c["host_count"])) > index)
+        ]
         specs.append(
             HostSpec(
                 target=SshTarget(host.ssh, host.ssh_options, host.name or ""),

@@ -302,7 +302,8 @@ def _int_or_none(text: str | None) -> int | None:
         return None
 
 
-def _natural_key(name: str) -> tuple[Any, ...]:
+def natural_key(name: str) -> tuple[Any, ...]:
+    """Sort key that orders ``sda2`` before ``sda10`` (numbers by value)."""
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
 
 
@@ -486,7 +487,7 @@ class SystemRoot:
     def list_dir(self, path: PathArg) -> tuple[str, ...]:
         """Names in a folder in natural order (``sda2`` before ``sda10``); empty when it cannot be listed."""
         try:
-            return tuple(sorted(os.listdir(self.path(path)), key=_natural_key))
+            return tuple(sorted(os.listdir(self.path(path)), key=natural_key))
         except OSError:
             return ()
 
@@ -586,7 +587,7 @@ class SystemRoot:
         """Every whole block device (no partitions), in natural order."""
         names = set(self.list_dir(self.sysfs / "block"))
         names.update(n for n in self.list_dir(self.sysfs / "class" / "block") if not self.is_partition(n))
-        return tuple(sorted(names, key=_natural_key))
+        return tuple(sorted(names, key=natural_key))
 
     def is_partition(self, name: str) -> bool:
         """Whether ``name`` is a partition (its folder has a ``partition`` file)."""

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iobench.errors import IobenchError
-from iobench.system.hostfs import SystemFileError, SystemRoot, _natural_key
+from iobench.system.hostfs import SystemFileError, SystemRoot, natural_key
 from iobench.system.process import Completed
 from iobench.system.ssh import COMMAND_TIMEOUT_S, Ssh, SshTarget, Transport, control_dir
 
@@ -570,7 +570,7 @@ class RemoteRoot(SystemRoot):
         done = self._run(["ls", "-1A", "--", os.fspath(self.path(path))])
         if done.returncode != 0:
             return ()
-        return tuple(sorted((n for n in done.stdout.splitlines() if n), key=_natural_key))
+        return tuple(sorted((n for n in done.stdout.splitlines() if n), key=natural_key))
 
     def block_dir(self, name: str) -> Path | None:
         """The host's sysfs folder of a block device (``class/block``, then ``block``)."""
