@@ -126,7 +126,7 @@ def test_interrupt_keeps_finished_points_and_resume_runs_only_the_rest(
     run_dir = interrupted.run_dir
     assert (run_dir / "results.parquet").is_file()
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
-    assert "--resume" in str(caught.value)
+    assert "resume the run" in str(caught.value)  # the CLI words the command (test_cli)
 
     again = fake_fio()
     result = run(m, resume=run_dir, executor=again)
