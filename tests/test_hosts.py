@@ -1079,35 +1079,21 @@ def test_a_hosts_device_with_a_filesystem_is_refused_naming_the_host(loops: obje
     assert facts.locations[loop.path].kind == "block" and facts.locations[loop.path].device == loop.name
 
 
-def test_observers_keep_job_processes_seen_twice(tmp_path: Path) -> None:
-    from dataclasses import dataclass
+def test_the_monitor_keeps_job_processes_seen_twice_and_their_policy(tmp_path: Path) -> None:
+    from iobench.system.hostmonitor import HostMonitor
 
-    from iobench.system.remote import ProcEntry
-    from iobench.system.remotewatch import Observers
-
-    @dataclass
-    class Watched:
-        name: str
-        connection: LocalConnection
-        server_pid: int | None
-
-    host = Watched("h", _local(tmp_path), 100)
-    observers = Observers([host], 0.25, 10.0)
-    pid = os.getpid()  # a real process, so its numa_maps can be read
-    table = {
-        100: ProcEntry(100, 1, "0-1", "0", "fio"),  # the server
-        101: ProcEntry(101, 100, "0-1", "0", "fio"),  # its connection
-        102: ProcEntry(102, 101, "0-1", "0", "fio"),  # the backend
-        pid: ProcEntry(pid, 102, "0-1", "0", "fio"),  # a job, as it started
-        7: ProcEntry(7, 1, "0", "0", "fio"),  # someone else's fio
-    }
-    observers.look(host, table)
-    (first,) = observers.seen[host.name].values()
-    assert (first.pid, first.looks, first.settled, first.policy) == (pid, 1, False, None)
-    table[pid] = ProcEntry(pid, 102, "1", "0", "fio")  # its cpus_allowed applied
-    observers.look(host, table)
-    (worker,) = observers.seen[host.name].values()
-    assert worker.settled and worker.cpus == "1" and worker.policy is not None
+    monitor = HostMonitor(_local(tmp_path), server_pid=100)
+    monitor._look(["P 4242 102 0-1 0 S fio"])  # a job, as it started
+    (first,) = monitor.workers.values()
+    assert (first.pid, first.looks, first.settled, first.policy) == (4242, 1, False, None)
+    monitor._look(["P 4242 102 1 0 R fio", "N 4242 bind:0 bind:0 default"])  # its cpus_allowed applied
+    (worker,) = monitor.workers.values()
+    assert worker.settled and worker.cpus == "1" and worker.policy == "bind:0,default"
+    monitor._look(["P 4242 102 1 0 Z fio"])
+    monitor._look(["P 4242 102 1 0 Z fio"])
+    assert monitor.unreaped() == [4242]
+    monitor.begin_point()
+    assert monitor.workers == {}
 
 
 @pytest.mark.fio
@@ -1147,3 +1133,45 @@ def test_a_server_named_in_the_matrix_is_used_and_left_running(
     finally:
         given.terminate()
         given.wait(timeout=10)
+
+
+@pytest.mark.fio
+def test_a_run_long_monitor_sees_each_points_jobs_and_samples_while_they_run(tmp_path: Path) -> None:
+    from iobench.system.fioserver import server_token, start_server
+    from iobench.system.hostmonitor import HostMonitor, point_edge
+    from iobench.system.sampler import Watch
+
+    connection = _local(tmp_path)
+    server = start_server(connection, "fio", server_token())
+    watch = Watch(devices=(), irqs=(), threads=False)
+    monitor = HostMonitor(connection, server.pid, watch, interval=0.25, tick=0.1).start()
+    try:
+        link = tmp_path / "host-h"
+        link.symlink_to(server.socket)
+        job = tmp_path / "j.fio"
+        job.write_text(
+            "[global]\nioengine=null\nsize=16m\ntime_based=1\nruntime=2\nnumjobs=2\n[a]\nrw=randread\n"
+        )
+        time.sleep(0.5)
+        assert monitor.samples == [] and monitor.workers == {}  # nothing runs: the loop only looks
+        before = point_edge(connection, watch, ["vda"] if Path("/sys/block/vda").exists() else [], [str(job)])
+        assert before.sample is not None and before.sample.cpu
+        assert before.targets[0].split()[0].startswith("8")  # a regular file's mode
+        monitor.begin_point()
+        started = time.monotonic()
+        done = run_process(
+            ["fio", "--output-format=json+", "--output=out.json", "--client=sock:host-h", str(job)],
+            cwd=tmp_path,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        workers = dict(monitor.workers)
+        assert len(workers) == 2 and all(w.settled for w in workers.values()), workers
+        assert all(w.cpus and w.policy for w in workers.values()), workers
+        samples = monitor.samples_since(started)
+        assert len(samples) >= 3 and all(s.cpu for s in samples)
+        assert monitor.unreaped() == []
+    finally:
+        monitor.stop()
+        server.stop()
+    assert monitor._stream is None

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from iobench.errors import IobenchError, ResultsError, RunStorageError, TargetVanished, TuningError
 from iobench.planner.plans import FioProcess, Plan, PlannedRun, client_argv
 from iobench.runner import recording
-from iobench.runner.sites import HostSite, Site, TargetState
+from iobench.runner.sites import HostSite, PointEdge, Site, TargetState
 from iobench.store.records import PointMeta, ProcessRecord, Status
 from iobench.store.rundir import RunDir, now, probe, write_text
 from iobench.system.cpulist import parse_cpulist
@@ -42,7 +42,7 @@ from iobench.system.hostfs import SystemRoot
 from iobench.system.observe import GroupWatcher, Observed, check_placement
 from iobench.system.process import CommandNotFound, Completed, minimal_env
 from iobench.system.remote import EXIT_SCRIPT, descendants_in, proc_table
-from iobench.system.remotewatch import Observers
+from iobench.system.sampler import Snapshot, Watch
 from iobench.system.tuning import DeviceTuner
 
 if TYPE_CHECKING:
@@ -96,6 +96,8 @@ class PointOutcome:
     reason: str | None
     duration_s: float
     outputs: Sequence[pd.DataFrame | list[Row]] = field(default=(), repr=False, compare=False)
+    fault: TargetVanished | None = field(default=None, repr=False, compare=False)
+    """A target found gone or replaced once the point was saved: the sweep stops on it."""
 
     @cached_property
     def _headline(self) -> tuple[float | None, float | None]:
@@ -363,17 +365,19 @@ class ClientLaunch:
     def __call__(self, runner: PointRunner, run: PlannedRun, cwd: Path, token: str) -> list[Share]:
         """Run the client; a host lost mid-point stops it at once (:class:`_Lost`)."""
         sites = [runner.site_of(p) for p in run.processes]
-        hosts = list({id(s): s for s in sites if isinstance(s, HostSite)}.values())
+        hosts = [s for s in {id(s): s for s in sites}.values() if isinstance(s, HostSite)]
         fleet = runner.fleet
         assert fleet is not None
-        observers = Observers([h.node for h in hosts if h.node.server is not None], 0.25, run.timeout_s)
+        for host in hosts:
+            if host.monitor is not None:
+                host.monitor.begin_point()
 
         def poll(pid: int) -> float:
             lost = [h for h in hosts if not h.alive()]
             if lost:
                 raise _Lost("; ".join(h.down_reason() for h in lost))
             for host in hosts:
-                dead = observers.unreaped(host.host)
+                dead = host.monitor.unreaped() if host.monitor is not None else []
                 if dead:
                     raise _Killed(f"host {host.host}: {_remote_killed(host, dead)}")
             return HOSTS_POLL_S
@@ -383,15 +387,14 @@ class ClientLaunch:
             link.symlink_to(fleet.socket_of(host.node))
         (argv,) = self.argv(run)
         try:
-            with observers:
-                done = runner.executor(
-                    argv,
-                    cwd=cwd,
-                    timeout=run.timeout_s,
-                    env=minimal_env({TOKEN_VAR: token}),
-                    poll=poll,
-                    poll_interval=HOSTS_POLL_S,
-                )
+            done = runner.executor(
+                argv,
+                cwd=cwd,
+                timeout=run.timeout_s,
+                env=minimal_env({TOKEN_VAR: token}),
+                poll=poll,
+                poll_interval=HOSTS_POLL_S,
+            )
         except BaseException:
             _stop_jobs(hosts)
             raise
@@ -401,7 +404,7 @@ class ClientLaunch:
                 link.unlink(missing_ok=True)
         if done.timed_out:
             _stop_jobs(hosts)
-        return _client_shares(run, sites, done, observers, cwd)
+        return _client_shares(run, sites, done, cwd)
 
 
 def _remote_killed(host: HostSite, pids: list[int]) -> str:
@@ -442,10 +445,11 @@ def each(work: Callable[[Any], None], items: Sequence[Any]) -> None:
         list(pool.map(work, items))
 
 
-def _host_watcher(observers: Observers, host: str) -> GroupWatcher:
+def _host_watcher(site: Site) -> GroupWatcher:
     """What a host's /proc showed of its fio jobs, as the placement check reads it."""
     watcher = GroupWatcher()
-    for worker in observers.seen.get(host, {}).values():
+    monitor = site.monitor if isinstance(site, HostSite) else None
+    for worker in (monitor.workers if monitor is not None else {}).values():
         if not worker.settled:
             continue
         with contextlib.suppress(IobenchError):
@@ -456,9 +460,7 @@ def _host_watcher(observers: Observers, host: str) -> GroupWatcher:
     return watcher
 
 
-def _client_shares(
-    run: PlannedRun, sites: Sequence[Site], done: Completed, observers: Observers, cwd: Path
-) -> list[Share]:
+def _client_shares(run: PlannedRun, sites: Sequence[Site], done: Completed, cwd: Path) -> list[Share]:
     """Each host's share of the client's output, parsed once for every host."""
     from iobench.results.fioout.clients import client_key, parse_client_output
 
@@ -481,7 +483,7 @@ def _client_shares(
         share = Share(
             process,
             done,
-            _host_watcher(observers, str(process.host)),
+            _host_watcher(site),
             text + "\n" + done.stdout + "\n" + done.stderr,
             output=output,
             client=site.server_name,
@@ -531,6 +533,8 @@ class PointRunner:
     fleet: Any = None
     parsed: Parsed = field(default_factory=dict)
     watched: dict[str | None, recording.Watched] = field(default_factory=dict)
+    watches: dict[str | None, Watch] = field(default_factory=dict)
+    """Each host's counters to sample at a point's edges (its targets' devices and interrupt lines)."""
     seen: dict[tuple[str | None, str], tuple[int, ...]] = field(default_factory=dict)
     created: dict[str | None, list[str]] = field(default_factory=dict)
 
@@ -544,25 +548,34 @@ class PointRunner:
 
     # --- around a point ---------------------------------------------------------------------
 
-    def check_targets(self, run: PlannedRun) -> None:
-        """Raise :class:`TargetVanished` when one of ``run``'s targets is gone or was replaced.
-
-        Checked before and after every point. A host that cannot answer is
-        left to its own fault (its connection dropped).
-        """
+    def _vanished_in(self, run: PlannedRun, edges: dict[str | None, PointEdge]) -> TargetVanished | None:
+        """The fault when one of ``run``'s targets is gone or was replaced, as its site showed at a point's edge."""
         # fio's unlink options delete the file after each job on purpose.
         unlinks = any(bool(self.plan.matrix.setting(run.params, o)) for o in ("unlink", "unlink_each_loop"))
         for site in self.sites_of(run):
-            paths = sorted({t for p in run.processes if p.host == site.host for t in p.targets})
-            try:
-                states = site.states(paths)
-            except IobenchError:
-                continue
-            for path in paths:
+            edge = edges.get(site.host)
+            if edge is None:
+                continue  # a host that cannot answer is left to its own fault (its connection dropped)
+            for path, state in edge.states.items():
                 kind = site.facts.locations[path].kind
-                problem = self._vanished(site.host, path, kind, states[path], unlinks)
+                problem = self._vanished(site.host, path, kind, state, unlinks)
                 if problem is not None:
-                    raise TargetVanished(f"{site.label}target {problem}", path)
+                    return TargetVanished(f"{site.label}target {problem}", path)
+        return None
+
+    def _edges(self, run: PlannedRun, sites: Sequence[Site], *, sample: bool) -> dict[str | None, PointEdge]:
+        """Each site's edge of the point (one round trip a host, all hosts at once); a silent host is left out."""
+        found: dict[str | None, PointEdge] = {}
+
+        def look(site: Site) -> None:
+            paths = sorted({t for p in run.processes if p.host == site.host for t in p.targets})
+            disks = sorted({d for t in paths for d in site.facts.locations[t].disks})
+            watch = self.watches.get(site.host) if sample and isinstance(site, HostSite) else None
+            with contextlib.suppress(IobenchError):
+                found[site.host] = site.edge(paths, disks, watch)
+
+        each(look, list(sites))
+        return found
 
     def _vanished(
         self, host: str | None, path: str, kind: str, state: TargetState, unlinks: bool
@@ -637,6 +650,9 @@ class PointRunner:
                     raise
                 self._ended(cwd, run, meta, "interrupted", "interrupted while fio ran")
                 raise
+        except TargetVanished:
+            self.run_dir.discard(cwd)  # found before fio started: the point never ran
+            raise
         except RunStorageError as fault:
             self.run_dir.discard(cwd)
             fault.what += f" while saving point {run.key}"
@@ -667,11 +683,21 @@ class PointRunner:
         write_text(cwd / "argv.json", json.dumps(self.launch.argv(run), indent=2) + "\n")
         sites = self.sites_of(run)
         self._apply_settings(run, sites)
-        meta.settings = self._settings_now(run, sites)
+        before = self._edges(run, sites, sample=True)
+        vanished = self._vanished_in(run, before)
+        if vanished is not None:
+            raise vanished
+        meta.settings = {
+            disk if host is None else f"{host}:{disk}": dict(values)
+            for host, edge in before.items()
+            for disk, values in sorted(edge.settings.items())
+        }
         started = time.monotonic()
         token = f"{os.getpid()}-{run.key}-{time.monotonic_ns()}"
         sampling = {
-            s.host: recording.start(self.plan, run, s, known=self.watched.setdefault(s.host, {}))
+            s.host: recording.start(
+                self.plan, run, s, known=self.watched.setdefault(s.host, {}), first=_sample(before, s.host)
+            )
             for s in sites
         }
         try:
@@ -684,6 +710,7 @@ class PointRunner:
             for telemetry in sampling.values():
                 if telemetry is not None:
                     telemetry.stop()
+        after = self._edges(run, sites, sample=True)
         status, reason, outputs = self._judge(run, cwd, shares)
         for site in sites:
             telemetry = sampling.get(site.host)
@@ -694,10 +721,13 @@ class PointRunner:
                     [s.output for s in mine if s.output is not None],
                     [s.rows for s in mine if isinstance(s.rows, list)],
                     status,
+                    last=_sample(after, site.host),
                 )
         write_text(cwd / "stderr.txt", "".join(dict.fromkeys(s.done.stderr for s in shares)))
         outcome = self._ended(cwd, run, meta, status, reason, started, shares)
-        return PointOutcome(outcome.key, status, reason, outcome.duration_s, outputs)
+        return PointOutcome(
+            outcome.key, status, reason, outcome.duration_s, outputs, fault=self._vanished_in(run, after)
+        )
 
     def _judge(
         self, run: PlannedRun, cwd: Path, shares: Sequence[Share]
@@ -790,26 +820,6 @@ class PointRunner:
         if problems:
             raise TuningError("; ".join(problems))
 
-    def _settings_now(self, run: PlannedRun, sites: Sequence[Site]) -> dict[str, dict[str, Any]]:
-        """Scheduler and readahead of every disk under the point's targets, per site (``host:disk``), read now."""
-        found: dict[str, dict[str, Any]] = {}
-
-        def read(site: Site) -> None:
-            disks = sorted(
-                {
-                    d
-                    for p in run.processes
-                    if p.host == site.host
-                    for t in p.targets
-                    for d in site.facts.locations[t].disks
-                }
-            )
-            for disk, values in site.settings(disks).items():
-                found[disk if site.host is None else f"{site.host}:{disk}"] = dict(values)
-
-        each(read, list(sites))
-        return dict(sorted(found.items()))
-
     def _process_meta(self, process: FioProcess, share: Share | None) -> ProcessRecord:
         site = self.site_of(process)
         data = process.to_json()
@@ -831,6 +841,11 @@ class PointRunner:
                 observed=share.watcher.to_json(),
             )
         return ProcessRecord.model_validate(data)
+
+
+def _sample(edges: dict[str | None, PointEdge], host: str | None) -> Snapshot | None:
+    edge = edges.get(host)
+    return None if edge is None else edge.sample
 
 
 def _parsed_key(point: str, process: FioProcess) -> str:

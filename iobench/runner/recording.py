@@ -22,8 +22,8 @@ from iobench.matrix.values import Duration
 from iobench.planner.plans import Plan, PlannedRun, SiteFacts
 from iobench.runner.sites import HostSite, Site
 from iobench.system.hostfs import SystemRoot, devno_text
-from iobench.system.remotesampler import RemoteSampler
-from iobench.system.sampler import Sampler, Watch
+from iobench.system.hostmonitor import HostMonitor
+from iobench.system.sampler import Sampler, Snapshot, Watch
 
 if TYPE_CHECKING:
     from iobench.results.fioout.rows import Row
@@ -105,11 +105,39 @@ def _watch_irqs(
 
 
 @dataclass
+class HostSamples:
+    """A host's samples of one point: at its edge before fio, the run-long monitor's while jobs ran, after fio.
+
+    Stands where this machine's :class:`~iobench.system.sampler.Sampler` does.
+    """
+
+    monitor: HostMonitor | None
+    first: Snapshot | None
+    start: float = field(default_factory=time.monotonic)
+    last: Snapshot | None = None
+    placed_on: tuple[int, ...] | None = None
+    cpu_s: float = 0.0
+    read_s: float = 0.0
+
+    @property
+    def snapshots(self) -> list[Snapshot]:
+        """In time order."""
+        end = self.last.t if self.last is not None else float("inf")
+        middle = [s for s in self.monitor.samples_since(self.start) if s.t < end] if self.monitor else []
+        edges = [s for s in (self.first, *middle, self.last) if s is not None]
+        return sorted(edges, key=lambda s: s.t)
+
+    def stop(self) -> list[Snapshot]:
+        """Every sample so far."""
+        return self.snapshots
+
+
+@dataclass
 class PointTelemetry:
     """The sampler of one running point on one site and what it needs to save its samples."""
 
     run: PlannedRun
-    sampler: Sampler | RemoteSampler
+    sampler: Sampler | HostSamples
     context: dict[str, Any]
     offset: float = field(default_factory=lambda: time.time() - time.monotonic())
     launched: float = field(default_factory=time.monotonic)
@@ -141,7 +169,14 @@ class PointTelemetry:
             return start, max(start, end), "fio" if stamps else "fio runtime before fio's exit"
         return first, last, "sampled span (no fio runtime)"
 
-    def save(self, cwd: Path, outputs: Sequence[Path], rows: Sequence[Sequence[Row]], status: str) -> None:
+    def save(
+        self,
+        cwd: Path,
+        outputs: Sequence[Path],
+        rows: Sequence[Sequence[Row]],
+        status: str,
+        last: Snapshot | None = None,
+    ) -> None:
         """Write ``telemetry.parquet`` (samples within the measured window, with the context) into ``cwd``.
 
         Raises
@@ -152,6 +187,8 @@ class PointTelemetry:
         from iobench.results.samples import build_table, file_name, write_table  # pyarrow: after fio
 
         self.stop()
+        if last is not None and isinstance(self.sampler, HostSamples):
+            self.sampler.last = last  # the host's sample at the point's edge after fio
         snaps = self.sampler.stop()
         context = self.context
         context.update(
@@ -205,7 +242,9 @@ def _watched(
     return {n: dict(f) for n, f in devices.items()}, {i: dict(f) for i, f in irqs.items()}, list(notes)
 
 
-def start(plan: Plan, run: PlannedRun, site: Site, known: Watched | None = None) -> PointTelemetry | None:
+def start(
+    plan: Plan, run: PlannedRun, site: Site, known: Watched | None = None, first: Snapshot | None = None
+) -> PointTelemetry | None:
     """Start sampling ``site`` for ``run`` (call just before fio starts); None when telemetry is off or cannot apply.
 
     A plan made from a snapshot (``fsroot`` other than ``/``) or a point that
@@ -241,11 +280,16 @@ def start(plan: Plan, run: PlannedRun, site: Site, known: Watched | None = None)
         "notes": notes,
         "threads": watch.threads,
     }
-    sampler: Sampler | RemoteSampler
     if isinstance(site, HostSite):
-        sampler = RemoteSampler(site.node, watch, interval, delay=delay, limit_s=run.timeout_s)
-    else:
-        sampler = Sampler(watch, interval, delay=delay, system=system)
+        return PointTelemetry(run, HostSamples(site.monitor, first), context)
+    sampler = Sampler(watch, interval, delay=delay, system=system)
     telemetry = PointTelemetry(run, sampler, context)
     sampler.start()
     return telemetry
+
+
+def host_watch(plan: Plan, site: Site, known: Watched) -> Watch:
+    """What a host's monitor samples for the whole run: the devices and interrupt lines of all its targets."""
+    targets = tuple(sorted(site.facts.locations))
+    devices, irqs, _ = _watched(site.facts, targets, site.system, known)
+    return Watch(devices=tuple(devices), irqs=tuple(irqs))

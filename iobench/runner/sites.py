@@ -18,15 +18,18 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from iobench.errors import IobenchError, SafetyError, TuningError
+from iobench.errors import SafetyError, TuningError
 from iobench.planner.plans import SiteFacts
 from iobench.system.hostfs import SystemRoot, devno_text
+from iobench.system.hostmonitor import HostMonitor, point_edge
 from iobench.system.hosts import Host
 from iobench.system.locks import device_lock
 from iobench.system.remote import RemoteRoot
 from iobench.system.remoteguard import RemoteMachine
 from iobench.system.safety import LOCAL, Machine, remember_created
+from iobench.system.sampler import Snapshot, Watch
 from iobench.system.ssh import end_session, first_line
+from iobench.system.topology import parse_scheduler
 from iobench.system.tuning import DeviceTuner, Settings, drop_caches, read_settings
 
 LOCK_TIMEOUT_S = 30.0
@@ -57,6 +60,25 @@ class TargetState:
     identity: tuple[int, ...] = ()
     sectors: int | None = None
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class PointEdge:
+    """What a site showed just before (or after) a point's fio: its targets, its disks' settings, a sample.
+
+    Attributes
+    ----------
+    states : dict of str to TargetState
+        Each of the point's targets there.
+    settings : dict of str to dict
+        Each disk's scheduler and readahead in effect (disks that could not be read are left out).
+    sample : Snapshot or None
+        The site's counters at that moment, when the site takes them here (a host).
+    """
+
+    states: dict[str, TargetState]
+    settings: dict[str, Settings]
+    sample: Snapshot | None = None
 
 
 class Site(Protocol):
@@ -93,8 +115,8 @@ class Site(Protocol):
     def states(self, paths: Sequence[str]) -> dict[str, TargetState]:
         """Each target path as it is now."""
 
-    def settings(self, disks: Sequence[str]) -> dict[str, Settings]:
-        """The scheduler and readahead of each disk, read now."""
+    def edge(self, paths: Sequence[str], disks: Sequence[str], watch: Watch | None) -> PointEdge:
+        """The targets' states, the disks' settings and (``watch``) the counters, at once: one round trip."""
 
     def drop_caches(self) -> None:
         """Sync and drop its page cache."""
@@ -151,14 +173,14 @@ class LocalSite:
         """``os.stat`` of each path, and a block device's size in sysfs."""
         return {path: _local_state(path, self.system) for path in paths}
 
-    def settings(self, disks: Sequence[str]) -> dict[str, Settings]:
-        """Read from this machine's sysfs."""
+    def edge(self, paths: Sequence[str], disks: Sequence[str], watch: Watch | None) -> PointEdge:
+        """Read here; the counters are the local sampler's to take."""
         found: dict[str, Settings] = {}
         sysfs = os.path.join(self.facts.fsroot, "sys")
         for disk in disks:
             with contextlib.suppress(TuningError):
                 found[disk] = read_settings(disk, sysfs=sysfs)
-        return found
+        return PointEdge(self.states(paths), found)
 
     def drop_caches(self) -> None:
         """``sync`` and ``/proc/sys/vm/drop_caches``."""
@@ -241,6 +263,7 @@ class HostSite:
 
     facts: SiteFacts
     node: Host
+    monitor: HostMonitor | None = None
 
     @property
     def host(self) -> str:
@@ -341,14 +364,32 @@ class HostSite:
             found[path] = _remote_state(line)
         return found
 
-    def settings(self, disks: Sequence[str]) -> dict[str, Settings]:
-        """Read on the host."""
-        found: dict[str, Settings] = {}
-        system = self.system
+    def edge(self, paths: Sequence[str], disks: Sequence[str], watch: Watch | None) -> PointEdge:
+        """One remote command (:func:`~iobench.system.hostmonitor.point_edge`)."""
+        seen = point_edge(self.node, watch, disks, paths)
+        settings: dict[str, Settings] = {}
         for disk in disks:
-            with contextlib.suppress(IobenchError):
-                found[disk] = read_settings(disk, system=system)
-        return found
+            scheduler, readahead = seen.schedulers.get(disk, ""), seen.readahead_kb.get(disk, "")
+            if scheduler and readahead.isdigit():
+                settings[disk] = {
+                    "scheduler": parse_scheduler(scheduler)[0] or "",
+                    "readahead_kb": int(readahead),
+                }
+        lines = seen.targets + [""] * (len(paths) - len(seen.targets))
+        states = {path: _remote_state(line) for path, line in zip(paths, lines, strict=False)}
+        return PointEdge(states, settings, seen.sample)
+
+    def start_monitor(self, watch: Watch | None, interval: float) -> None:
+        """Watch the host's jobs and counters for the whole run (:class:`~iobench.system.hostmonitor.HostMonitor`)."""
+        server = self.node.server
+        if server is not None and self.monitor is None:
+            self.monitor = HostMonitor(self.node, server.pid, watch, interval=interval).start()
+
+    def stop_monitor(self) -> None:
+        """End the run-long watch; never raises."""
+        if self.monitor is not None:
+            self.monitor.stop()
+            self.monitor = None
 
     def drop_caches(self) -> None:
         """``sync`` and ``/proc/sys/vm/drop_caches`` on the host."""
@@ -396,4 +437,4 @@ def site_disks(site: Site, paths: Sequence[str] | None = None) -> list[str]:
     return sorted({disk for location in wanted.values() for disk in location.disks})
 
 
-__all__ = ["HostSite", "LocalSite", "Site", "TargetState", "site_disks"]
+__all__ = ["HostSite", "LocalSite", "PointEdge", "Site", "TargetState", "site_disks"]

@@ -41,7 +41,7 @@ from iobench.planner.plans import (
     plan_points,
     target_facts,
 )
-from iobench.runner import faults
+from iobench.runner import faults, recording
 from iobench.runner.point import ClientLaunch, Executor, Launch, LocalLaunch, PointOutcome, PointRunner
 from iobench.runner.sites import HostSite, LocalSite, Site, site_disks
 from iobench.store.records import MachineFacts, Manifest
@@ -289,6 +289,14 @@ def run(
         tuners = {host: stack.enter_context(site.tuner(str(run_dir.path))) for host, site in sites.items()}
         launch: Launch = LocalLaunch() if fleet is None else ClientLaunch(matrix.fio_binary)
         runner = PointRunner(run_dir, the_plan, sites, executor or run_process, tuners, launch, fleet)
+        for host, site in sites.items():
+            if isinstance(site, HostSite):
+                watch = recording.host_watch(the_plan, site, runner.watched.setdefault(host, {}))
+                runner.watches[host] = watch
+                site.start_monitor(
+                    watch if matrix.telemetry_s is not None else None, matrix.telemetry_s or 1.0
+                )
+                stack.callback(site.stop_monitor)
         show.started(the_plan, todo, run_dir.path)
         result, interrupted = conclude(
             lambda: _sweep(runner, todo, show, matrix, fail_fast=fail_fast),
@@ -431,7 +439,7 @@ def _sweep(
     """Run ``todo`` in order; True when Ctrl-C or SIGTERM stopped it.
 
     Before and after each point its targets are checked on their sites (a
-    vanished one stops the run); a host whose connection dropped fails its
+    vanished one stops the run, once the point is saved when found after it); a host whose connection dropped fails its
     points, gets one fresh connection to stop what it left, and the run ends
     as an environment fault once the others are done.
     """
@@ -439,8 +447,6 @@ def _sweep(
     runner.note_new_files()
     try:
         for index, planned in enumerate(todo):
-            if planned.status == "run":
-                runner.check_targets(planned)
             show.point_started(planned, index)
             if matrix.drop_caches and planned.status == "run":
                 runner.drop_caches(planned)
@@ -450,8 +456,8 @@ def _sweep(
             show.point_finished(planned, outcome)
             if runner.fleet is not None:
                 faults.recover_lost(runner.fleet, recovered)
-            if planned.status == "run":
-                runner.check_targets(planned)
+            if outcome.fault is not None:
+                raise outcome.fault
             if fail_fast and outcome.status in ("failed", "timeout"):
                 break
     except KeyboardInterrupt:

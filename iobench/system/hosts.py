@@ -44,7 +44,6 @@ from iobench.system.fioserver import (
 from iobench.system.process import Completed, signals_held
 from iobench.system.remote import Snapshot, SnapshotError, descendants_in, fetch_snapshot, proc_table
 from iobench.system.remoteguard import RemoteMachine
-from iobench.system.remotewatch import Observers
 from iobench.system.safety import Target, check_targets
 from iobench.system.ssh import (
     COMMAND_TIMEOUT_S,
@@ -591,8 +590,3 @@ class Fleet:
                 with contextlib.suppress(IobenchError, OSError):
                     host.connection.close()
             shutil.rmtree(self._sockets, ignore_errors=True)
-
-    def observe(self, hosts: Sequence[Host], limit_s: float, interval: float = 0.25) -> Observers:
-        """Watch the fio workers of ``hosts``' servers for at most ``limit_s`` seconds (see :class:`Observers`)."""
-        watched = [h for h in hosts if h.server is not None and h.down is None]
-        return Observers(watched, interval, limit_s)

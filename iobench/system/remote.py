@@ -39,7 +39,6 @@ __all__ = [
     "RemoteStat",
     "Snapshot",
     "fetch_snapshot",
-    "numa_policies",
     "proc_table",
     "remote_root",
 ]
@@ -104,28 +103,11 @@ PROC_AWK = r"""
 /^Mems_allowed_list:/ { m = $2; print p, pp, c, m, st, n }
 """
 
-# $1: seconds between looks; $2: how many looks at most; $3: PROC_AWK. Every process's status
-# line (as PROC_SCRIPT), then a line "@@", again and again: one remote command watches a point.
-WATCH_SCRIPT = r"""
-i=0
-while [ "$i" -lt "$2" ]; do
-  cat /proc/[0-9]*/status 2>/dev/null | awk "$3"
-  echo @@
-  sleep "$1"; i=$((i + 1))
-done
-"""
-
 # $1...: pids. "<pid> <exit code>" for each that is a zombie (its wait status, as /proc/<pid>/stat
 # keeps it until the parent reaps it).
 EXIT_SCRIPT = r"""
 for p; do s=$(cat "/proc/$p/stat" 2>/dev/null) || continue; s=${s##*) }; set -- $s; [ "$1" = Z ] && echo "$p ${50}"; done
 exit 0
-"""
-
-# $1: bytes to read; $2...: pids. The head of each numa_maps, after a line naming the pid.
-NUMA_MAPS_SCRIPT = r"""
-n=$1; shift
-for p; do printf '== %s\n' "$p"; head -c "$n" "/proc/$p/numa_maps" 2>/dev/null; echo; done
 """
 
 # $1: value, $2: file. One write(2) of the value, as SystemRoot.write_attribute does here.
@@ -449,26 +431,6 @@ def descendants_in(table: dict[int, ProcEntry], root: int) -> dict[int, int]:
         found[pid] = depth
         todo.extend((child, depth + 1) for child in children.get(pid, []))
     return found
-
-
-def numa_policies(transport: Transport, pids: Sequence[int], head: int = 4096) -> dict[int, str | None]:
-    """The NUMA policies of each process's first mappings (``bind:1``…), comma-joined, as on this machine.
-
-    See :meth:`~iobench.system.hostfs.SystemRoot.memory_policies`: only the
-    first ``head`` bytes of each ``numa_maps`` are read.
-    """
-    if not pids:
-        return {}
-    done = transport.run(["sh", "-c", NUMA_MAPS_SCRIPT, "sh", str(head), *map(str, pids)])
-    found: dict[int, set[str]] = {}
-    current: int | None = None
-    for line in done.stdout.split("\n"):
-        if line.startswith("== ") and line[3:].strip().isdigit():
-            current = int(line[3:].strip())
-            found[current] = set()
-        elif current is not None and len(line.split()) > 1:
-            found[current].add(line.split()[1])
-    return {pid: ",".join(sorted(found.get(pid, ()))) or None for pid in pids}
 
 
 # --- a live SystemRoot over the transport ----------------------------------------------
