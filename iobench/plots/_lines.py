@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from iobench.errors import ResultsError
+from iobench.matrix.display import format_value
 from iobench.plots import _data as dt
 from iobench.plots import _style as st
 
@@ -73,7 +74,7 @@ def _setup_x(
 ) -> None:
     """Label the x axis, log2-scale iodepth/numjobs/bs, and put a tick on every value drawn."""
     axis.set_xlabel(st.label(column))
-    names = [st.format_value(column, v) for v in values]
+    names = [format_value(column, v) for v in values]
     if positions is not None:
         axis.set_xticks(list(positions.values()), names)
         axis.set_xlim(-0.5, len(values) - 0.5)

@@ -6,7 +6,6 @@ import itertools
 import math
 import textwrap
 from collections.abc import Mapping, Sequence
-from pathlib import PurePath
 from typing import Any
 
 import pandas as pd
@@ -14,8 +13,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from iobench.matrix.units import format_size
-from iobench.plots._data import as_number, is_missing, percentile_of
+from iobench.matrix.display import format_value
+from iobench.plots._data import as_number, percentile_of
 
 #: Width and height of one panel, in inches; figures are saved at :data:`DPI`.
 PANEL_WIDTH = 6.5
@@ -117,24 +116,6 @@ def metric_text(column: str, value: float) -> str:
 def metric_ticks(axis: Any, column: str) -> None:
     """Format the ticks of ``axis`` (an x or y axis object) with :func:`metric_text`."""
     axis.set_major_formatter(FuncFormatter(lambda v, _pos: metric_text(column, float(v))))
-
-
-def format_value(column: str, value: object) -> str:
-    """A parameter value as a reader knows it: ``bs`` 4096 → ``4k``, ``direct`` 1 → ``O_DIRECT``."""
-    if is_missing(value):
-        return "n/a"
-    number = as_number(value)
-    if column == "bs" and number is not None and number.is_integer():
-        return format_size(int(number))
-    if column == "direct" and number in (0, 1):
-        return "O_DIRECT" if number == 1 else "buffered"
-    if column == "readahead_kb" and number is not None:
-        return f"{number / 1024:g} MiB" if number >= 1024 and number % 1024 == 0 else f"{number:g} KiB"
-    if column == "source":
-        return PurePath(str(value)).name
-    if number is not None and not isinstance(value, bool):
-        return str(int(number)) if number.is_integer() else f"{number:g}"
-    return str(value)
 
 
 def describe(

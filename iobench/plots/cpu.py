@@ -11,6 +11,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from iobench.errors import ResultsError
+from iobench.matrix.display import format_value
 from iobench.plots import _data as dt
 from iobench.plots import _style as st
 
@@ -63,7 +64,7 @@ def _draw_bars(
                 va="bottom",
                 fontsize=st.SMALL,
             )
-    axis.set_xticks(range(len(by_values)), [st.format_value(by, v) for v in by_values])
+    axis.set_xticks(range(len(by_values)), [format_value(by, v) for v in by_values])
     axis.set_xlim(-0.6, len(by_values) - 0.4)
     axis.set_xlabel(st.label(by))
     axis.set_ylabel(st.label(metric))

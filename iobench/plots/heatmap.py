@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
 
 from iobench.errors import ResultsError
+from iobench.matrix.display import format_value
 from iobench.plots import _data as dt
 from iobench.plots import _style as st
 
@@ -69,8 +70,8 @@ def _draw_cells(
         axis.text(
             j, i, st.metric_text(metric, value), ha="center", va="center", fontsize=st.SMALL, color=colour
         )
-    axis.set_xticks(range(len(xs)), [st.format_value(x, v) for v in xs])
-    axis.set_yticks(range(len(ys)), [st.format_value(y, v) for v in ys])
+    axis.set_xticks(range(len(xs)), [format_value(x, v) for v in xs])
+    axis.set_yticks(range(len(ys)), [format_value(y, v) for v in ys])
     axis.set_xlabel(st.label(x))
     axis.set_ylabel(st.label(y))
     axis.tick_params(length=0)

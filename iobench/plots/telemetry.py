@@ -16,6 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from iobench.errors import ResultsError
+from iobench.matrix.display import format_value
 from iobench.plots import _data as dt
 from iobench.plots import _style as st
 from iobench.plots._lines import main_axis
@@ -120,14 +121,14 @@ def cpu_where(
             if len(nodes) > 1:
                 for at_x, top in zip(offset, bottom, strict=True):
                     axis.annotate(
-                        f"n{st.format_value('node', node)}",
+                        f"n{format_value('node', node)}",
                         (at_x, top),
                         xytext=(0, 2),
                         textcoords="offset points",
                         ha="center",
                         fontsize=st.SMALL,
                     )
-        axis.set_xticks(range(len(xs)), [st.format_value(x, v) for v in xs])
+        axis.set_xticks(range(len(xs)), [format_value(x, v) for v in xs])
         axis.set_xlabel(st.label(x))
         axis.set_ylabel("CPU time (CPUs)")
         axis.grid(True, axis="y", alpha=0.3)
@@ -204,7 +205,7 @@ def device_vs_fio(df: pd.DataFrame, *, x: str | None = None, ax: Axes | None = N
                     color=colour,
                     label=f"{name} {direction}",
                 )
-        axis.set_xticks(range(len(xs)), [st.format_value(x, v) for v in xs])
+        axis.set_xticks(range(len(xs)), [format_value(x, v) for v in xs])
         axis.set_xlabel(st.label(x))
         axis.set_ylabel("IOPS")
         st.metric_ticks(axis.yaxis, "iops")
