@@ -260,7 +260,7 @@ def test_the_timeline_draws_each_repeat_and_shades_what_was_judged(tmp_path: Pat
         timeline(run, points=[9])
     with pytest.raises(ResultsError, match="y must be one of"):
         timeline(run, y="clat_p99_us")
-    with pytest.raises(ResultsError, match="does not take --x"):
+    with pytest.raises(ResultsError, match="timeline: x 'iodepth' cannot be chosen here: x is the time"):
         draw("timeline", run, x="iodepth")
 
 
