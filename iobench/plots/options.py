@@ -92,7 +92,8 @@ def check(
             problem = f"is {seen[column]} already"
         if problem is not None:
             hint = (hints or {}).get(column, "")
-            raise PlotOptionError(figure, role, column, problem, category_fits(totals), hint)
+            fits = [c for c in category_fits(totals) if c not in seen]
+            raise PlotOptionError(figure, role, column, problem, fits, hint)
         seen[column] = role
     for role, columns in (metrics or {}).items():
         for column in columns:
