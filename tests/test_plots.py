@@ -423,7 +423,7 @@ def test_draw_passes_the_cli_options_through() -> None:
         (
             "line",
             {"x": "iodepth", "col": "status"},
-            "plot: col 'status' is not a category; col takes iodepth",
+            "plot: col 'status' is not a category; col takes point",
         ),
     ],
 )

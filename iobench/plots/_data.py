@@ -196,10 +196,11 @@ def distinct(df: pd.DataFrame, columns: Sequence[str]) -> int:
     """How many distinct combinations of ``columns`` ``df`` holds (NA counts as a value)."""
     if not columns:
         return 1 if len(df) else 0
-    if df.empty:
-        return 0
-    codes = np.column_stack([pd.factorize(df[c], use_na_sentinel=False)[0] for c in columns])
-    return len(np.unique(codes, axis=0))
+    combined = np.zeros(len(df), dtype=np.int64)
+    for column in columns:  # a combination's code, renumbered after each column so it stays below len(df)
+        codes, uniques = pd.factorize(df[column], use_na_sentinel=False)
+        combined = pd.factorize(combined * max(1, len(uniques)) + codes)[0]
+    return len(np.unique(combined))
 
 
 def varies(totals: pd.DataFrame, column: str) -> bool:
@@ -307,3 +308,16 @@ def select(frame: pd.DataFrame, columns: Sequence[str], values: Sequence[object]
     for column, value in zip(columns, values, strict=True):
         mask &= frame[column].isna() if is_missing(value) else (frame[column] == value).fillna(False)
     return frame[mask]
+
+
+def positions(frame: pd.DataFrame, columns: Sequence[str]) -> dict[tuple[object, ...], list[int]]:
+    """The row positions of ``frame`` per combination of ``columns``, keyed by :func:`key` of each value.
+
+    One pass over the rows, for drawing many combinations of one small frame
+    (:func:`select` filters the whole frame once per combination).
+    """
+    cells = [[key(v) for v in frame[c].tolist()] for c in columns]
+    found: dict[tuple[object, ...], list[int]] = {}
+    for at, combo in enumerate(zip(*cells, strict=True) if columns else [()] * len(frame)):
+        found.setdefault(combo, []).append(at)
+    return found

@@ -152,8 +152,9 @@ def _draw_lines(
     colour_combos = list(dict.fromkeys(tuple(dt.key(v) for v in s[:width]) for s in series))
     style_combos = list(dict.fromkeys(tuple(dt.key(v) for v in s[width:]) for s in series))
     colours = st.palette(layout.colour, [s[:width] for s in _firsts(series, width)])
+    rows = dt.positions(summary, layout.series)
     for values in series:
-        line = dt.select(summary, layout.series, values)
+        line = summary.iloc[rows.get(tuple(dt.key(v) for v in values), [])]
         if line.empty or line[metric].isna().all():
             continue
         colour = colours[colour_combos.index(tuple(dt.key(v) for v in values[:width]))]

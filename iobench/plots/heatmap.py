@@ -43,7 +43,7 @@ def _norms(grids: Sequence[Cells]) -> list[Normalize]:
     """One colour scale for every panel, unless their largest values differ more than :data:`SHARE_RATIO`-fold."""
     finite = [g[np.isfinite(g)] for g in grids]
     tops = [float(f.max()) for f in finite if f.size]
-    if min(tops) > 0 and max(tops) / min(tops) <= SHARE_RATIO:
+    if tops and min(tops) > 0 and max(tops) / min(tops) <= SHARE_RATIO:
         everything = np.concatenate(finite)
         return [Normalize(float(everything.min()), float(everything.max()))] * len(grids)
     return [Normalize(float(f.min()), float(f.max())) if f.size else Normalize(0, 1) for f in finite]
@@ -151,20 +151,20 @@ def heatmap(
         notes.append(limits.shown(limits.MAX_CATEGORIES, len(values), f"values of {column}", "the first"))
     xs, ys = limits.first(xs), limits.first(ys)
     summary = limits.keep(summary, [x, hue], [(a, b) for a in xs for b in ys])
-    panel_columns = [*rows, *cols]
-    panels = dt.combos(summary, panel_columns)
-    grids = [_cells(dt.select(summary, panel_columns, p), y, x, hue, xs, ys) for p in panels]
-    if not any(np.isfinite(g).any() for g in grids):
+    if summary[y].isna().all():
         raise ResultsError(f"heatmap: no ok point has a `{y}` value")
+    panel_columns = [*rows, *cols]
     cmap = colormaps["viridis_r" if y.startswith(_LOWER_IS_BETTER) else "viridis"].with_extremes(bad="0.92")
     draw = partial(_draw_cells, cmap=cmap, metric=y, x=x, y=hue, xs=xs, ys=ys)
     if ax is not None:
-        _colorbar(draw(ax, grids[0], _norms(grids)[0]), [ax], y)
+        cells = _cells(summary, y, x, hue, xs, ys)
+        _colorbar(draw(ax, cells, _norms([cells])[0]), [ax], y)
         return st.root_figure(ax)
     width = max(4.0, 0.9 * len(xs) + 1.8)
     height = max(2.6, 0.45 * len(ys) + 1.4)
+    panels = dt.combos(summary, panel_columns)
     grid = st.panel_grid(panels, panel_columns, rows=len(rows), max_cols=MAX_COLS, width=width, height=height)
-    shown = [grids[i] for i in grid.indices]
+    shown = [_cells(dt.select(summary, panel_columns, p), y, x, hue, xs, ys) for p in grid.panels]
     norms = _norms(shown)
     axes = [axis for (axis,) in grid.stacks]
     images = [draw(axis, cells, norm) for axis, cells, norm in zip(axes, shown, norms, strict=True)]

@@ -30,15 +30,11 @@ MAX_PANELS = 12
 Combo = tuple[object, ...]
 
 
-def _keys(frame: pd.DataFrame, columns: Sequence[str]) -> list[tuple[object, ...]]:
-    cells = [[dt.key(v) for v in frame[c].tolist()] for c in columns]
-    return list(zip(*cells, strict=True)) if columns else [()] * len(frame)
-
-
 def keep(frame: pd.DataFrame, columns: Sequence[str], combos: Sequence[Combo]) -> pd.DataFrame:
     """The rows of ``frame`` whose values of ``columns`` are one of ``combos`` (NA matching NA)."""
-    wanted = {tuple(dt.key(v) for v in combo) for combo in combos}
-    return frame[[k in wanted for k in _keys(frame, columns)]]
+    found = dt.positions(frame, columns)
+    rows = sorted(at for combo in combos for at in found.get(tuple(dt.key(v) for v in combo), []))
+    return frame if len(rows) == len(frame) else frame.iloc[rows]
 
 
 def top(frame: pd.DataFrame, columns: Sequence[str], score: str, limit: int = MAX_SERIES) -> list[Combo]:
@@ -50,11 +46,11 @@ def top(frame: pd.DataFrame, columns: Sequence[str], score: str, limit: int = MA
     if len(combos) <= limit:
         return combos
     values = frame[score].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
-    sums: dict[tuple[object, ...], list[float]] = {}
-    for key, value in zip(_keys(frame, columns), values, strict=True):
-        if not math.isnan(value):
-            sums.setdefault(key, []).append(float(value))
-    means = {key: sum(v) / len(v) for key, v in sums.items()}
+    means = {}
+    for key, rows in dt.positions(frame, columns).items():
+        found = values[rows][~np.isnan(values[rows])]
+        if found.size:
+            means[key] = float(found.mean())
     ranked = sorted(
         range(len(combos)),
         key=lambda i: -means.get(tuple(dt.key(v) for v in combos[i]), -math.inf),
