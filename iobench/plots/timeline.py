@@ -11,7 +11,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from iobench.errors import ResultsError
+from iobench.errors import PlotOptionError, ResultsError
 from iobench.plots import _style as st
 from iobench.plots import options
 from iobench.results.points import window_totals
@@ -198,15 +198,17 @@ def timeline(
     Raises
     ------
     PlotOptionError
-        ``x``, ``hue``, ``col`` or ``row`` given.
+        ``x``, ``hue``, ``col`` or ``row`` given, or an unknown metric.
     ResultsError
-        Unknown metric, a point without logs, or no logs at all.
+        A point without logs, or no logs at all.
     """
     options.fixed("timeline", {"x": x, "hue": hue, "col": col, "row": row}, FIXED)
     if y not in THROUGHPUT:
-        raise ResultsError(f"timeline: y must be one of {', '.join(THROUGHPUT)}, not {y!r}")
+        raise PlotOptionError(
+            "timeline", "y", y, "is not a throughput metric of fio's logs", list(THROUGHPUT)
+        )
     if latency is not None and latency not in LATENCY:
-        raise ResultsError(f"timeline: latency must be one of {', '.join(LATENCY)}, not {latency!r}")
+        raise PlotOptionError("timeline", "latency", latency, "is not a latency of fio's logs", list(LATENCY))
     series, found = _load(data)
     found = verdicts if verdicts is not None else found
     if series.empty:
