@@ -91,6 +91,32 @@ class NextStep:
         if self.action == "restore":
             return "restore the device settings (iobench restore)"
         return f"start {self.matrix} again"
+class PlotOptionError(ResultsError):
+    """A figure option (x, y, hue, col, row) names a column that does not fit its role.
+
+    Attributes
+    ----------
+    figure : str
+        The figure function, e.g. ``plot``.
+    option : str
+        The role: ``x``, ``y``, ``hue``, ``col`` or ``row``.
+    column : str
+        The column given.
+    problem : str
+        What is wrong with it, e.g. ``is a metric, not a category``.
+    fits : list of str
+        The columns that would fit the role (empty when the role cannot be chosen).
+    hint : str
+        What the figure needs beyond that, when it needs something.
+    """
+
+    def __init__(
+        self, figure: str, option: str, column: str, problem: str, fits: list[str], hint: str = ""
+    ) -> None:
+        self.figure, self.option, self.column = figure, option, column
+        self.problem, self.fits, self.hint = problem, list(fits), hint
+        takes = f"; {option} takes {', '.join(fits)}" if fits else ""
+        super().__init__(f"{figure}: {option} {column!r} {problem}{takes}" + (f"; {hint}" if hint else ""))
 
 
 class EnvironmentFault(IobenchError):

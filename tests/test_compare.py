@@ -213,7 +213,7 @@ def test_points_are_matched_by_parameters_and_one_sided_points_are_listed() -> N
     assert pd.isna(only_a["verdict"]) and pd.isna(only_a["ratio"]) and only_a["a_mean"] == 21
     assert only_b["b_n"] == 3 and only_b["a_n"] == 0
     text = comparison_rows(result)
-    assert text.only_a == ["bs=8192"] and text.only_b == ["bs=16384"]
+    assert text.only_a == ["bs=8k"] and text.only_b == ["bs=16k"]
 
 
 def test_repeats_that_did_not_settle_are_noted() -> None:
@@ -264,7 +264,7 @@ def test_bad_input_is_refused_with_the_fix(tmp_path: Path) -> None:
     b = tidy([({"bs": 8192}, {"iops": [10.0, 11.0]})])
     with pytest.raises(
         ResultsError,
-        match=r"no point of A \(run\) matches a point of B \(run\) on bs, direction: A has bs=4096, B has bs=8192.*--by",
+        match=r"no point of A \(run\) matches a point of B \(run\) on bs, direction: A has bs=4k, B has bs=8k.*--by",
     ):
         iobench.compare(a, b)
     with pytest.raises(ResultsError, match=r"no manifest.json.*`iobench run`"):
@@ -336,7 +336,7 @@ def test_ratio_figure_into_a_given_axes() -> None:
     result = _mixed()
     fig = Figure()
     ax = fig.subplots()
-    assert iobench.plots.ratios(result, metrics=["lat_mean_us"], ax=ax) is fig
+    assert iobench.plots.ratios(result, y="lat_mean_us", ax=ax) is fig
     assert ax.get_xlabel() == "Mean latency: B / A"
     with pytest.raises(ResultsError, match="one Axes draws one metric"):
         iobench.plots.ratios(result, ax=ax)

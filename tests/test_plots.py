@@ -211,7 +211,7 @@ def test_a_parsed_frame_takes_each_fio_output_as_a_point() -> None:
 
 
 def test_plot_names_a_missing_column() -> None:
-    with pytest.raises(ResultsError, match=r"no `queue` column .*parameter columns: iodepth"):
+    with pytest.raises(ResultsError, match=r"plot: x 'queue' is no column of these points; x takes iodepth"):
         plot(frame(iodepth=[1]), x="queue")
 
 
@@ -384,24 +384,26 @@ def test_every_figure_without_ok_rows_names_the_statuses(name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "missing"),
+    ("name", "role", "missing"),
     [
-        ("plot", "iodepth"),
-        ("local_vs_remote", "binding"),
-        ("local_vs_remote", "iodepth"),
-        ("smt", "placement"),
-        ("heatmap", "numjobs"),
+        ("plot", "x", "iodepth"),
+        ("local_vs_remote", "hue", "binding"),
+        ("local_vs_remote", "x", "iodepth"),
+        ("smt", "hue", "placement"),
+        ("heatmap", "hue", "numjobs"),
     ],
 )
-def test_every_figure_names_the_column_it_lacks(name: str, missing: str) -> None:
+def test_every_figure_names_the_column_it_lacks(name: str, role: str, missing: str) -> None:
     df = frame(iodepth=[1, 4], numjobs=[1, 2], binding=["local"], placement=["same-core"]).drop(
         columns=missing
     )
-    with pytest.raises(ResultsError, match=rf"^{name}: the points have no `{missing}` column"):
+    with pytest.raises(
+        ResultsError, match=rf"^{name}: {role} '{missing}' is no column of these points; {role} takes"
+    ):
         ALL_FIGURES[name](df)
 
 
-def test_draw_maps_the_cli_options_to_each_kind() -> None:
+def test_draw_passes_the_cli_options_through() -> None:
     df = frame(iodepth=[1, 4], numjobs=[1, 2])
     ax = draw("heatmap", df, x="numjobs", hue="iodepth", y="lat_mean_us").axes[0]
     assert ax.get_xlabel() == "Jobs" and ax.get_ylabel() == "I/O depth"
@@ -415,10 +417,14 @@ def test_draw_maps_the_cli_options_to_each_kind() -> None:
     ("kind", "options", "message"),
     [
         ("bars", {}, "unknown figure kind 'bars'; use one of local-vs-remote, smt"),
-        ("latency", {"x": "iodepth"}, r"figure kind 'latency' does not take --x \(it takes no options\)"),
-        ("sweep", {"hue": "bs"}, r"does not take --hue \(it takes --y\)"),
-        ("line", {"x": "queue"}, "no column 'queue' in these results; columns: run_id"),
-        ("line", {}, "figure kind 'line' needs --x"),
+        ("latency", {"x": "iodepth"}, r"latency_percentiles: x 'iodepth' cannot be chosen here"),
+        ("sweep", {"hue": "bs"}, r"sweep: hue 'bs' is no column of these points; hue takes iodepth"),
+        ("line", {"x": "queue"}, "plot: x 'queue' is no column of these points; x takes iodepth"),
+        (
+            "line",
+            {"x": "iodepth", "col": "status"},
+            "plot: col 'status' is not a category; col takes point",
+        ),
     ],
 )
 def test_draw_says_what_is_wrong_with_the_options(kind: str, options: dict[str, str], message: str) -> None:
@@ -469,7 +475,9 @@ def test_plot_draws_job_metrics_that_are_not_sums() -> None:
 
 
 def test_plot_names_the_metrics_it_can_draw() -> None:
-    with pytest.raises(ResultsError, match=r"plot: no `queue` metric.*iops, bw_bytes"):
+    with pytest.raises(
+        ResultsError, match=r"plot: y 'queue' is no column of these points; y takes iops, bw_bytes"
+    ):
         plot(frame(iodepth=[1, 4]), x="iodepth", y="queue")
 
 

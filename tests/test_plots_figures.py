@@ -1,4 +1,4 @@
-"""The SPEC §8 figures, checked through what is drawn: lines, labels, bars, cells, error bars."""
+"""The figures, checked through what is drawn: lines, labels, bars, cells, error bars."""
 
 from __future__ import annotations
 
@@ -252,8 +252,8 @@ def test_cpu_per_io_panels_for_a_third_axis_and_explicit_by() -> None:
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["0 KiB", "128 KiB"]
 
 
-def test_cpu_per_io_without_a_varying_setting_asks_for_by() -> None:
-    with pytest.raises(ResultsError, match="nothing varies.*pass by="):
+def test_cpu_per_io_without_a_varying_setting_asks_for_x() -> None:
+    with pytest.raises(ResultsError, match="nothing varies.*pass x="):
         cpu_per_io(frame(iodepth=[4]))
 
 
@@ -287,7 +287,7 @@ def test_heatmap_panels_far_apart_get_a_colour_scale_each() -> None:
 
 
 def test_heatmap_needs_a_metric_the_points_have() -> None:
-    with pytest.raises(ResultsError, match=r"heatmap: no `queue` metric \(metrics: iops"):
+    with pytest.raises(ResultsError, match=r"heatmap: y 'queue' is no column of these points; y takes iops"):
         heatmap(frame(iodepth=[1, 4], numjobs=[1, 2]), "queue")
 
 
@@ -332,9 +332,9 @@ def test_cpu_per_io_into_an_axes_refuses_a_third_axis() -> None:
 
 def test_cpu_per_io_needs_cpu_accounting() -> None:
     df = frame(scheduler=["none", "bfq"])
-    with pytest.raises(ResultsError, match="no `cpu_us_per_io` metric.*usr_cpu/sys_cpu"):
+    with pytest.raises(ResultsError, match="y 'cpu_us_per_io' is no column.*usr_cpu/sys_cpu"):
         cpu_per_io(df.drop(columns="cpu_us_per_io"))
-    with pytest.raises(ResultsError, match="no ok point has a `cpu_us_per_io` value"):
+    with pytest.raises(ResultsError, match="y 'cpu_us_per_io' holds no value at any point"):
         cpu_per_io(df.assign(cpu_us_per_io=pd.NA))
 
 
@@ -367,7 +367,7 @@ def test_cpu_per_io_bars_keep_the_binding_colours() -> None:
 
 def test_cpu_per_io_draws_other_cpu_metrics() -> None:
     df = frame(scheduler=["none", "mq-deadline"]).assign(sys_cpu=[10.0, 20.0, 30.0, 30.0])
-    ax = cpu_per_io(df, metric="sys_cpu").axes[0]
+    ax = cpu_per_io(df, y="sys_cpu").axes[0]
     [bars] = [c for c in ax.containers if isinstance(c, BarContainer)]
     assert [p.get_height() for p in bars.patches] == [15.0, 30.0]
     assert ax.get_ylabel() == "System CPU (%)"

@@ -143,9 +143,13 @@ def test_plot_writes_the_format_its_name_asks_for(run_dir: Path, tmp_path: Path,
     ("args", "message"),
     [
         (["bars"], "unknown figure kind 'bars'"),
-        (["latency", "--x", "iodepth"], "does not take --x"),
-        (["line", "--x", "queue_depth"], "no column 'queue_depth'"),
-        (["line"], "needs --x"),
+        (["latency", "--x", "iodepth"], "x 'iodepth' cannot be chosen here: x is the percentile"),
+        (
+            ["line", "--x", "queue_depth"],
+            "x 'queue_depth' is no column of these points; x takes iodepth, numjobs",
+        ),
+        (["line", "--y", "target"], "y 'target' is a category, not a metric; y takes iops"),
+        (["line", "--hue", "iops"], "hue 'iops' is a metric, not a category; hue takes iodepth, numjobs"),
         (["heatmap", "--y", "iops"], "cannot tell the figure format"),
     ],
 )

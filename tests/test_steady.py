@@ -258,9 +258,12 @@ def test_the_timeline_draws_each_repeat_and_shades_what_was_judged(tmp_path: Pat
     assert len(one.axes) == 1
     with pytest.raises(ResultsError, match="no logs for point 9"):
         timeline(run, points=[9])
-    with pytest.raises(ResultsError, match="y must be one of"):
+    with pytest.raises(
+        ResultsError,
+        match="timeline: y 'clat_p99_us' is not a throughput metric of fio's logs; y takes iops, bw_bytes",
+    ):
         timeline(run, y="clat_p99_us")
-    with pytest.raises(ResultsError, match="does not take --x"):
+    with pytest.raises(ResultsError, match="timeline: x 'iodepth' cannot be chosen here: x is the time"):
         draw("timeline", run, x="iodepth")
 
 

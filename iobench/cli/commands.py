@@ -410,17 +410,22 @@ def plot(
     ],
     output: Annotated[Path, typer.Option("-o", "--output", help="The figure file: .png, .svg or .pdf.")],
     x: Annotated[
-        str | None, typer.Option("--x", help="Horizontal parameter (cpu-per-io: the setting compared).")
+        str | None, typer.Option("--x", help="The horizontal axis: a category (iodepth, bs ...).")
     ] = None,
     y: Annotated[
-        str | None, typer.Option("--y", help="Metric column, e.g. iops, bw_bytes, clat_p99_us.")
+        str | None, typer.Option("--y", help="The metric, e.g. iops, bw_bytes, clat_p99_us.")
     ] = None,
     hue: Annotated[
-        str | None, typer.Option("--hue", help="A line or bar colour per value (heatmap: rows).")
+        str | None, typer.Option("--hue", help="A colour per value: a line, a bar in a group, a heatmap row.")
     ] = None,
-    col: Annotated[str | None, typer.Option("--col", help="A panel per value (line only).")] = None,
+    col: Annotated[str | None, typer.Option("--col", help="A column of panels per value.")] = None,
+    row: Annotated[str | None, typer.Option("--row", help="A row of panels per value.")] = None,
 ) -> None:
-    """Draw one figure of a run (or a parsed frame) into a PNG, SVG or PDF file."""
+    """Draw one figure of a run (or a parsed frame) into a PNG, SVG or PDF file.
+
+    Every kind reads --x, --y, --hue, --col and --row alike (docs/figures.md);
+    an option that names a column that does not fit exits 2 naming those that do.
+    """
     from iobench.plots import draw
     from iobench.plots.figures import RUN_KINDS
     from iobench.plots.files import save_figure_file
@@ -428,7 +433,7 @@ def plot(
 
     try:
         data = results if kind in RUN_KINDS else load(results)
-        save_figure_file(draw(kind, data, x=x, y=y, hue=hue, col=col), output)
+        save_figure_file(draw(kind, data, x=x, y=y, hue=hue, col=col, row=row), output)
     except IobenchError as exc:
         raise _fail(exc) from None
     print(output)

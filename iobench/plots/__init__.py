@@ -1,18 +1,26 @@
-"""Figures from tidy frames (SPEC §8).
+"""Figures from tidy frames.
 
-Every function takes the tidy frame of :func:`iobench.load`, an optional
-``ax=`` to draw into, and returns a :class:`matplotlib.figure.Figure`; pyplot
-is never imported, so figures work headless and in notebooks alike. Only rows
+Every figure takes the tidy frame of :func:`iobench.load`, the same five roles
+— ``x`` (the horizontal axis, a category), ``y`` (the metric), ``hue`` (a
+colour per value), ``col`` and ``row`` (a column, a row of panels per value) —
+an optional ``ax=`` to draw into, and returns a
+:class:`matplotlib.figure.Figure`; pyplot is never imported, so figures work
+headless and in notebooks alike. A role a figure fixes (the percentile on the
+latency figure's x) cannot be chosen; a column that does not fit its role is
+refused before anything is drawn (:mod:`iobench.plots.options`). Only rows
 with status ``ok`` become data. A point's jobs and targets are combined first,
 as everywhere in iobench (:func:`iobench.point_totals`: fio's group
 definition), then its repeats: the mean, with 95 % confidence bars when there
-are two repeats or more. Axes that vary but have no role in a
-figure get panels or line styles of their own; nothing but repeats is averaged.
+are two repeats or more. Axes that vary but have no role get panels or line
+styles of their own; nothing but repeats is averaged. No figure is larger
+than :data:`~iobench.plots.limits.MAX_PIXELS` a side: past a number of lines,
+values or panels it keeps some and says which in its caption
+(:mod:`iobench.plots.limits`).
 
 :func:`timeline` draws a run's points over time from fio's logs (:func:`iobench.timeseries`).
 :func:`figures_for` picks the figures that fit a run, :func:`default_figures`
 writes them, and :data:`KINDS` maps the names ``iobench plot`` takes to the
-functions.
+functions. docs/figures.md describes every figure and how to add one.
 
 >>> import iobench
 >>> df = iobench.load("results/numa-20240101-120000")   # doctest: +SKIP
@@ -31,6 +39,7 @@ from iobench.plots.figures import KINDS, default_figures, draw, figures_for, sav
 from iobench.plots.heatmap import heatmap
 from iobench.plots.latency import latency_percentiles
 from iobench.plots.numa import local_vs_remote, smt
+from iobench.plots.options import ROLES
 from iobench.plots.ratios import ratios
 from iobench.plots.telemetry import busiest_threads, cpu_where, device_vs_fio
 from iobench.plots.timeline import timeline
@@ -39,6 +48,7 @@ from iobench.results.points import parameter_columns, point_totals
 __all__ = [
     "KINDS",
     "LABELS",
+    "ROLES",
     "SCALES",
     "busiest_threads",
     "caption",

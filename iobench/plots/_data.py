@@ -10,7 +10,7 @@ import contextlib
 import math
 import numbers
 import re
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 
 import numpy as np
@@ -23,8 +23,42 @@ from iobench.results.points import CONTEXT as CONTEXT
 from iobench.results.points import data_rows as data_rows
 from iobench.results.points import parameter_columns as parameter_columns
 
-#: The column that names the machine a row ran on (SPEC §11: a sweep across hosts).
+#: The column that names the machine a row ran on (a sweep across hosts).
 HOST = "host"
+
+
+#: Columns besides the matrix axes that tell points apart, in the order figures consider them.
+CATEGORIES: tuple[str, ...] = (HOST, *CONTEXT, "direction", "run_id", "source", "groupid", "point")
+#: Columns of a tidy frame's rows that a point's totals combine away (a point sums its jobs).
+JOB_COLUMNS = frozenset({"jobname", "job_index", "cpus", "cpus_observed", "cpu_node", "target_node"})
+#: Columns that are measured numbers, besides the latency percentiles.
+METRICS = frozenset(
+    {c for c in FRAME_METRICS if c not in ("error", "fio_version")}
+    | {c for c in points.TELEMETRY if c not in points.TELEMETRY_TEXT}
+)
+_ANY_PERCENTILE = re.compile(r"(?:clat|lat|slat)_p\d+(?:_\d+)?_us")
+
+
+def is_metric(column: str) -> bool:
+    """Whether ``column`` holds a measured number (``iops``, ``lat_p99_us``, ``dev_iops`` ...)."""
+    return column in METRICS or _ANY_PERCENTILE.fullmatch(column) is not None
+
+
+def category_columns(totals: pd.DataFrame) -> list[str]:
+    """The columns of ``totals`` that tell points apart: the matrix axes, then :data:`CATEGORIES`."""
+    return list(dict.fromkeys(c for c in (*parameter_columns(totals), *CATEGORIES) if c in totals))
+
+
+def metric_columns(totals: pd.DataFrame) -> list[str]:
+    """The metrics of ``totals`` that hold a number at some point, in frame order."""
+    return [
+        str(c)
+        for c in totals.columns
+        if is_metric(str(c))
+        and pd.api.types.is_numeric_dtype(totals[c])
+        and not pd.api.types.is_bool_dtype(totals[c])
+        and totals[c].notna().any()
+    ]
 
 
 def several_hosts(df: pd.DataFrame) -> bool:
@@ -103,17 +137,6 @@ def require(df: pd.DataFrame, columns: Sequence[str], figure: str, hint: str = "
         )
 
 
-def require_metrics(totals: pd.DataFrame, metrics: Sequence[str], figure: str, hint: str = "") -> None:
-    """Raise :class:`ResultsError` naming a metric of ``metrics`` that the point totals lack."""
-    missing = [m for m in metrics if m not in totals]
-    if missing:
-        known = [c for c in totals.columns if c in FRAME_METRICS or percentile_of(str(c)) is not None]
-        raise ResultsError(
-            f"{figure}: no `{missing[0]}` metric (metrics: {', '.join(known)})"
-            + (f"; {hint}" if hint else "")
-        )
-
-
 def one_panel(figure: str, others: Sequence[str]) -> None:
     """Refuse to draw into a given Axes while ``others`` vary: they would need panels of their own."""
     if others:
@@ -127,13 +150,13 @@ def _floats(values: pd.Series) -> pd.Series:
     return values.astype("Float64").astype(float)
 
 
-def totals_for(df: pd.DataFrame, figure: str, columns: Sequence[str] = (), hint: str = "") -> pd.DataFrame:
-    """The :func:`point_totals` a figure draws, once it is sure they hold ``columns``.
+def totals_for(df: pd.DataFrame, figure: str) -> pd.DataFrame:
+    """The :func:`point_totals` a figure draws, once it is sure some point finished ``ok``.
 
     Raises
     ------
     ResultsError
-        No row is ``ok`` (naming the statuses found instead), or the points lack a column of ``columns``.
+        No row is ``ok`` (naming the statuses found instead).
     """
     if data_rows(df).empty:
         statuses = ""
@@ -144,9 +167,7 @@ def totals_for(df: pd.DataFrame, figure: str, columns: Sequence[str] = (), hint:
             f"{figure}: no successful points to plot{statuses}; only rows with status 'ok' become "
             "data — check the run's points/*/meta.json for the reasons"
         )
-    totals = point_totals(df)
-    require(totals, columns, figure, hint)
-    return totals
+    return point_totals(df)
 
 
 def throughput_metric(totals: pd.DataFrame, large: float = 64 * 1024) -> str:
@@ -171,19 +192,15 @@ def throughput_metric(totals: pd.DataFrame, large: float = 64 * 1024) -> str:
     return "bw_bytes" if len(size) and float(size.median()) >= large else "iops"
 
 
-def _cell(value: object) -> Hashable:
-    """A value as a set member: every kind of NA is one value, numbers and text as they are."""
-    if value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and math.isnan(value)):
-        return None
-    return value if isinstance(value, Hashable) else str(value)
-
-
 def distinct(df: pd.DataFrame, columns: Sequence[str]) -> int:
     """How many distinct combinations of ``columns`` ``df`` holds (NA counts as a value)."""
     if not columns:
         return 1 if len(df) else 0
-    cells = [[_cell(v) for v in df[c].tolist()] for c in columns]
-    return len(set(zip(*cells, strict=True)))
+    combined = np.zeros(len(df), dtype=np.int64)
+    for column in columns:  # a combination's code, renumbered after each column so it stays below len(df)
+        codes, uniques = pd.factorize(df[column], use_na_sentinel=False)
+        combined = pd.factorize(combined * max(1, len(uniques)) + codes)[0]
+    return len(np.unique(combined))
 
 
 def varies(totals: pd.DataFrame, column: str) -> bool:
@@ -200,19 +217,9 @@ def splitting_axes(totals: pd.DataFrame, chosen: Sequence[str]) -> list[str]:
     points further than those already kept: ``direction`` under an ``rw`` axis
     adds nothing.
     """
-    candidates = (
-        *parameter_columns(totals),
-        HOST,
-        *CONTEXT,
-        "direction",
-        "run_id",
-        "source",
-        "groupid",
-        "point",
-    )
     kept: list[str] = []
     current = [c for c in chosen if c in totals]
-    for column in dict.fromkeys(c for c in candidates if c in totals and c not in chosen):
+    for column in (c for c in category_columns(totals) if c not in chosen):
         if distinct(totals, [*current, column]) > distinct(totals, current):
             kept.append(column)
             current.append(column)
@@ -301,3 +308,16 @@ def select(frame: pd.DataFrame, columns: Sequence[str], values: Sequence[object]
     for column, value in zip(columns, values, strict=True):
         mask &= frame[column].isna() if is_missing(value) else (frame[column] == value).fillna(False)
     return frame[mask]
+
+
+def positions(frame: pd.DataFrame, columns: Sequence[str]) -> dict[tuple[object, ...], list[int]]:
+    """The row positions of ``frame`` per combination of ``columns``, keyed by :func:`key` of each value.
+
+    One pass over the rows, for drawing many combinations of one small frame
+    (:func:`select` filters the whole frame once per combination).
+    """
+    cells = [[key(v) for v in frame[c].tolist()] for c in columns]
+    found: dict[tuple[object, ...], list[int]] = {}
+    for at, combo in enumerate(zip(*cells, strict=True) if columns else [()] * len(frame)):
+        found.setdefault(combo, []).append(at)
+    return found

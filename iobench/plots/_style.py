@@ -6,7 +6,7 @@ import itertools
 import math
 import textwrap
 from collections.abc import Mapping, Sequence
-from pathlib import PurePath
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -14,8 +14,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from iobench.matrix.units import format_size
-from iobench.plots._data import as_number, is_missing, percentile_of
+from iobench.matrix.display import format_value
+from iobench.plots._data import as_number, key, percentile_of
+from iobench.plots.limits import MAX_PANELS, MAX_PIXELS
 
 #: Width and height of one panel, in inches; figures are saved at :data:`DPI`.
 PANEL_WIDTH = 6.5
@@ -119,24 +120,6 @@ def metric_ticks(axis: Any, column: str) -> None:
     axis.set_major_formatter(FuncFormatter(lambda v, _pos: metric_text(column, float(v))))
 
 
-def format_value(column: str, value: object) -> str:
-    """A parameter value as a reader knows it: ``bs`` 4096 → ``4k``, ``direct`` 1 → ``O_DIRECT``."""
-    if is_missing(value):
-        return "n/a"
-    number = as_number(value)
-    if column == "bs" and number is not None and number.is_integer():
-        return format_size(int(number))
-    if column == "direct" and number in (0, 1):
-        return "O_DIRECT" if number == 1 else "buffered"
-    if column == "readahead_kb" and number is not None:
-        return f"{number / 1024:g} MiB" if number >= 1024 and number % 1024 == 0 else f"{number:g} KiB"
-    if column == "source":
-        return PurePath(str(value)).name
-    if number is not None and not isinstance(value, bool):
-        return str(int(number)) if number.is_integer() else f"{number:g}"
-    return str(value)
-
-
 def describe(
     columns: Sequence[str],
     values: Sequence[object],
@@ -186,53 +169,96 @@ def root_figure(axis: Axes) -> Figure:
     return fig
 
 
+def new_figure(width: float, height: float) -> Figure:
+    """A Figure of ``width`` × ``height`` inches, no side over :data:`~iobench.plots.limits.MAX_PIXELS` at :data:`DPI`."""
+    limit = MAX_PIXELS / DPI
+    return Figure(figsize=(min(width, limit), min(height, limit)), dpi=DPI, layout="constrained")
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The panels of a figure: its Figure, per panel shown its Axes (top to bottom) and values, what was
+    left out, and the index in the given panels of each shown."""
+
+    fig: Figure
+    stacks: list[list[Axes]]
+    panels: list[tuple[object, ...]]
+    note: str
+    indices: list[int]
+
+
+#: Room for the title, the legend and the caption, in inches, beside the panels.
+FRAME_HEIGHT = 0.9
+
+
 def panel_grid(
     panels: Sequence[tuple[object, ...]],
     columns: Sequence[str],
     *,
+    rows: int = 0,
     max_cols: int,
     rows_each: int = 1,
     width: float = PANEL_WIDTH,
     height: float = PANEL_HEIGHT,
-) -> tuple[Figure, list[list[Axes]]]:
-    """A Figure with a column of ``rows_each`` Axes per panel, ``max_cols`` panels a row.
+) -> Grid:
+    """A Figure with a column of ``rows_each`` Axes per panel.
 
-    Each panel is titled with its values of ``columns``; Axes left over in the
-    last row are hidden. The Axes sit in a subfigure, so that the legend above
-    them (:func:`_legend_outside`) and the Figure's title each get their own room.
-
-    Returns
-    -------
-    tuple of matplotlib.figure.Figure and list of list of matplotlib.axes.Axes
-        The Figure and, per panel, its Axes from top to bottom.
+    ``panels`` are combinations of ``columns`` in reading order; the first
+    ``rows`` columns are the ``row`` facet: with them each of their values gets
+    a row of panels and the other columns a column each (a grid); without, the
+    panels wrap after ``max_cols`` a row. Each panel is titled with its values.
+    Panels past :data:`~iobench.plots.limits.MAX_PANELS`, or that would take
+    the figure past :data:`~iobench.plots.limits.MAX_PIXELS`, are left out
+    (the first are kept) and :attr:`Grid.note` says so. The Axes
+    sit in a subfigure, so that the legend above them (:func:`_legend_outside`)
+    and the Figure's title each get their own room.
     """
-    cols = min(len(panels), max_cols)
-    rows = math.ceil(len(panels) / cols) * rows_each
-    fig = Figure(figsize=(width * cols, height * rows + 0.9), dpi=DPI, layout="constrained")
-    grid = fig.subfigures(1, 1, squeeze=False)[0][0].subplots(rows, cols, squeeze=False)
+    limit = MAX_PIXELS / DPI
+    fit_cols = max(1, int(limit // width))
+    fit_rows = max(1, int((limit - FRAME_HEIGHT) // (height * rows_each)))
+    keyed = [tuple(key(v) for v in panel) for panel in panels]
+    if rows:
+        col_keys = list(dict.fromkeys(k[rows:] for k in keyed))[: min(fit_cols, MAX_PANELS)]
+        row_keys = list(dict.fromkeys(k[:rows] for k in keyed))[: min(fit_rows, MAX_PANELS // len(col_keys))]
+        where = {
+            k: (row_keys.index(k[:rows]), col_keys.index(k[rows:]))
+            for k in keyed
+            if k[:rows] in row_keys and k[rows:] in col_keys
+        }
+        shown = [i for i, k in enumerate(keyed) if k in where]
+        n_rows, n_cols = len(row_keys), len(col_keys)
+        places = [where[keyed[i]] for i in shown]
+    else:
+        n_cols = max(1, min(len(panels), max_cols, fit_cols))
+        shown = list(range(min(len(panels), n_cols * fit_rows, MAX_PANELS)))
+        n_rows = max(1, math.ceil(len(shown) / n_cols))
+        places = [divmod(i, n_cols) for i in shown]
+    fig = new_figure(width * n_cols, height * n_rows * rows_each + FRAME_HEIGHT)
+    grid = fig.subfigures(1, 1, squeeze=False)[0][0].subplots(n_rows * rows_each, n_cols, squeeze=False)
     for axis in grid.flat:
         axis.tick_params(labelsize=SMALL)
         axis.xaxis.label.set_size(MEDIUM)
         axis.yaxis.label.set_size(MEDIUM)
+        axis.set_visible(False)
     stacks = []
-    for index in range(rows // rows_each * cols):
-        block, col = divmod(index, cols)
-        stack = [grid[block * rows_each + row][col] for row in range(rows_each)]
-        if index >= len(panels):
-            for axis in stack:
-                axis.set_visible(False)
-            continue
+    for index, (row, col) in zip(shown, places, strict=True):
+        stack = [grid[row * rows_each + r][col] for r in range(rows_each)]
+        for axis in stack:
+            axis.set_visible(True)
         if columns:
             stack[0].set_title(describe(columns, panels[index], bare=SELF_EXPLAINING), fontsize=MEDIUM)
         stacks.append(stack)
-    return fig, stacks
+    note = ""
+    if len(shown) < len(panels):
+        note = f"{len(shown)} of {len(panels)} panels shown (the first by {', '.join(columns)})"
+    return Grid(fig, stacks, [panels[i] for i in shown], note, shown)
 
 
-def finish(fig: Figure, df: pd.DataFrame, title: str, note: str) -> None:
-    """Title ``fig``, put one legend above its panels and the caption (:func:`caption` plus ``note``) below."""
+def finish(fig: Figure, df: pd.DataFrame, title: str, notes: str | Sequence[str]) -> None:
+    """Title ``fig``, put one legend above its panels and the caption (:func:`caption` plus ``notes``) below."""
     fig.suptitle(title, fontsize=LARGE)
     _legend_outside(fig)
-    text = caption(df, notes=[note])
+    text = caption(df, notes=["; ".join(n for n in ([notes] if isinstance(notes, str) else notes) if n)])
     width_chars = max(40, int(fig.get_figwidth() * 72 / (SMALL * 0.55)))
     wrapped = "\n".join(textwrap.wrap(text, width_chars, break_on_hyphens=False))
     fig.supxlabel(wrapped, x=0.01, ha="left", fontsize=SMALL, color="0.3")

@@ -11,8 +11,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from iobench.errors import ResultsError
+from iobench.matrix.display import format_value
 from iobench.plots import _data as dt
 from iobench.plots import _style as st
+from iobench.plots import limits, options
 
 #: Settings ``by`` is picked from, in order, when not given.
 SETTINGS = ("scheduler", "readahead_kb", "direct", "binding", "placement")
@@ -63,7 +65,7 @@ def _draw_bars(
                 va="bottom",
                 fontsize=st.SMALL,
             )
-    axis.set_xticks(range(len(by_values)), [st.format_value(by, v) for v in by_values])
+    axis.set_xticks(range(len(by_values)), [format_value(by, v) for v in by_values])
     axis.set_xlim(-0.6, len(by_values) - 0.4)
     axis.set_xlabel(st.label(by))
     axis.set_ylabel(st.label(metric))
@@ -77,33 +79,40 @@ def _draw_bars(
 
 def cpu_per_io(
     df: pd.DataFrame,
-    by: str | None = None,
+    x: str | None = None,
     *,
+    y: str = "cpu_us_per_io",
     hue: str | None = None,
-    metric: str = "cpu_us_per_io",
+    col: str | None = None,
+    row: str | None = None,
     ax: Axes | None = None,
 ) -> Figure:
     """CPU time per I/O for each value of a setting, as bars with 95 % CI whiskers.
 
     A bar is the mean over the point's repeats of its jobs' CPU time per I/O
     (user + system, IOPS-weighted over the jobs and over read and write).
-    With ``hue`` each ``by`` value gets a group of bars. Any further axis that
-    varies gets a panel per value.
+    With ``hue`` each ``x`` value gets a group of bars. Any further axis that
+    varies gets a panel per value (beside ``col`` and ``row``). Past
+    :data:`~iobench.plots.limits.MAX_SERIES` bars a group the highest are kept,
+    past :data:`~iobench.plots.limits.MAX_CATEGORIES` groups the first; the
+    caption says so.
 
     Parameters
     ----------
     df
         A tidy frame.
-    by
-        The setting on the x axis; when omitted, the first of
+    x
+        The setting along the x axis; when omitted, the first of
         :data:`SETTINGS` that varies, else the first varying axis.
-    hue
-        A second parameter: one bar per value within each group. When omitted
-        and another axis varies, that axis.
-    metric
+    y
         What the bars show; ``usr_cpu`` and ``sys_cpu`` (the mean over jobs) work too.
+    hue
+        A second category: one bar per value within each group. When omitted
+        and another axis varies, that axis.
+    col, row
+        Categories whose values get a column, a row of panels each.
     ax
-        An Axes to draw into; only ``by`` and ``hue`` may vary then (filter the frame first).
+        An Axes to draw into; only ``x`` and ``hue`` may vary then (filter the frame first).
 
     Returns
     -------
@@ -111,42 +120,64 @@ def cpu_per_io(
 
     Raises
     ------
+    PlotOptionError
+        A column does not fit its role.
     ResultsError
-        No ``metric`` data, nothing varies and ``by`` is not given, more axes
+        No ``y`` data, nothing varies and ``x`` is not given, more axes
         vary than ``ax`` can show, or no point finished ``ok``.
     """
     data = df
     if "direction" in df:  # a job's CPU time covers all its directions
         data = df.assign(direction=df["direction"].mask(df["direction"].notna(), "all"))
-    totals = dt.totals_for(data, "cpu_per_io", [c for c in (by, hue) if c])
-    dt.require_metrics(totals, [metric], "cpu_per_io", "fio reports CPU time as usr_cpu/sys_cpu")
-    if totals[metric].isna().all():
-        raise ResultsError(f"cpu_per_io: no ok point has a `{metric}` value")
-    if by is None:
-        axes = dt.splitting_axes(totals, [])
-        by = next((c for c in SETTINGS if c in axes), axes[0] if axes else None)
-        if by is None:
-            raise ResultsError("cpu_per_io: nothing varies between the points; pass by= a parameter column")
-    others = dt.splitting_axes(totals, [by, *([hue] if hue else [])])
+    totals = dt.totals_for(data, "cpu_per_io")
+    roles = {"x": x, "hue": hue, "col": col, "row": row}
+    hints = {"cpu_us_per_io": "fio reports CPU time as usr_cpu/sys_cpu"}
+    options.check(data, totals, "cpu_per_io", categories=roles, metrics={"y": [y]}, hints=hints)
+    chosen = [c for c in (hue, col, row) if c]
+    if x is None:
+        axes = dt.splitting_axes(totals, chosen)
+        x = next((c for c in SETTINGS if c in axes), axes[0] if axes else None)
+        if x is None:
+            raise ResultsError("cpu_per_io: nothing varies between the points; pass x= a parameter column")
+    others = dt.splitting_axes(totals, [x, *chosen])
     if hue is None and others:
         hue, others = others[0], others[1:]
+    rows, cols = [row] if row else [], [*([col] if col else []), *others]
     if ax is not None:
-        dt.one_panel("cpu_per_io", others)
+        dt.one_panel("cpu_per_io", [*rows, *cols])
     hues = [hue] if hue else []
-    summary = dt.over_repeats(totals, [by, *hues, *others], [metric])
-    by_values = dt.ordered(by, summary[by])
-    hue_combos = dt.combos(summary, hues)
-    draw = partial(_draw_bars, metric=metric, by=by, by_values=by_values, hues=hues, hue_combos=hue_combos)
+    summary = dt.over_repeats(totals, [x, *hues, *rows, *cols], [y])
+    every_x = dt.ordered(x, summary[x])
+    x_values = limits.first(every_x)
+    hue_combos = limits.top(summary, hues, y)
+    notes = [
+        limits.shown(len(x_values), len(every_x), f"values of {x}", "the first"),
+        limits.shown(
+            len(hue_combos),
+            dt.distinct(summary, hues),
+            "bars a group",
+            f"the highest mean {st.short_label(y)}",
+        ),
+    ]
+    summary = limits.keep(limits.keep(summary, [x], [(v,) for v in x_values]), hues, hue_combos)
+    draw = partial(_draw_bars, metric=y, by=x, by_values=x_values, hues=hues, hue_combos=hue_combos)
     if ax is not None:
         draw(ax, summary)
         if hue:
             ax.legend(fontsize=st.SMALL, title=st.label(hue), title_fontsize=st.SMALL)
         return st.root_figure(ax)
-    panels = dt.combos(summary, others)
-    width = max(4.5, min(st.PANEL_WIDTH, 1.2 + 0.9 * len(by_values) * len(hue_combos)))
-    fig, stacks = st.panel_grid(panels, others, max_cols=MAX_COLS, width=width, height=3.6)
-    for panel, (axis,) in zip(panels, stacks, strict=True):
-        draw(axis, dt.select(summary, others, panel))
-    title = f"{st.short_label(metric)} by {st.in_sentence(st.short_label(by))}"
-    st.finish(fig, df, title, st.repeats_note(summary, [metric]))
-    return fig
+    panel_columns = [*rows, *cols]
+    width = max(4.5, min(st.PANEL_WIDTH, 1.2 + 0.9 * len(x_values) * len(hue_combos)))
+    grid = st.panel_grid(
+        dt.combos(summary, panel_columns),
+        panel_columns,
+        rows=len(rows),
+        max_cols=MAX_COLS,
+        width=width,
+        height=3.6,
+    )
+    for panel, (axis,) in zip(grid.panels, grid.stacks, strict=True):
+        draw(axis, dt.select(summary, panel_columns, panel))
+    title = f"{st.short_label(y)} by {st.in_sentence(st.short_label(x))}"
+    st.finish(grid.fig, df, title, [st.repeats_note(summary, [y]), *notes, grid.note])
+    return grid.fig

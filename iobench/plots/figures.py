@@ -217,19 +217,6 @@ def save_figure(fig: Figure, path: str | Path) -> Path:
     return target
 
 
-#: Per kind, ``iobench plot`` option → the function's parameter.
-_OPTIONS: dict[str, dict[str, str]] = {
-    "local-vs-remote": {"x": "x", "y": "y"},
-    "smt": {"x": "x", "y": "y"},
-    "heatmap": {"x": "x", "y": "metric", "hue": "y"},
-    "latency": {},
-    "cpu-per-io": {"x": "by", "y": "metric", "hue": "hue"},
-    "sweep": {"y": "y"},
-    "line": {"x": "x", "y": "y", "hue": "hue", "col": "col"},
-    "timeline": {"y": "y"},
-}
-
-
 def draw(
     kind: str,
     df: pd.DataFrame | str | os.PathLike[str],
@@ -238,8 +225,9 @@ def draw(
     y: str | None = None,
     hue: str | None = None,
     col: str | None = None,
+    row: str | None = None,
 ) -> Figure:
-    """One figure of ``kind`` with ``iobench plot``'s options.
+    """One figure of ``kind``, the roles passed through as they are (``iobench plot``).
 
     Parameters
     ----------
@@ -247,14 +235,8 @@ def draw(
         A key of :data:`KINDS`.
     df
         A tidy frame; for the kinds of :data:`RUN_KINDS` (``timeline``), the run directory.
-    x
-        The horizontal parameter (for ``cpu-per-io``, the setting the bars compare).
-    y
-        The metric (for ``timeline``: ``iops`` or ``bw_bytes``).
-    hue
-        What gets a line or bar colour each (for ``heatmap``, the parameter of the rows).
-    col
-        What gets a panel each (``line`` only).
+    x, y, hue, col, row
+        The figure's roles (docs/figures.md); None leaves a role to the figure.
 
     Returns
     -------
@@ -262,27 +244,14 @@ def draw(
 
     Raises
     ------
+    PlotOptionError
+        A column does not fit its role, or the kind fixes a role that was given.
     ResultsError
-        Unknown kind, an option the kind does not take, a column the frame does not have.
+        Unknown kind, or a frame kind given a run directory.
     """
     if kind not in KINDS:
         raise ResultsError(f"unknown figure kind {kind!r}; use one of {', '.join(KINDS)}")
-    given = {"x": x, "y": y, "hue": hue, "col": col}
-    accepted = _OPTIONS[kind]
-    extra = [f"--{name}" for name, value in given.items() if value is not None and name not in accepted]
-    if extra:
-        takes = ", ".join(f"--{n}" for n in accepted) or "no options"
-        raise ResultsError(f"figure kind {kind!r} does not take {', '.join(extra)} (it takes {takes})")
-    if kind in RUN_KINDS:
-        return KINDS[kind](df, **{accepted[name]: v for name, v in given.items() if v is not None})
-    if not isinstance(df, pd.DataFrame):
+    if kind not in RUN_KINDS and not isinstance(df, pd.DataFrame):
         raise ResultsError(f"figure kind {kind!r} draws a frame: load the run first (iobench.load)")
-    missing = [v for v in given.values() if v is not None and v not in df.columns]
-    if missing:
-        raise ResultsError(
-            f"no column {missing[0]!r} in these results; columns: {', '.join(map(str, df.columns))}"
-        )
-    if kind == "line" and x is None:
-        raise ResultsError("figure kind 'line' needs --x (the column for the horizontal axis)")
-    options = {accepted[name]: value for name, value in given.items() if value is not None}
-    return KINDS[kind](df, **options)
+    given = {"x": x, "y": y, "hue": hue, "col": col, "row": row}
+    return KINDS[kind](df, **{role: value for role, value in given.items() if value is not None})

@@ -15,8 +15,10 @@ from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
 
 from iobench.errors import ResultsError
+from iobench.matrix.display import format_value
 from iobench.plots import _data as dt
 from iobench.plots import _style as st
+from iobench.plots import limits, options
 
 #: Panels per row before the figure wraps.
 MAX_COLS = 2
@@ -41,7 +43,7 @@ def _norms(grids: Sequence[Cells]) -> list[Normalize]:
     """One colour scale for every panel, unless their largest values differ more than :data:`SHARE_RATIO`-fold."""
     finite = [g[np.isfinite(g)] for g in grids]
     tops = [float(f.max()) for f in finite if f.size]
-    if min(tops) > 0 and max(tops) / min(tops) <= SHARE_RATIO:
+    if tops and min(tops) > 0 and max(tops) / min(tops) <= SHARE_RATIO:
         everything = np.concatenate(finite)
         return [Normalize(float(everything.min()), float(everything.max()))] * len(grids)
     return [Normalize(float(f.min()), float(f.max())) if f.size else Normalize(0, 1) for f in finite]
@@ -69,8 +71,8 @@ def _draw_cells(
         axis.text(
             j, i, st.metric_text(metric, value), ha="center", va="center", fontsize=st.SMALL, color=colour
         )
-    axis.set_xticks(range(len(xs)), [st.format_value(x, v) for v in xs])
-    axis.set_yticks(range(len(ys)), [st.format_value(y, v) for v in ys])
+    axis.set_xticks(range(len(xs)), [format_value(x, v) for v in xs])
+    axis.set_yticks(range(len(ys)), [format_value(y, v) for v in ys])
     axis.set_xlabel(st.label(x))
     axis.set_ylabel(st.label(y))
     axis.tick_params(length=0)
@@ -88,30 +90,38 @@ def _colorbar(image: AxesImage, axes: list[Axes], metric: str) -> None:
 
 def heatmap(
     df: pd.DataFrame,
-    metric: str = "iops",
-    x: str = "iodepth",
-    y: str = "numjobs",
+    y: str = "iops",
     *,
+    x: str = "iodepth",
+    hue: str = "numjobs",
+    col: str | None = None,
+    row: str | None = None,
     ax: Axes | None = None,
 ) -> Figure:
-    """``metric`` (mean over repeats) over two parameters, one annotated cell per combination.
+    """``y`` (mean over repeats) over two parameters, one annotated cell per combination.
 
     Cells hold the value with a k/M suffix; a combination that has no ``ok``
-    point shows a dash, and points without a value of ``x`` or ``y`` get an
-    ``n/a`` column or row. Other axes that vary get a panel each, all on one
-    colour scale so panels compare — unless their largest values differ more
-    than :data:`SHARE_RATIO`-fold (4k vs 1M blocks), when each panel gets its
-    own. Lower-is-better metrics (latencies, CPU per I/O) use a reversed colour
-    map, so the best cell is always the light one.
+    point shows a dash, and points without a value of ``x`` or ``hue`` get an
+    ``n/a`` column or row. Other axes that vary get a panel each (beside
+    ``col`` and ``row``), all on one colour scale so panels compare — unless
+    their largest values differ more than :data:`SHARE_RATIO`-fold (4k vs 1M
+    blocks), when each panel gets its own. Lower-is-better metrics (latencies,
+    CPU per I/O) use a reversed colour map, so the best cell is always the
+    light one. Past :data:`~iobench.plots.limits.MAX_CATEGORIES` values of
+    ``x`` or ``hue`` the first are kept, and the caption says so.
 
     Parameters
     ----------
     df
         A tidy frame.
-    metric
-        The value of each cell (``iops``, ``bw_bytes``, ``lat_mean_us``, ``cpu_us_per_io`` ...).
-    x, y
-        The parameters along the columns and the rows.
+    y
+        The metric of each cell (``iops``, ``bw_bytes``, ``lat_mean_us``, ``cpu_us_per_io`` ...).
+    x
+        The category along the columns of cells.
+    hue
+        The category along the rows of cells.
+    col, row
+        Categories whose values get a column, a row of panels each.
     ax
         An Axes to draw into; then no other axis may vary (filter the frame first).
 
@@ -121,39 +131,48 @@ def heatmap(
 
     Raises
     ------
+    PlotOptionError
+        A column does not fit its role.
     ResultsError
-        A column or the metric is missing, another axis varies while ``ax`` is
-        given, or no point finished ``ok``.
+        Another axis varies while ``ax`` is given, no point has a value of
+        ``y``, or no point finished ``ok``.
     """
-    totals = dt.totals_for(df, "heatmap", [x, y], "pass x= and y= two parameter columns")
-    dt.require_metrics(totals, [metric], "heatmap")
-    others = dt.splitting_axes(totals, [x, y])
+    totals = dt.totals_for(df, "heatmap")
+    roles = {"x": x, "hue": hue, "col": col, "row": row}
+    options.check(df, totals, "heatmap", categories=roles, metrics={"y": [y]})
+    others = dt.splitting_axes(totals, [x, hue, *(c for c in (col, row) if c)])
+    rows, cols = [row] if row else [], [*([col] if col else []), *others]
     if ax is not None:
-        dt.one_panel("heatmap", others)
-    summary = dt.over_repeats(totals, [x, y, *others], [metric])
-    xs, ys = dt.ordered(x, summary[x]), dt.ordered(y, summary[y])
-    panels = dt.combos(summary, others)
-    grids = [_cells(dt.select(summary, others, p), metric, x, y, xs, ys) for p in panels]
-    if not any(np.isfinite(g).any() for g in grids):
-        raise ResultsError(f"heatmap: no ok point has a `{metric}` value")
-    norms = _norms(grids)
-    cmap = colormaps["viridis_r" if metric.startswith(_LOWER_IS_BETTER) else "viridis"].with_extremes(
-        bad="0.92"
-    )
-    draw = partial(_draw_cells, cmap=cmap, metric=metric, x=x, y=y, xs=xs, ys=ys)
+        dt.one_panel("heatmap", [*rows, *cols])
+    summary = dt.over_repeats(totals, [x, hue, *rows, *cols], [y])
+    notes = []
+    xs, ys = dt.ordered(x, summary[x]), dt.ordered(hue, summary[hue])
+    for column, values in ((x, xs), (hue, ys)):
+        notes.append(limits.shown(limits.MAX_CATEGORIES, len(values), f"values of {column}", "the first"))
+    xs, ys = limits.first(xs), limits.first(ys)
+    summary = limits.keep(summary, [x, hue], [(a, b) for a in xs for b in ys])
+    if summary[y].isna().all():
+        raise ResultsError(f"heatmap: no ok point has a `{y}` value")
+    panel_columns = [*rows, *cols]
+    cmap = colormaps["viridis_r" if y.startswith(_LOWER_IS_BETTER) else "viridis"].with_extremes(bad="0.92")
+    draw = partial(_draw_cells, cmap=cmap, metric=y, x=x, y=hue, xs=xs, ys=ys)
     if ax is not None:
-        _colorbar(draw(ax, grids[0], norms[0]), [ax], metric)
+        cells = _cells(summary, y, x, hue, xs, ys)
+        _colorbar(draw(ax, cells, _norms([cells])[0]), [ax], y)
         return st.root_figure(ax)
     width = max(4.0, 0.9 * len(xs) + 1.8)
     height = max(2.6, 0.45 * len(ys) + 1.4)
-    fig, stacks = st.panel_grid(panels, others, max_cols=MAX_COLS, width=width, height=height)
-    axes = [axis for (axis,) in stacks]
-    images = [draw(axis, cells, norm) for axis, cells, norm in zip(axes, grids, norms, strict=True)]
+    panels = dt.combos(summary, panel_columns)
+    grid = st.panel_grid(panels, panel_columns, rows=len(rows), max_cols=MAX_COLS, width=width, height=height)
+    shown = [_cells(dt.select(summary, panel_columns, p), y, x, hue, xs, ys) for p in grid.panels]
+    norms = _norms(shown)
+    axes = [axis for (axis,) in grid.stacks]
+    images = [draw(axis, cells, norm) for axis, cells, norm in zip(axes, shown, norms, strict=True)]
     if all(norm is norms[0] for norm in norms):
-        _colorbar(images[0], axes, metric)
+        _colorbar(images[0], axes, y)
     else:
         for image, axis in zip(images, axes, strict=True):
-            _colorbar(image, [axis], metric)
-    title = f"{st.short_label(metric)} by {st.in_sentence(st.short_label(x))} and {st.in_sentence(st.short_label(y))}"
-    st.finish(fig, df, title, st.repeats_note(summary, [metric], bars=False))
-    return fig
+            _colorbar(image, [axis], y)
+    title = f"{st.short_label(y)} by {st.in_sentence(st.short_label(x))} and {st.in_sentence(st.short_label(hue))}"
+    st.finish(grid.fig, df, title, [st.repeats_note(summary, [y], bars=False), *notes, grid.note])
+    return grid.fig

@@ -16,6 +16,7 @@ from matplotlib.ticker import LogLocator, NullFormatter
 from iobench.errors import ResultsError
 from iobench.plots import _data as dt
 from iobench.plots import _style as st
+from iobench.plots import limits, options
 from iobench.plots._lines import x_positions
 
 #: Panels per row before the figure wraps.
@@ -83,23 +84,42 @@ def _draw_curves(
     axis.grid(True, which="major", alpha=0.3)
 
 
-def latency_percentiles(df: pd.DataFrame, *, direction: str | None = None, ax: Axes | None = None) -> Figure:
+def latency_percentiles(
+    df: pd.DataFrame,
+    *,
+    x: str | None = None,
+    y: str | None = None,
+    hue: str | None = None,
+    col: str | None = None,
+    row: str | None = None,
+    direction: str | None = None,
+    ax: Axes | None = None,
+) -> Figure:
     """Completion latency at each percentile fio reported, one curve per point.
 
     The x axis counts nines (p50, p90, p99, p99.9 evenly apart), the y axis is
-    log-scaled µs. Each curve is the mean over the point's repeats of the
+    log-scaled µs: both are fixed. Each curve is the mean over the point's repeats of the
     point's percentiles (:func:`iobench.point_totals`): fio's percentile of the
     merged json+ histograms of all its jobs; where the output had no histograms
     and a point has several jobs, their I/O-weighted percentiles, an
     approximation the caption then names. Curves are labelled with the parameters that
     vary; a single varying number (iodepth, numjobs, bs) is coloured light to
-    dark along a sequential map. When two or more axes vary, the first
-    categorical one (binding, placement, scheduler, direction ...) gets a panel per value.
+    dark along a sequential map. Without ``hue``, ``col`` or ``row``, when two
+    or more axes vary, the first categorical one (binding, placement,
+    scheduler, direction ...) gets a panel per value; with one of them, the
+    first axis without a role gets the columns unless ``col`` is given. Past
+    :data:`~iobench.plots.limits.MAX_SERIES` curves the highest are kept.
 
     Parameters
     ----------
     df
         A tidy frame with ``clat_p*_us`` columns.
+    x, y
+        Fixed (the percentile, the latency); giving either is an error.
+    hue
+        The category whose values get a curve each; other axes that vary add curves too.
+    col, row
+        Categories whose values get a column, a row of panels each.
     direction
         Only this direction (``read``, ``write``, ``trim``); all, as an axis, when omitted.
     ax
@@ -111,27 +131,51 @@ def latency_percentiles(df: pd.DataFrame, *, direction: str | None = None, ax: A
 
     Raises
     ------
+    PlotOptionError
+        ``x`` or ``y`` given, or a column does not fit its role.
     ResultsError
         No percentile column holds data, ``direction`` matches no row, or no point finished ``ok``.
     """
+    figure = "latency_percentiles"
+    options.fixed(figure, {"x": x, "y": y}, {"x": "the percentile", "y": "the completion latency"})
     data = df
     if direction is not None:
-        dt.require(df, ["direction"], "latency_percentiles")
+        dt.require(df, ["direction"], figure)
         data = df[df["direction"].eq(direction).fillna(False)]
         if data.empty:
             raise ResultsError(f"latency_percentiles: no rows with direction {direction!r}")
-    totals = dt.totals_for(data, "latency_percentiles")
+    totals = dt.totals_for(data, figure)
+    options.check(data, totals, figure, categories={"hue": hue, "col": col, "row": row})
     percentiles = dt.percentile_columns(totals)
     if not percentiles:
         raise ResultsError(
             "latency_percentiles: no clat_p*_us column holds data (fio reports percentiles unless "
             "clat_percentiles=0 or the output format lacks them)"
         )
-    panels, lines = percentile_layout(totals)
+    rows = [row] if row else []
+    if hue is None and col is None and row is None:
+        cols, lines = percentile_layout(totals)
+    else:  # as in the line figures: the first axis without a role gets the columns, the rest curves
+        others = dt.splitting_axes(totals, [c for c in (hue, col, row) if c])
+        if col is None and others:
+            col = others.pop(0)
+        cols = [col] if col else []
+        lines = [*([hue] if hue else []), *others]
     if ax is not None:
-        panels, lines = [], [*panels, *lines]
-    summary = dt.over_repeats(totals, [*panels, *lines], list(percentiles.values()))
-    curves = dt.combos(summary, lines)
+        rows, cols, lines = [], [], [*rows, *cols, *lines]
+    panels = [*rows, *cols]
+    columns = list(percentiles.values())
+    summary = dt.over_repeats(totals, [*panels, *lines], columns)
+    curves = limits.top(summary, lines, columns[-1])
+    notes = [
+        limits.shown(
+            len(curves),
+            dt.distinct(summary, lines),
+            "curves",
+            f"the highest mean {st.short_label(columns[-1])}",
+        )
+    ]
+    summary = limits.keep(summary, lines, curves)
     draw = partial(
         _draw_curves, lines=lines, percentiles=percentiles, curves=curves, colours=_palette(lines, curves)
     )
@@ -140,17 +184,16 @@ def latency_percentiles(df: pd.DataFrame, *, direction: str | None = None, ax: A
         if lines:
             ax.legend(fontsize=st.SMALL)
         return st.root_figure(ax)
-    panel_values = dt.combos(summary, panels)
-    fig, stacks = st.panel_grid(panel_values, panels, max_cols=MAX_COLS, height=3.6)
-    axes = [axis for (axis,) in stacks]
-    for axis, panel in zip(axes, panel_values, strict=True):
+    grid = st.panel_grid(dt.combos(summary, panels), panels, rows=len(rows), max_cols=MAX_COLS, height=3.6)
+    axes = [axis for (axis,) in grid.stacks]
+    for axis, panel in zip(axes, grid.panels, strict=True):
         draw(axis, dt.select(summary, panels, panel))
     low = min(axis.get_ylim()[0] for axis in axes)
     high = max(axis.get_ylim()[1] for axis in axes)
     for axis in axes:
         axis.set_ylim(low, high)
-    note = st.repeats_note(summary, list(percentiles.values()), bars=False)
+    note = st.repeats_note(summary, columns, bars=False)
     if "pct_exact" in totals and totals["pct_exact"].eq(False).any():
         note += "; approximate percentiles (no json+ histograms): jobs' percentiles weighted by their I/Os"
-    st.finish(fig, df, "Completion latency percentiles", note)
-    return fig
+    st.finish(grid.fig, df, "Completion latency percentiles", [note, *notes, grid.note])
+    return grid.fig

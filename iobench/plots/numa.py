@@ -9,9 +9,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from iobench.errors import ResultsError
+from iobench.plots import _data as dt
 from iobench.plots import _style as st
-from iobench.plots._data import require, splitting_axes, totals_for
-from iobench.plots._lines import Layout, lines_figure
+from iobench.plots import options
+from iobench.plots._lines import layout_for, lines_figure
 
 #: Legend text of each SMT placement: what the jobs share.
 SMT_LABELS = {
@@ -21,26 +22,36 @@ SMT_LABELS = {
 }
 
 
-def _compare(
+def _checked(
     figure: str,
     df: pd.DataFrame,
+    roles: dict[str, str | None],
+    metrics: dict[str, str],
+    hints: dict[str, str],
+) -> pd.DataFrame:
+    """The point totals of ``df``, once every role's column fits it."""
+    totals = dt.totals_for(df, figure)
+    metric_roles = {role: [m] for role, m in metrics.items()}
+    options.check(df, totals, figure, categories=roles, metrics=metric_roles, hints=hints)
+    return totals
+
+
+def _compare(
+    df: pd.DataFrame,
     totals: pd.DataFrame,
-    by: str,
-    x: str,
+    roles: dict[str, str | None],
     metrics: list[str],
     ax: Axes | None,
     *,
     title: str,
     names: Mapping[str, str] | None = None,
 ) -> Figure:
-    """``metrics`` against ``x``, a colour per ``by``; the first other axis gets panels, the rest dashes."""
-    require(totals, [x], figure, "pass x= one of the parameter columns")
-    others = splitting_axes(totals, [x, by])
-    layout = Layout(x, colour=(by,), panel=tuple(others[:1]), style=tuple(others[1:]))
-    title = f"{title}: {st.headline(metrics, x if x != by else '')}"
-    return lines_figure(
-        df, totals, layout, metrics, figure=figure, ax=ax, title=title, legend_title=st.label(by), names=names
-    )
+    """``metrics`` against ``x``, a colour per ``hue``; the first other axis gets panels, the rest dashes."""
+    x, hue = roles["x"] or "", roles["hue"]
+    layout = layout_for(totals, x, hue=hue, col=roles["col"], row=roles["row"], auto_col=True)
+    title = f"{title}: {st.headline(metrics, x if x != hue else '')}"
+    legend = st.label(hue) if hue else None
+    return lines_figure(df, totals, layout, metrics, ax=ax, title=title, legend_title=legend, names=names)
 
 
 def local_vs_remote(
@@ -48,6 +59,9 @@ def local_vs_remote(
     x: str = "iodepth",
     *,
     y: str = "iops",
+    hue: str = "binding",
+    col: str | None = None,
+    row: str | None = None,
     latency: str = "lat_mean_us",
     ax: Axes | None = None,
 ) -> Figure:
@@ -67,6 +81,11 @@ def local_vs_remote(
         The parameter on the horizontal axis (log2 for iodepth, numjobs and bs).
     y
         The throughput metric of the top panel: ``iops`` or ``bw_bytes`` (MiB/s).
+    hue
+        What gets a line colour each: the binding.
+    col, row
+        What gets a column, a row of panels each; by default the first other
+        axis that varies gets the columns.
     latency
         The latency metric of the bottom panel, e.g. ``lat_mean_us`` or ``clat_p99_us``.
     ax
@@ -79,12 +98,15 @@ def local_vs_remote(
 
     Raises
     ------
+    PlotOptionError
+        A column does not fit its role (no ``binding`` column, say).
     ResultsError
-        No ``binding`` or ``x`` column, or no point finished ``ok``.
+        No point finished ``ok``.
     """
     hint = "local_vs_remote needs a run whose matrix has a `binding` axis (binding: [local, remote])"
-    totals = totals_for(df, "local_vs_remote", ["binding"], hint)
-    return _compare("local_vs_remote", df, totals, "binding", x, [y, latency], ax, title="NUMA binding")
+    roles: dict[str, str | None] = {"x": x, "hue": hue, "col": col, "row": row}
+    totals = _checked("local_vs_remote", df, roles, {"y": y, "latency": latency}, {"binding": hint})
+    return _compare(df, totals, roles, [y, latency], ax, title="NUMA binding")
 
 
 def smt(
@@ -92,6 +114,9 @@ def smt(
     x: str = "numjobs",
     *,
     y: str = "iops",
+    hue: str = "placement",
+    col: str | None = None,
+    row: str | None = None,
     latency: str = "lat_mean_us",
     ax: Axes | None = None,
 ) -> Figure:
@@ -113,6 +138,10 @@ def smt(
         The horizontal axis; ``numjobs`` unless the run varied something else.
     y
         Throughput metric of the top panel (``iops`` or ``bw_bytes``).
+    hue
+        What gets a line colour each: the placement.
+    col, row
+        As in :func:`local_vs_remote`.
     latency
         Latency metric of the bottom panel.
     ax
@@ -124,14 +153,18 @@ def smt(
 
     Raises
     ------
+    PlotOptionError
+        A column does not fit its role (no ``placement`` column, say).
     ResultsError
-        No ``placement`` column or no same-core/diff-cores points, or no point finished ``ok``.
+        No same-core/diff-cores points, or no point finished ``ok``.
     """
     hint = "smt needs a run whose matrix has `placement: [same-core, diff-cores]`"
-    totals = totals_for(df, "smt", ["placement"], hint)
-    placements = set(totals["placement"].dropna().astype(str))
+    roles: dict[str, str | None] = {"x": x, "hue": hue, "col": col, "row": row}
+    totals = _checked("smt", df, roles, {"y": y, "latency": latency}, {"placement": hint})
+    placements = set(totals["placement"].dropna().astype(str)) if "placement" in totals else set()
     if not placements & {"same-core", "diff-cores"}:
         found = ", ".join(sorted(placements)) or "none"
         raise ResultsError(f"smt: no same-core or diff-cores points (placements found: {found}); {hint}")
     title = "SMT, same core vs different cores"
-    return _compare("smt", df, totals, "placement", x, [y, latency], ax, title=title, names=SMT_LABELS)
+    names = SMT_LABELS if hue == "placement" else None
+    return _compare(df, totals, roles, [y, latency], ax, title=title, names=names)

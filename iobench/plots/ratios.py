@@ -13,6 +13,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from iobench.errors import ResultsError
 from iobench.plots import _style as st
+from iobench.plots import limits, options
 from iobench.results.compare import key_columns
 
 #: Marker colour per verdict; an untested point (NA) is drawn hollow in :data:`UNTESTED`.
@@ -92,8 +93,34 @@ def _draw(axis: Axes, rows: pd.DataFrame, labels: Sequence[str], metric: str, mi
     axis.set_title(st.label(metric), fontsize=st.MEDIUM)
 
 
+#: The roles the figure fixes, and what each is.
+FIXED = {
+    "x": "the ratio B / A",
+    "hue": "the verdict",
+    "col": "the metric",
+    "row": "the point",
+}
+
+
+def _largest(rows: pd.DataFrame, limit: int) -> pd.DataFrame:
+    """The ``limit`` rows whose ratio is furthest from 1 (on a log scale), in their order."""
+    if len(rows) <= limit:
+        return rows
+    ratio = rows["ratio"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+    change = np.abs(np.log(np.where(ratio > 0, ratio, np.nan)))
+    order = np.argsort(-np.nan_to_num(change, nan=-1.0), kind="stable")[:limit]
+    return rows.iloc[np.sort(order)]
+
+
 def ratios(
-    comparison: pd.DataFrame, *, metrics: Sequence[str] | None = None, ax: Axes | None = None
+    comparison: pd.DataFrame,
+    *,
+    x: str | None = None,
+    y: str | Sequence[str] | None = None,
+    hue: str | None = None,
+    col: str | None = None,
+    row: str | None = None,
+    ax: Axes | None = None,
 ) -> Figure:
     """Each point's ratio B/A with its 95 % CI, one panel per metric, coloured by verdict.
 
@@ -101,14 +128,18 @@ def ratios(
     runs off the left edge); the grey band is
     the minimum effect around 1, inside which no change counts. Green: better,
     red: worse, grey: no change, hollow: not tested (fewer than two repeats).
-    Points that ran on one side only are left out.
+    Points that ran on one side only are left out. Past
+    :data:`~iobench.plots.limits.MAX_CATEGORIES` points a panel keeps those
+    that changed most, and the caption says so (the comparison frame holds them all).
 
     Parameters
     ----------
     comparison
         A frame from :func:`iobench.compare`.
-    metrics
-        The metrics to draw (default: every metric of the comparison).
+    y
+        The metric, or metrics, to draw (default: every metric of the comparison).
+    x, hue, col, row
+        Fixed (the ratio, the verdict, the metric, the point); giving any is an error.
     ax
         An Axes to draw into; then exactly one metric.
 
@@ -118,13 +149,16 @@ def ratios(
 
     Raises
     ------
+    PlotOptionError
+        ``x``, ``hue``, ``col`` or ``row`` given.
     ResultsError
         Not a comparison, no matched point with a ratio, a metric it lacks,
         or several metrics for one ``ax``.
     """
+    options.fixed("ratios", {"x": x, "hue": hue, "col": col, "row": row}, FIXED)
     keys = key_columns(comparison)
     present = list(dict.fromkeys(comparison["metric"].dropna()))
-    chosen = list(metrics) if metrics is not None else present
+    chosen = present if y is None else [y] if isinstance(y, str) else list(y)
     unknown = [m for m in chosen if m not in present]
     if unknown or not chosen:
         raise ResultsError(
@@ -134,21 +168,21 @@ def ratios(
     if matched.empty:
         raise ResultsError("ratios: no point of the comparison ran in both runs with a ratio")
     if ax is not None and len(chosen) != 1:
-        raise ResultsError(
-            f"ratios: one Axes draws one metric; pass metrics=[...] with one of {', '.join(chosen)}"
-        )
+        raise ResultsError(f"ratios: one Axes draws one metric; pass y= one of {', '.join(chosen)}")
     min_effect = float(comparison.attrs.get("min_effect", 0.01))
     if ax is not None:
-        rows = matched[matched["metric"] == chosen[0]]
+        rows = _largest(matched[matched["metric"] == chosen[0]], limits.MAX_CATEGORIES)
         _draw(ax, rows, _labels(rows, keys), chosen[0], min_effect)
         return st.root_figure(ax)
     panels = [(m,) for m in chosen if (matched["metric"] == m).any()]
-    count = max(int((matched["metric"] == m).sum()) for (m,) in panels)
-    fig, stacks = st.panel_grid(panels, [], max_cols=2, width=5.6, height=0.9 + 0.38 * count)
-    for (metric,), (axis,) in zip(panels, stacks, strict=True):
-        rows = matched[matched["metric"] == metric]
-        _draw(axis, rows, _labels(rows, keys), metric, min_effect)
+    counts = [int((matched["metric"] == m).sum()) for (m,) in panels]
+    shown = min(max(counts), limits.MAX_CATEGORIES)
+    grid = st.panel_grid(panels, [], max_cols=2, width=5.6, height=0.9 + 0.38 * shown)
+    for (metric,), (axis,) in zip(grid.panels, grid.stacks, strict=True):
+        rows = _largest(matched[matched["metric"] == metric], limits.MAX_CATEGORIES)
+        _draw(axis, rows, _labels(rows, keys), str(metric), min_effect)
     a, b = comparison.attrs.get("a", "A"), comparison.attrs.get("b", "B")
     note = f"bars: 95 % CI of the ratio (Fieller); verdict: Welch's t-test at 5 % and a change of at least {min_effect:.0%}"
-    st.finish(fig, comparison, f"{b} against {a}: ratio B / A", note)
-    return fig
+    kept = limits.shown(shown, max(counts), "points", "the largest changes")
+    st.finish(grid.fig, comparison, f"{b} against {a}: ratio B / A", [note, kept, grid.note])
+    return grid.fig

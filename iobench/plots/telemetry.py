@@ -16,8 +16,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from iobench.errors import ResultsError
+from iobench.matrix.display import format_value
 from iobench.plots import _data as dt
 from iobench.plots import _style as st
+from iobench.plots import limits, options
 from iobench.plots._lines import main_axis
 from iobench.results.telemetry import cpu_by_node, thread_shares
 
@@ -31,35 +33,49 @@ CPU_KINDS: dict[str, str] = {
 MAX_COLS = 3
 
 
-def _points(df: pd.DataFrame, figure: str) -> tuple[pd.DataFrame, list[str]]:
-    """Each ok point × repeat with its parameters, and the axes that tell the points apart."""
+def _points(df: pd.DataFrame, figure: str, roles: dict[str, str | None]) -> tuple[pd.DataFrame, list[str]]:
+    """Each ok point × repeat with its parameters, and the axes that tell the points apart; the roles checked."""
     totals = dt.totals_for(df, figure)
+    options.check(df, totals, figure, categories=roles)
     params = dt.splitting_axes(totals.drop(columns=["direction"], errors="ignore"), [])
-    keep = list(dict.fromkeys(c for c in ("point", "repeat", *params) if c in totals))
+    given = [c for c in roles.values() if c]
+    keep = list(dict.fromkeys(c for c in ("point", "repeat", *params, *given) if c in totals))
     return totals[keep].drop_duplicates(["point", "repeat"]), params
 
 
-def _layout(axes: Sequence[str], x: str | None, figure: str) -> tuple[str, list[str]]:
-    chosen = x or main_axis(axes) or "point"
-    if x is not None and x not in axes and x != "point":
-        raise ResultsError(
-            f"{figure}: `{x}` does not tell these points apart (axes that vary: {', '.join(axes) or 'none'})"
-        )
-    return chosen, [a for a in axes if a != chosen]
+def _layout(
+    axes: Sequence[str], x: str | None, col: str | None, row: str | None
+) -> tuple[str, list[str], list[str]]:
+    """The x axis (the main axis when not given), the row facet and the column facets (``col``, then the rest)."""
+    chosen = x or main_axis([a for a in axes if a not in (col, row)]) or "point"
+    others = [a for a in axes if a not in (chosen, col, row)]
+    return chosen, [row] if row else [], [*([col] if col else []), *others]
 
 
 def _x_labels(summary: pd.DataFrame, x: str) -> list[object]:
     return dt.ordered(x, summary[x]) if x in summary else []
 
 
+_CPU_FIXED = {"y": "the CPU time", "hue": "the kind of CPU time (user, system, irq, softirq)"}
+
+
 def cpu_where(
-    df: pd.DataFrame, samples: pd.DataFrame, *, x: str | None = None, ax: Axes | None = None
+    df: pd.DataFrame,
+    samples: pd.DataFrame,
+    *,
+    x: str | None = None,
+    y: str | None = None,
+    hue: str | None = None,
+    col: str | None = None,
+    row: str | None = None,
+    ax: Axes | None = None,
 ) -> Figure:
     """Where the CPU went: user, system, irq and softirq time per NUMA node, stacked, against the main axis.
 
     A bar is one node of one point: its CPUs' time over the point's measured
     window, summed over the node's CPUs (in CPUs: 1.5 = one and a half CPUs
     busy), the mean of the point's repeats. Idle and iowait are left out.
+    Past what fits the first values of ``x`` are kept, and the caption says so.
 
     Parameters
     ----------
@@ -68,7 +84,12 @@ def cpu_where(
     samples
         The run's telemetry (:func:`iobench.telemetry`).
     x
-        The parameter along the x axis (default: the main axis, iodepth first).
+        The category along the x axis (default: the main axis, iodepth first).
+    y, hue
+        Fixed (the CPU time, its kind); giving either is an error.
+    col, row
+        Categories whose values get a column, a row of panels each; other
+        axes that vary get columns too.
     ax
         An Axes to draw into; then no other axis may vary.
 
@@ -78,23 +99,29 @@ def cpu_where(
 
     Raises
     ------
+    PlotOptionError
+        ``y`` or ``hue`` given, or a column does not fit its role.
     ResultsError
         No ok point, or no CPU telemetry for them.
     """
-    points, axes = _points(df, "cpu_where")
-    x, others = _layout(axes, x, "cpu_where")
+    options.fixed("cpu_where", {"y": y, "hue": hue}, _CPU_FIXED)
+    points, axes = _points(df, "cpu_where", {"x": x, "col": col, "row": row})
+    x, rows, cols = _layout(axes, x, col, row)
+    panel_columns = [*rows, *cols]
     if ax is not None:
-        dt.one_panel("cpu_where", others)
+        dt.one_panel("cpu_where", panel_columns)
     cpu = cpu_by_node(samples)
     data = cpu.merge(points, on=["point", "repeat"], how="inner") if not cpu.empty else cpu
     if data.empty:
         raise ResultsError("cpu_where: the run has no CPU telemetry for its ok points (telemetry: false?)")
     data = data.assign(node=data["node"].astype("Float64"))
     kinds = list(CPU_KINDS)
-    summary = dt.over_repeats(data, [x, *others, "node"], kinds)
-    xs = _x_labels(summary, x)
+    summary = dt.over_repeats(data, [x, *panel_columns, "node"], kinds)
     nodes = list(dt.ordered("node", summary["node"]))
-    panels = dt.combos(summary, others)
+    every_x = _x_labels(summary, x)
+    xs = limits.first(every_x, max(1, limits.MAX_CATEGORIES // max(1, len(nodes))))
+    note = limits.shown(len(xs), len(every_x), f"values of {x}", "the first")
+    summary = limits.keep(summary, [x], [(v,) for v in xs])
 
     def draw(axis: Axes, part: pd.DataFrame) -> None:
         width = 0.8 / max(1, len(nodes))
@@ -120,14 +147,14 @@ def cpu_where(
             if len(nodes) > 1:
                 for at_x, top in zip(offset, bottom, strict=True):
                     axis.annotate(
-                        f"n{st.format_value('node', node)}",
+                        f"n{format_value('node', node)}",
                         (at_x, top),
                         xytext=(0, 2),
                         textcoords="offset points",
                         ha="center",
                         fontsize=st.SMALL,
                     )
-        axis.set_xticks(range(len(xs)), [st.format_value(x, v) for v in xs])
+        axis.set_xticks(range(len(xs)), [format_value(x, v) for v in xs])
         axis.set_xlabel(st.label(x))
         axis.set_ylabel("CPU time (CPUs)")
         axis.grid(True, axis="y", alpha=0.3)
@@ -137,17 +164,30 @@ def cpu_where(
         draw(ax, summary)
         ax.legend(fontsize=st.SMALL)
         return st.root_figure(ax)
-    fig, stacks = st.panel_grid(
-        panels, others, max_cols=MAX_COLS, width=max(4.5, 1.5 + 0.9 * len(xs) * len(nodes))
+    grid = st.panel_grid(
+        dt.combos(summary, panel_columns),
+        panel_columns,
+        rows=len(rows),
+        max_cols=MAX_COLS,
+        width=max(4.5, 1.5 + 0.9 * len(xs) * len(nodes)),
     )
-    for panel, (axis,) in zip(panels, stacks, strict=True):
-        draw(axis, dt.select(summary, others, panel))
-    note = "bars per NUMA node, summed over its CPUs; idle and iowait left out"
-    st.finish(fig, df, f"Where the CPU went vs {st.in_sentence(st.short_label(x))}", note)
-    return fig
+    for panel, (axis,) in zip(grid.panels, grid.stacks, strict=True):
+        draw(axis, dt.select(summary, panel_columns, panel))
+    notes = ["bars per NUMA node, summed over its CPUs; idle and iowait left out", note, grid.note]
+    st.finish(grid.fig, df, f"Where the CPU went vs {st.in_sentence(st.short_label(x))}", notes)
+    return grid.fig
 
 
-def device_vs_fio(df: pd.DataFrame, *, x: str | None = None, ax: Axes | None = None) -> Figure:
+def device_vs_fio(
+    df: pd.DataFrame,
+    *,
+    x: str | None = None,
+    y: str | None = None,
+    hue: str | None = None,
+    col: str | None = None,
+    row: str | None = None,
+    ax: Axes | None = None,
+) -> Figure:
     """The device's IOPS (``dev_iops``, from ``/proc/diskstats``) against fio's, per direction.
 
     Equal lines say every fio I/O reached the device as one request; a device
@@ -159,7 +199,12 @@ def device_vs_fio(df: pd.DataFrame, *, x: str | None = None, ax: Axes | None = N
     df
         A tidy frame with telemetry columns.
     x
-        The parameter along the x axis (default: the main axis).
+        The category along the x axis (default: the main axis).
+    y, hue
+        Fixed (fio's and the device's IOPS, the direction); giving either is an error.
+    col, row
+        Categories whose values get a column, a row of panels each; other
+        axes that vary get columns too.
     ax
         An Axes to draw into; then no other axis may vary.
 
@@ -169,23 +214,31 @@ def device_vs_fio(df: pd.DataFrame, *, x: str | None = None, ax: Axes | None = N
 
     Raises
     ------
+    PlotOptionError
+        ``y`` or ``hue`` given, or a column does not fit its role.
     ResultsError
         No ok point has ``dev_iops``.
     """
-    totals = dt.totals_for(
-        df, "device_vs_fio", ["dev_iops"], "the run recorded no telemetry (telemetry: false?)"
-    )
-    if totals["dev_iops"].isna().all():
+    figure = "device_vs_fio"
+    options.fixed(figure, {"y": y, "hue": hue}, {"y": "fio's and the device's IOPS", "hue": "the direction"})
+    totals = dt.totals_for(df, figure)
+    options.check(df, totals, figure, categories={"x": x, "col": col, "row": row})
+    if "dev_iops" not in totals or totals["dev_iops"].isna().all():
         raise ResultsError(
-            "device_vs_fio: no ok point has a `dev_iops` value (no block device under the targets?)"
+            "device_vs_fio: no ok point has a `dev_iops` value (no block device under the targets, "
+            "or telemetry: false?)"
         )
     axes = [a for a in dt.splitting_axes(totals, ["direction"]) if a != "point"]
-    x, others = _layout(axes, x, "device_vs_fio")
+    x, rows, cols = _layout(axes, x, col, row)
+    panel_columns = [*rows, *cols]
     if ax is not None:
-        dt.one_panel("device_vs_fio", others)
-    by = list(dict.fromkeys([x, *others, "direction"]))
+        dt.one_panel(figure, panel_columns)
+    by = list(dict.fromkeys([x, *panel_columns, "direction"]))
     summary = dt.over_repeats(totals, by, ["iops", "dev_iops"])
-    xs = _x_labels(summary, x)
+    every_x = _x_labels(summary, x)
+    xs = limits.first(every_x)
+    note = limits.shown(len(xs), len(every_x), f"values of {x}", "the first")
+    summary = limits.keep(summary, [x], [(v,) for v in xs])
     at = {dt.key(v): i for i, v in enumerate(xs)}
     directions = dt.ordered("direction", summary["direction"])
     colours = st.palette(["direction"], [(d,) for d in directions])
@@ -204,7 +257,7 @@ def device_vs_fio(df: pd.DataFrame, *, x: str | None = None, ax: Axes | None = N
                     color=colour,
                     label=f"{name} {direction}",
                 )
-        axis.set_xticks(range(len(xs)), [st.format_value(x, v) for v in xs])
+        axis.set_xticks(range(len(xs)), [format_value(x, v) for v in xs])
         axis.set_xlabel(st.label(x))
         axis.set_ylabel("IOPS")
         st.metric_ticks(axis.yaxis, "iops")
@@ -215,27 +268,46 @@ def device_vs_fio(df: pd.DataFrame, *, x: str | None = None, ax: Axes | None = N
         draw(ax, summary)
         ax.legend(fontsize=st.SMALL)
         return st.root_figure(ax)
-    fig, stacks = st.panel_grid(panels := dt.combos(summary, others), others, max_cols=MAX_COLS)
-    for panel, (axis,) in zip(panels, stacks, strict=True):
-        draw(axis, dt.select(summary, others, panel))
+    grid = st.panel_grid(dt.combos(summary, panel_columns), panel_columns, rows=len(rows), max_cols=MAX_COLS)
+    for panel, (axis,) in zip(grid.panels, grid.stacks, strict=True):
+        draw(axis, dt.select(summary, panel_columns, panel))
     st.finish(
-        fig,
+        grid.fig,
         df,
         f"Device vs fio IOPS vs {st.in_sentence(st.short_label(x))}",
-        st.repeats_note(summary, ["iops"], bars=False),
+        [st.repeats_note(summary, ["iops"], bars=False), note, grid.note],
     )
-    return fig
+    return grid.fig
+
+
+_THREADS_FIXED = {
+    "x": "the point",
+    "y": "the thread",
+    "hue": "the CPU share",
+    "col": "one panel",
+    "row": "one panel",
+}
 
 
 def busiest_threads(
-    df: pd.DataFrame, samples: pd.DataFrame, *, top: int = 8, ax: Axes | None = None
+    df: pd.DataFrame,
+    samples: pd.DataFrame,
+    *,
+    x: str | None = None,
+    y: str | None = None,
+    hue: str | None = None,
+    col: str | None = None,
+    row: str | None = None,
+    top: int = 8,
+    ax: Axes | None = None,
 ) -> Figure:
     """The busiest threads of each point (processes and kernel threads), as a grid of CPU shares.
 
     A row per thread name (the ``top`` busiest over the run), a column per
     point; a cell is the name's CPU share over the point's window (% of one
     CPU: 250 = two and a half CPUs), summed over the threads of that name, the
-    mean of the point's repeats.
+    mean of the point's repeats. Past :data:`~iobench.plots.limits.MAX_CATEGORIES`
+    points the figure keeps those whose threads are busiest, and the caption says so.
 
     Parameters
     ----------
@@ -243,8 +315,10 @@ def busiest_threads(
         The run's tidy frame.
     samples
         The run's telemetry (:func:`iobench.telemetry`).
+    x, y, hue, col, row
+        Fixed (the point, the thread, the share, one panel); giving any is an error.
     top
-        How many thread names to show.
+        How many thread names to show (at most :data:`~iobench.plots.limits.MAX_CATEGORIES`).
     ax
         An Axes to draw into.
 
@@ -254,11 +328,15 @@ def busiest_threads(
 
     Raises
     ------
+    PlotOptionError
+        A role was given.
     ResultsError
         No ok point, or no thread telemetry for them.
     """
-    points, axes = _points(df, "busiest_threads")
-    shares = thread_shares(samples, top=top)
+    given = {"x": x, "y": y, "hue": hue, "col": col, "row": row}
+    options.fixed("busiest_threads", given, _THREADS_FIXED)
+    points, axes = _points(df, "busiest_threads", {})
+    shares = thread_shares(samples, top=min(top, limits.MAX_CATEGORIES))
     data = shares.merge(points, on=["point", "repeat"], how="inner") if not shares.empty else shares
     if data.empty:
         raise ResultsError(
@@ -266,19 +344,19 @@ def busiest_threads(
         )
     columns = axes or ["point"]
     summary = dt.over_repeats(data, [*columns, "thread"], ["cpu_pct"])
-    combos = dt.combos(summary, columns)
+    combos = limits.top(summary, columns, "cpu_pct", limits.MAX_CATEGORIES)
+    note = limits.shown(
+        len(combos), dt.distinct(summary, columns), "points", "those whose threads are busiest"
+    )
+    summary = limits.keep(summary, columns, combos)
     threads = list(summary.groupby("thread")["cpu_pct"].max().sort_values(ascending=False).index)
     cells = np.full((len(threads), len(combos)), np.nan)
-    row = {name: i for i, name in enumerate(threads)}
-    col = {tuple(dt.key(v) for v in combo): i for i, combo in enumerate(combos)}
+    row_of = {name: i for i, name in enumerate(threads)}
+    col_of = {tuple(dt.key(v) for v in combo): i for i, combo in enumerate(combos)}
     for values in summary[[*columns, "thread", "cpu_pct"]].itertuples(index=False, name=None):
-        cells[row[values[-2]], col[tuple(dt.key(v) for v in values[:-2])]] = values[-1]
+        cells[row_of[values[-2]], col_of[tuple(dt.key(v) for v in values[:-2])]] = values[-1]
     if ax is None:
-        fig = Figure(
-            figsize=(max(5.0, 1.6 + 0.75 * len(combos)), max(2.6, 1.4 + 0.38 * len(threads))),
-            dpi=st.DPI,
-            layout="constrained",
-        )
+        fig = st.new_figure(max(5.0, 1.6 + 0.75 * len(combos)), max(2.6, 1.4 + 0.38 * len(threads)))
         axis = fig.add_subplot()
     else:
         axis, fig = ax, st.root_figure(ax)
@@ -297,5 +375,5 @@ def busiest_threads(
     bar = fig.colorbar(image, ax=axis)
     bar.set_label("CPU share (% of one CPU)", fontsize=st.SMALL)
     if ax is None:
-        st.finish(fig, df, "Busiest threads per point", "summed over the threads of each name")
+        st.finish(fig, df, "Busiest threads per point", ["summed over the threads of each name", note])
     return fig

@@ -11,8 +11,9 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from iobench.errors import ResultsError
+from iobench.errors import PlotOptionError, ResultsError
 from iobench.plots import _style as st
+from iobench.plots import options
 from iobench.results.points import window_totals
 from iobench.results.steady import verdicts as steady_verdicts
 from iobench.results.timeseries import COLUMNS, read_run_logs, run_dir_of, series_frame
@@ -24,6 +25,13 @@ LATENCY = ("lat_mean_us", "clat_mean_us", "slat_mean_us")
 RAMP_COLOUR = "0.85"
 SS_RAMP_COLOUR = "#fdd49e"
 JUDGED_COLOURS = {True: "#c7e9c0", False: "#fcbba1", None: "#e0e0e0"}
+#: The roles the figure fixes, and what each is.
+FIXED = {
+    "x": "the time",
+    "hue": "the repeat",
+    "col": "throughput, then latency",
+    "row": "the point",
+}
 
 
 def _load(data: Any) -> tuple[pd.DataFrame, pd.DataFrame | None]:
@@ -142,7 +150,11 @@ def _draw(
 def timeline(
     data: pd.DataFrame | str | os.PathLike[str] | Any,
     *,
+    x: str | None = None,
     y: str = "iops",
+    hue: str | None = None,
+    col: str | None = None,
+    row: str | None = None,
     latency: str | None = "lat_mean_us",
     points: Sequence[int] | None = None,
     verdicts: pd.DataFrame | None = None,
@@ -164,6 +176,8 @@ def timeline(
     data
         The frame of :func:`iobench.timeseries`, or a run directory (then the
         verdicts come from it too).
+    x, hue, col, row
+        Fixed (the time, the repeat, throughput and latency, the point); giving any is an error.
     y
         The throughput metric: ``iops`` or ``bw_bytes``.
     latency
@@ -183,13 +197,18 @@ def timeline(
 
     Raises
     ------
+    PlotOptionError
+        ``x``, ``hue``, ``col`` or ``row`` given, or an unknown metric.
     ResultsError
-        Unknown metric, a point without logs, or no logs at all.
+        A point without logs, or no logs at all.
     """
+    options.fixed("timeline", {"x": x, "hue": hue, "col": col, "row": row}, FIXED)
     if y not in THROUGHPUT:
-        raise ResultsError(f"timeline: y must be one of {', '.join(THROUGHPUT)}, not {y!r}")
+        raise PlotOptionError(
+            "timeline", "y", y, "is not a throughput metric of fio's logs", list(THROUGHPUT)
+        )
     if latency is not None and latency not in LATENCY:
-        raise ResultsError(f"timeline: latency must be one of {', '.join(LATENCY)}, not {latency!r}")
+        raise PlotOptionError("timeline", "latency", latency, "is not a latency of fio's logs", list(LATENCY))
     series, found = _load(data)
     found = verdicts if verdicts is not None else found
     if series.empty:
@@ -217,20 +236,18 @@ def timeline(
         ax.legend(fontsize=st.SMALL)
         return st.root_figure(ax)
     columns = 2 if latency is not None else 1
-    fig = Figure(
-        figsize=(st.PANEL_WIDTH * columns * 0.8, 2.4 * len(chosen) + 1.4), dpi=st.DPI, layout="constrained"
-    )
+    fig = st.new_figure(st.PANEL_WIDTH * columns * 0.8, 2.4 * len(chosen) + 1.4)
     # The panels sit in a subfigure, so that the title and the legend above them get their own room.
     grid = fig.subfigures(1, 1, squeeze=False)[0][0].subplots(
         len(chosen), columns, squeeze=False, sharex=True
     )
     earliest = -max([float(t.get("ramp_s") or 0.0) for t in timing.values()] + [0.0])
-    for row, point in enumerate(chosen):
+    for line, point in enumerate(chosen):
         rows = windows[windows["point"] == point]
         repeats = sorted(int(r) for r in rows["repeat"].unique())
         mine = found[found["point"] == point] if found is not None else pd.DataFrame()
-        for col, metric in enumerate([y, latency][:columns]):
-            axis = grid[row][col]
+        for place, metric in enumerate([y, latency][:columns]):
+            axis = grid[line][place]
             axis.tick_params(labelsize=st.SMALL)
             for repeat in repeats:
                 verdict = mine[mine["repeat"] == repeat] if not mine.empty else mine
@@ -252,9 +269,9 @@ def timeline(
                     color="0.4",
                 )
             axis.set_ylim(bottom=0)
-            if row == len(chosen) - 1:
+            if line == len(chosen) - 1:
                 axis.set_xlabel("Time since the measured time began (s)")
-        grid[row][0].set_title(
+        grid[line][0].set_title(
             _label(series, point, params) + _verdict_text(mine), fontsize=st.MEDIUM, loc="left"
         )
     latest = float(windows.loc[windows["point"].isin(chosen), "t_s"].max())

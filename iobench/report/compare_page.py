@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from iobench.errors import ResultsError
+from iobench.matrix.display import format_value
 from iobench.plots.files import save_figure_file
 from iobench.report.html import inline_png, template
 from iobench.results.compare import VERDICTS, key_columns
@@ -133,7 +134,7 @@ def _label_columns(comparison: pd.DataFrame, keys: Sequence[str]) -> list[str]:
 
 
 def _describe(row: pd.Series, columns: Sequence[str]) -> str:
-    return " ".join(f"{c}={_plain(row[c])}" for c in columns) or "all"
+    return " ".join(f"{c}={format_value(c, row[c], missing='–')}" for c in columns) or "all"
 
 
 def _plain(value: object) -> str:
@@ -170,7 +171,7 @@ def comparison_rows(comparison: pd.DataFrame) -> Rows:
         verdict = row["verdict"]
         out.rows.append(
             Row(
-                labels=[_plain(row[k]) for k in keys],
+                labels=[format_value(k, row[k], missing="–") for k in keys],
                 metric=metric_title(str(row["metric"])),
                 a=metric_value(str(row["metric"]), row["a_mean"]),
                 b=metric_value(str(row["metric"]), row["b_mean"]),

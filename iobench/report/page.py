@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from iobench.errors import NextStep, ResultsError, RunStorageError
+from iobench.matrix.display import format_value
 from iobench.plots.files import save_figure_file
 from iobench.report.html import inline_png, template
 from iobench.report.verdicts import HEADER as VERDICT_HEADER
@@ -208,7 +209,13 @@ def _summary_table(summary: pd.DataFrame) -> dict[str, Any]:
         cv = row.get("iops_cv")
         numbers = [str(int(row["n"]))] + [_mean_ci(row, m, scale) for m, _, scale in metrics]
         numbers.append("–" if cv is None or pd.isna(cv) else f"{float(cv):.1%}")
-        rows.append({"labels": [_plain(row[k]) for k in keys], "numbers": numbers, "flags": flags})
+        rows.append(
+            {
+                "labels": [format_value(k, row[k], missing="–") for k in keys],
+                "numbers": numbers,
+                "flags": flags,
+            }
+        )
     return {
         "header": [*keys, "n", *(title for _, title, _ in metrics), "CV (IOPS)", "flags"],
         "rows": rows,
@@ -242,7 +249,7 @@ def _unsteady(frame: pd.DataFrame) -> list[tuple[str, str, str, str]]:
         (
             _plain(r["point"]),
             _plain(r["repeat"]),
-            " ".join(f"{c}={_plain(r[c])}" for c in params) or "–",
+            " ".join(f"{c}={format_value(c, r[c], missing='–')}" for c in params) or "–",
             _plain(r.get("steady_reason")),
         )
         for _, r in bad.iterrows()

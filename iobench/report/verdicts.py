@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from iobench.matrix.display import format_value
 from iobench.plots import _data as dt
 from iobench.plots import _style as st
 from iobench.plots._lines import main_axis
@@ -88,7 +89,7 @@ def verdict_groups(frame: pd.DataFrame) -> list[dict[str, Any]]:
             note = "" if dt.is_missing(row.get("telemetry_note")) else str(row["telemetry_note"])
             rows.append(
                 {
-                    "label": st.format_value(x, row[x]),
+                    "label": format_value(x, row[x]),
                     "cells": cells,
                     "verdict": verdict or "–",
                     "why": reason + (f" (note: {note})" if note else ""),

@@ -50,6 +50,7 @@ import numpy as np
 import pandas as pd
 
 from iobench.errors import ResultsError
+from iobench.matrix.display import format_value
 from iobench.results.fioout.model import PERCENTILES
 from iobench.results.points import (
     CONTEXT,
@@ -666,7 +667,9 @@ def _no_common_points(
     index = [keys.index(k) for k in shown]
 
     def values(found: dict[tuple[str, ...], _Group]) -> str:
-        texts = sorted({" ".join(f"{keys[i]}={text[i]}" for i in index) for text in found})
+        texts = sorted(
+            {" ".join(f"{keys[i]}={format_value(keys[i], text[i])}" for i in index) for text in found}
+        )
         more = f" and {len(texts) - 4} more" if len(texts) > 4 else ""
         return "; ".join(texts[:4]) + more
 
