@@ -20,11 +20,11 @@ from iobench.errors import TopologyError, TuningError
 from iobench.matrix.expand import Combo
 from iobench.matrix.hosts import Host as MatrixHost
 from iobench.matrix.model import Matrix, Target, point_writes
-from iobench.planner.plans import Plan, PlannedRun, _ordered, _Planner
+from iobench.planner.plans import Plan, PlannedRun, _ordered, _Planner, check_opened, refuse_unsafe
 from iobench.system.cpulist import format_cpulist
 from iobench.system.hosts import Connector, Fleet, Host, HostSpec, RemoteMachine, ssh_connector
 from iobench.system.remote import RemoteRoot
-from iobench.system.safety import root_disks
+from iobench.system.safety import foreign_files, root_disks
 from iobench.system.ssh import SshTarget
 from iobench.system.tuning import validate
 
@@ -186,18 +186,24 @@ def plan_on_fleet(matrix: Matrix, fleet: Fleet, *, seed: int | None = None) -> P
     planners = {}
     for name, (spec, host) in hosts.items():
         assert host.facts is not None
+        targets = host_targets(matrix, spec)
+        machine = RemoteMachine(host, host.facts.snapshot)
         planners[name] = _Planner(
-            dataclasses.replace(matrix, targets=host_targets(matrix, spec)),
+            dataclasses.replace(matrix, targets=targets),
             host.facts.topology,
             host.facts.locations,
             str(host.facts.snapshot.root),
             host=name,
+            foreign=foreign_files(targets, host.facts.locations, machine),
         )
     by_configured = {spec.name: name for name, (spec, _) in hosts.items() if spec.name}
     points = []
     for index, combo in enumerate(matrix.combos, start=1):
         chosen = [by_configured[str(combo["host"])]] if "host" in combo else list(hosts)
         points.append(_merge(index, combo, {name: planners[name].point(index, combo) for name in chosen}))
+    for planner in planners.values():
+        refuse_unsafe(planner)
+    check_opened(matrix, points, [t for spec in matrix.hosts for t in host_targets(matrix, spec)])
     problems: list[str] = []
 
     def check(host: Host) -> None:
