@@ -133,7 +133,10 @@ REFUSED = {
     "external": ("ioengine: external:/tmp/evil.so", "ioengine `external:/tmp/evil.so` is refused"),
     "mem-file": ("mem: mmap:/tmp/buffers", "`mem` with `:PATH` maps a file"),
     "mem-huge-file": ("iomem: mmaphuge:/hugetlbfs/f", "`mem` with `:PATH` maps a file"),
-    "pattern-file": ("buffer_pattern: \"'/etc/shadow'\"", "a pattern in single quotes is read from that file"),
+    "pattern-file": (
+        "buffer_pattern: \"'/etc/shadow'\"",
+        "a pattern in single quotes is read from that file",
+    ),
     "verify-pattern-file": ("verify_pattern: \"'/etc/shadow'\"", "read from that file"),
     "iolog-path": ("write_iolog: /tmp/evil.log", "'/tmp/evil.log' is not a plain file name"),
     "iolog-up": ("write_iolog: ../evil.log", "is not a plain file name"),
@@ -174,7 +177,9 @@ def test_each_refused_option_class_exits_2_naming_the_line_why_and_instead(
 
 
 def test_a_refused_option_in_an_axis_or_include_is_refused_there(tmp_path: Path) -> None:
-    text = BASE.format(target=tmp_path / "t") + "matrix:\n  unlink: [0, 1]\n  include:\n    - {read_iolog: x}\n"
+    text = (
+        BASE.format(target=tmp_path / "t") + "matrix:\n  unlink: [0, 1]\n  include:\n    - {read_iolog: x}\n"
+    )
     with pytest.raises(MatrixError) as caught:
         parse_matrix(text, "t.yaml")
     issues = caught.value.issues
@@ -185,7 +190,8 @@ def test_a_refused_option_in_an_axis_or_include_is_refused_there(tmp_path: Path)
 def test_plain_log_names_and_allowed_engines_pass(tmp_path: Path) -> None:
     text = BASE.format(target=tmp_path / "t").replace("ioengine: psync", "ioengine: filestat")
     matrix = parse_matrix(
-        text + "  write_iolog: trace.log\n  write_hist_log: hist\n  log_hist_msec: 1000\n  mem: mmap\n", "t.yaml"
+        text + "  write_iolog: trace.log\n  write_hist_log: hist\n  log_hist_msec: 1000\n  mem: mmap\n",
+        "t.yaml",
     )
     assert matrix.fio["ioengine"] == "filestat"
     assert matrix.fio["write_iolog"] == "trace.log" and matrix.fio["mem"] == "mmap"
@@ -209,7 +215,9 @@ def test_a_trim_on_a_file_iobench_did_not_create_needs_allow_write(
     victim = tmp_path / "victim.dat"
     victim.write_bytes(b"keep me" * 1000)
     before = victim.read_bytes()
-    path = write_matrix(BASE.format(target=victim).replace("rw: read", "rw: randread") + "  trim_percentage: 50\n")
+    path = write_matrix(
+        BASE.format(target=victim).replace("rw: read", "rw: randread") + "  trim_percentage: 50\n"
+    )
     done = subprocess.run(
         [sys.executable, "-m", "iobench", "run", str(path), "--out", str(tmp_path / "r")],
         capture_output=True,

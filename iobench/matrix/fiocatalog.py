@@ -298,7 +298,7 @@ class OpenedSection:
 
 
 # A line of fio's debug output: "file     12345 <message>".
-_DEBUG_LINE = re.compile(r"^file\s+\d+\s(.*)$")
+_DEBUG_LINE = re.compile(r"^file\s+\d+\s+(.*)$")
 _DUP_FILES = re.compile(r"^dup files: (\d+)$")
 _ADDED = re.compile(r'^file 0x[0-9a-fA-F]+ "(.*)" added at \d+$')
 _SECTION = re.compile(r"^\s*\[(.*)\]\s*$")

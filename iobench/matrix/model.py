@@ -547,7 +547,7 @@ def _target_list(
             except ValueError as exc:
                 issues.add((*loc, "size"), str(exc))
         absolute = os.path.abspath(path)
-        spelling = filename_problem(absolute)
+        spelling = filename_problem(path) or filename_problem(absolute)
         if spelling:
             shown = repr(path) if absolute == path else f"{path!r} ({absolute!r})"
             issues.add(
