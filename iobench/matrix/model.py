@@ -47,6 +47,8 @@ from iobench.matrix.yamlsource import YamlSyntaxError, load_yaml, locate, locate
 
 SUPPORTED_VERSIONS = (1,)
 MAX_RUNS = 10_000
+#: The most hosts one matrix may run on (each is an SSH connection and a fio server).
+MAX_HOSTS = 1024
 WRITE_MODES = {
     "write",
     "trim",
@@ -603,6 +605,14 @@ def _hosts(checker: _Checker, axes: dict[str, tuple[Value, ...]], entries: list[
     issues = checker.issues
     hosts: list[Host] = []
     seen: dict[str, int] = {}
+    if len(checker.model.hosts) > MAX_HOSTS:
+        issues.add(
+            ("hosts",),
+            f"{len(checker.model.hosts):,} hosts; a matrix runs on at most {MAX_HOSTS:,}",
+            "split the hosts into several matrices",
+            key=True,
+        )
+        return ()
     for index, model in enumerate(checker.model.hosts):
         loc: tuple[str | int, ...] = ("hosts", index)
         problem = destination_problem(model.ssh)
