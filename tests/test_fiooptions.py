@@ -114,7 +114,7 @@ REFUSED = {
     "opendir": ("opendir: /etc", "`opendir` is refused: it adds files beyond the targets"),
     "directory": ("directory: /tmp", "`directory` is refused: it adds files"),
     "filename_format": ("filename_format: x.$jobnum", "`filename_format` is refused"),
-    "nrfiles": ("nrfiles: 4", "`nrfiles` is refused"),
+    "nrfiles": ("nrfiles: 4", "nrfiles 4 would make fio add files beyond the target"),
     "exec_prerun": ("exec_prerun: touch /tmp/x", "`exec_prerun` is refused: it runs a program"),
     "exec_postrun": ("exec_postrun: /bin/true", "`exec_postrun` is refused"),
     "uid": ("uid: 65534", "`uid` is refused: the jobs would run as another user"),

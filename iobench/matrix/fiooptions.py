@@ -64,6 +64,15 @@ def _log_name(value: str) -> str | None:
     )
 
 
+def _one_file(value: str) -> str | None:
+    if value == "1":
+        return None
+    return (
+        f"nrfiles {value} would make fio add files beyond the target, which the write guard never judged; "
+        "list each file as a target (`launch: per-target` runs them apart)"
+    )
+
+
 def _no_pattern_file(value: str) -> str | None:
     if "'" in value:
         return 'a pattern in single quotes is read from that file; write the pattern out (0x…, "text")'
@@ -113,7 +122,7 @@ OPTIONS: dict[str, Rule] = {
     "opendir": Rule("refused", _FILE_SET, _TARGETS),
     "filename_format": Rule("refused", _FILE_SET, _TARGETS),
     "unique_filename": Rule("refused", "it only renames files under `directory`", _TARGETS),
-    "nrfiles": Rule("refused", _FILE_SET, "list each file as a target; `launch: per-target` runs them apart"),
+    "nrfiles": Rule("allowed", "1 only: each job section opens exactly its target", check=_one_file),
     "wait_for": Rule(
         "refused",
         "it names other jobs, and iobench names the jobs",
