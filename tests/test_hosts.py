@@ -151,7 +151,11 @@ def test_without_hosts_nothing_changes(write_matrix: Callable[..., Path], tmp_pa
         ),
         ("- ssh: a\n  ssh_options: [ProxyCommand=nc %h %p]\n", "iodepth: [1]\n", "`ProxyCommand` is refused"),
         ("- ssh: a\n  ssh_options: [BatchMode=no]\n", "iodepth: [1]\n", "`BatchMode` is refused"),
-        ("- ssh: a\n  ssh_options: [LocalForward=9000 h:9000]\n", "iodepth: [1]\n", "`LocalForward` is refused"),
+        (
+            "- ssh: a\n  ssh_options: [LocalForward=9000 h:9000]\n",
+            "iodepth: [1]\n",
+            "`LocalForward` is refused",
+        ),
         ("- ssh: a\n  ssh_options: [-v]\n", "iodepth: [1]\n", "is not `Key=Value`"),
         (
             "- ssh: a\n  server: 'a:99999'\n",
