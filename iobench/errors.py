@@ -91,6 +91,8 @@ class NextStep:
         if self.action == "restore":
             return "restore the device settings (iobench restore)"
         return f"start {self.matrix} again"
+
+
 class PlotOptionError(ResultsError):
     """A figure option (x, y, hue, col, row) names a column that does not fit its role.
 

@@ -146,7 +146,11 @@ def test_without_hosts_nothing_changes(write_matrix: Callable[..., Path], tmp_pa
         ),
         ("- ssh: a\n  ssh_options: [ProxyCommand=nc %h %p]\n", "iodepth: [1]\n", "`ProxyCommand` is refused"),
         ("- ssh: a\n  ssh_options: [BatchMode=no]\n", "iodepth: [1]\n", "`BatchMode` is refused"),
-        ("- ssh: a\n  ssh_options: [ConnectTimeout=60]\n", "iodepth: [1]\n", "`ConnectTimeout` is refused"),
+        (
+            "- ssh: a\n  ssh_options: [LocalForward=9000 h:9000]\n",
+            "iodepth: [1]\n",
+            "`LocalForward` is refused",
+        ),
         ("- ssh: a\n  ssh_options: [-v]\n", "iodepth: [1]\n", "is not `Key=Value`"),
         (
             "- ssh: a\n  server: '10.0.0.5:8765'\n",
@@ -651,6 +655,7 @@ def test_preflight_runs_the_write_guard_on_each_host(tmp_path: Path) -> None:
 class _Target:
     def __init__(self, path: str, size: int | None = 1 << 20, allow_write: bool = False) -> None:
         self.path, self.size, self.allow_write, self.home_node = path, size, allow_write, None
+        self.where, self.from_command_line = "", False
 
 
 def test_two_hosts_with_one_hostname_need_names(tmp_path: Path) -> None:

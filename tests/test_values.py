@@ -144,7 +144,7 @@ _TWELVE = (
     "iodepth",
     "numjobs",
     "rwmixread",
-    "nrfiles",
+    "openfiles",
     "rate_iops",
     "thinktime",
     "thinktime_blocks",

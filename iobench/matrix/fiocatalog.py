@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
@@ -176,6 +177,82 @@ class FioCatalog:
                 return option
         return None
 
+    def accepted(self, key: str) -> bool:
+        """Whether this fio accepted the job text (or check) whose hash is ``key`` before."""
+        return key in self._accepted
+
+    def accept(self, key: str) -> None:
+        """Remember that this fio accepted ``key`` (saved with :meth:`save`)."""
+        if key not in self._accepted:
+            self._accepted.append(key)
+            self._dirty = True
+
+    def opened_files(self, jobfiles: Sequence[str]) -> list[list[OpenedSection]]:
+        """Which files each job section of each job file opens, as this fio's parser reads them.
+
+        One ``fio --parse-only --debug=file`` for all of ``jobfiles``: fio adds a
+        job's files while it parses its options and says so on the ``file``
+        debug channel, once per job section (``dup files: N``, N files inherited
+        from ``[global]``) and once per file it adds (``"NAME" added at I``),
+        after every escape, trimming and comment of its job-file grammar.
+
+        Returns
+        -------
+        list of list of OpenedSection
+            Per job file, its job sections (``[global]`` ones excepted) in order.
+            When fio sees another number of job sections than the job files hold
+            (a section name fio reads as ``[global]``) the files cannot be told
+            apart: every section of every job file is then returned as opening
+            ``None``.
+
+        Raises
+        ------
+        FioError
+            When fio rejects a job file or cannot report what it opens.
+        """
+        if not jobfiles:
+            return []
+        with tempfile.TemporaryDirectory(prefix="iobench-opens-") as tmp:
+            names = []
+            for index, text in enumerate(jobfiles):
+                name = f"{index}.fio"
+                (Path(tmp) / name).write_text(text)
+                names.append(name)
+            done = run_process(
+                [self.binary, "--parse-only", "--debug=file", *names], cwd=tmp, timeout=120, env=minimal_env()
+            )
+        if done.returncode != 0 or "not included in build" in done.stderr:
+            text = (done.stderr + done.stdout).strip()
+            lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not _DEBUG_LINE.match(ln)]
+            raise FioError(
+                f"{self.version} --parse-only refused the job files: "
+                + ("; ".join(lines[:4]) or f"exit {done.returncode}")
+            )
+        groups: list[tuple[int, list[str]]] = []
+        for line in done.stdout.splitlines():
+            found = _DEBUG_LINE.match(line)
+            if found is None:
+                continue
+            inherited = _DUP_FILES.match(found.group(1))
+            added = _ADDED.match(found.group(1))
+            if inherited:
+                groups.append((int(inherited.group(1)), []))
+            elif added:
+                if not groups:  # a file before any job section: fio reads the job files otherwise
+                    groups.append((-1, []))
+                groups[-1][1].append(added.group(1))
+        wanted = [_job_sections(text) for text in jobfiles]
+        if sum(len(sections) for sections in wanted) != len(groups):
+            return [[OpenedSection(-1, None, name) for name in sections] for sections in wanted]
+        out, position = [], 0
+        for sections in wanted:
+            mine = groups[position : position + len(sections)]
+            out.append(
+                [OpenedSection(n, files, name) for name, (n, files) in zip(sections, mine, strict=True)]
+            )
+            position += len(sections)
+        return out
+
     def parse_only(self, jobfile: str) -> str | None:
         """Let fio parse ``jobfile`` without running it; return its complaint, or None if accepted.
 
@@ -197,6 +274,40 @@ class FioCatalog:
         text = (done.stderr + done.stdout).strip()
         lines = [ln.strip() for ln in text.splitlines() if ln.strip() and "job global dropped" not in ln]
         return "; ".join(lines[:4]) or f"fio --parse-only exited {done.returncode}"
+
+
+@dataclass
+class OpenedSection:
+    """One job section of a job file as fio's parser read it (:meth:`FioCatalog.opened_files`).
+
+    Attributes
+    ----------
+    inherited : int
+        Files the section took over from ``[global]`` sections before its own
+        (fio does not name them); -1 when unknown.
+    files : list of str or None
+        The files the section adds, exactly as fio will open them; None when
+        they could not be attributed to this section.
+    name : str
+        The section's name as the job file writes it.
+    """
+
+    inherited: int
+    files: list[str] | None
+    name: str = ""
+
+
+# A line of fio's debug output: "file     12345 <message>".
+_DEBUG_LINE = re.compile(r"^file\s+\d+\s+(.*)$")
+_DUP_FILES = re.compile(r"^dup files: (\d+)$")
+_ADDED = re.compile(r'^file 0x[0-9a-fA-F]+ "(.*)" added at \d+$')
+_SECTION = re.compile(r"^\s*\[(.*)\]\s*$")
+
+
+def _job_sections(jobfile: str) -> list[str]:
+    """The job sections a job file written by iobench holds, in order (``[global]`` ones left out)."""
+    names = [m.group(1) for line in jobfile.splitlines() for m in [_SECTION.match(line)] if m]
+    return [name for name in names if not name.startswith("global")]
 
 
 def find_fio(binary: str | None = None) -> str:

@@ -23,36 +23,32 @@ from pydantic import (
 from iobench.errors import MatrixError
 from iobench.matrix.expand import Combo, expand, matrix_size
 from iobench.matrix.fiocatalog import FioCatalog, FioOption, fio_catalog
+from iobench.matrix.fiooptions import (
+    OPTIONS,
+    PLACEMENT_OPTIONS,
+    TRIM_OPTIONS,
+    filename_problem,
+    rule,
+    value_problem,
+)
 from iobench.matrix.hosts import NAME_PATTERN, Host, destination_problem, parse_server, ssh_option_problem
 from iobench.matrix.units import parse_seconds, parse_size
-from iobench.matrix.values import IOBENCH_AXES, Scalar, Value, axis_value, fio_text, option_value
+from iobench.matrix.values import (
+    IOBENCH_AXES,
+    LAUNCHES,
+    PLACEMENTS,
+    Scalar,
+    Value,
+    axis_value,
+    fio_text,
+    option_value,
+)
 from iobench.matrix.yamlsource import YamlSyntaxError, load_yaml, locate, locate_key
 
 SUPPORTED_VERSIONS = (1,)
 MAX_RUNS = 10_000
-# Options that would let a matrix run programs or load code (SPEC §5).
-FORBIDDEN_OPTIONS = {
-    "exec_prerun": "it runs a program before the job",
-    "exec_postrun": "it runs a program after the job",
-    "include": "a matrix cannot include other job files",
-    "ioengine_lib": "it loads an external engine",
-}
-FORBIDDEN_ENGINES = {"exec": "it runs programs", "external": "it loads external code"}
-# Options iobench sets itself from `targets:` and the placement axes.
-MANAGED_OPTIONS = {
-    "filename": "set the target in `targets:`",
-    "directory": "set the target in `targets:`",
-    "filename_format": "set the target in `targets:`",
-    "opendir": "set the target in `targets:`",
-    "name": "iobench names the jobs after their targets",
-    "readonly": "iobench passes --readonly itself for read points on block devices",
-    **dict.fromkeys(
-        ("write_bw_log", "write_iops_log", "write_lat_log"),
-        "iobench writes fio's bw, iops and lat logs of every point itself; set `log_avg_msec` for their window",
-    ),
-}
-PLACEMENT_OPTIONS = ("cpus_allowed", "cpumask", "cpus_allowed_policy", "numa_cpu_nodes", "numa_mem_policy")
-LOG_OPTIONS = ("write_bw_log", "write_lat_log", "write_iops_log", "write_hist_log", "write_iolog")
+#: The most hosts one matrix may run on (each is an SSH connection and a fio server).
+MAX_HOSTS = 1024
 WRITE_MODES = {
     "write",
     "trim",
@@ -64,6 +60,8 @@ WRITE_MODES = {
     "trimwrite",
     "randtrimwrite",
 }
+#: The values of iobench's own axes that are words, for suggestions.
+AXIS_CHOICES = {"placement": PLACEMENTS, "launch": LAUNCHES, "binding": ("none", "local", "remote")}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -148,6 +146,17 @@ class Target:
     home_node: int | None
     allow_write: bool
     section: str
+    where: str = ""
+    """Where it was given, for messages: ``matrix.yaml:7:11`` (its ``path:``), or ``--target``."""
+
+    @property
+    def from_command_line(self) -> bool:
+        """Given with ``--target``: its write permission comes from ``--allow-write``, not the matrix."""
+        return self.where == COMMAND_LINE
+
+
+#: :attr:`Target.where` of a target given on the command line.
+COMMAND_LINE = "--target"
 
 
 @dataclass(frozen=True)
@@ -189,6 +198,13 @@ class Matrix:
         return combo[name] if name in combo else self.fio.get(name)
 
 
+def _suggestion(text: str, choices: tuple[str, ...]) -> str:
+    """``did you mean `randread`?`` for a mistyped choice (``randred``); empty when nothing is close."""
+    head = text.strip().partition(":")[0].lower()
+    close = difflib.get_close_matches(head, choices, n=1)
+    return f"did you mean `{close[0]}`?" if close else ""
+
+
 def _dotted(loc: tuple[str | int, ...]) -> str:
     out = ""
     for part in loc:
@@ -202,14 +218,26 @@ class _Issues:
     def __init__(self, source: str, node: Any) -> None:
         self.source, self.node, self.items = source, node, []  # type: ignore[var-annotated]
 
+    def where(self, loc: tuple[str | int, ...], *, key: bool = False) -> str:
+        """``matrix.yaml:7:11``: the file and the line and column of ``loc`` in it."""
+        return f"{Path(self.source).name}:{(locate_key if key else locate)(self.node, loc)}"
+
     def add(self, loc: tuple[str | int, ...], message: str, hint: str = "", *, key: bool = False) -> None:
-        where = (locate_key if key else locate)(self.node, loc)
-        text = f"{Path(self.source).name}:{where}: {_dotted(loc)}: {message}"
+        text = f"{self.where(loc, key=key)}: {_dotted(loc)}: {message}"
         self.items.append(f"{text} (hint: {hint})" if hint else text)
 
     def raise_if_any(self) -> None:
+        """Raise every problem found so far, in the order of the file (line, then column)."""
         if self.items:
-            raise MatrixError(self.source, self.items)
+            raise MatrixError(self.source, sorted(self.items, key=_file_order))
+
+
+_POSITION = re.compile(r"^[^:]*:(\d+):(\d+): ")
+
+
+def _file_order(item: str) -> tuple[int, int]:
+    found = _POSITION.match(item)
+    return (int(found.group(1)), int(found.group(2))) if found else (0, 0)
 
 
 def _pydantic_issues(exc: ValidationError, issues: _Issues) -> None:
@@ -255,8 +283,15 @@ def _expand_vars(text: str) -> str:
     return _VAR.sub(repl, text)
 
 
+#: Longest job section name kept from a target's file name (fio reads at most 254 characters).
+SECTION_CHARS = 200
+
+
 def _section_name(path: str, taken: set[str]) -> str:
-    base = re.sub(r"[^A-Za-z0-9._-]", "_", Path(path).name) or "target"
+    base = re.sub(r"[^A-Za-z0-9._-]", "_", Path(path).name)[:SECTION_CHARS] or "target"
+    if base.startswith("global"):
+        # fio makes every section whose name starts with "global" a [global] one.
+        base = f"target-{base}"
     name, n = base, 1
     while name in taken:
         n += 1
@@ -288,16 +323,20 @@ class _Checker:
         found += [entry.get("ioengine") for entry in self.model.matrix.include]
         return tuple(dict.fromkeys(str(e) for e in found if e is not None))
 
+    def refusal(self, loc: tuple[str | int, ...], name: str) -> bool:
+        """Record why option ``name`` may not be set, per :mod:`iobench.matrix.fiooptions`; False if it may."""
+        entry = rule(name)
+        if entry.kind == "managed":
+            self.issues.add(loc, f"`{name}` is set by iobench: {entry.why}", entry.instead, key=True)
+        elif entry.kind == "refused":
+            self.issues.add(loc, f"`{name}` is refused: {entry.why}", entry.instead, key=True)
+        return entry.kind != "allowed"
+
     def option(self, loc: tuple[str | int, ...], name: str) -> FioOption | None:
-        if name in FORBIDDEN_OPTIONS:
-            self.issues.add(
-                loc, f"`{name}` is refused: {FORBIDDEN_OPTIONS[name]}", "a matrix is data, not code", key=True
-            )
-            return None
-        if name in MANAGED_OPTIONS:
-            self.issues.add(loc, f"`{name}` is set by iobench", MANAGED_OPTIONS[name], key=True)
-            return None
         if not _check_text(self.issues, loc, name, "option name"):
+            return None
+        # Named in the table as it is written (`include`, an alias iobench knows): no need to ask fio.
+        if name in OPTIONS and self.refusal(loc, name):
             return None
         found = self.catalog.lookup(name, self.engines())
         if found is None:
@@ -310,8 +349,8 @@ class _Checker:
             )
             self.issues.add(loc, f"unknown fio option `{name}` ({self.catalog.version})", hint, key=True)
             return None
-        if found.name in FORBIDDEN_OPTIONS or found.name in MANAGED_OPTIONS:
-            return self.option(loc, found.name)
+        if self.refusal(loc, found.name):
+            return None
         return found
 
     def value(self, loc: tuple[str | int, ...], option: FioOption, value: Scalar) -> Value | None:
@@ -319,37 +358,32 @@ class _Checker:
         text = fio_text(value)
         if not _check_text(self.issues, loc, text, "value"):
             return None
-        if "${" in text or "$(" in text:
-            self.issues.add(loc, "fio would expand `$` in this value", "write the value out in the YAML")
+        problem = value_problem(text)
+        if problem:
+            self.issues.add(loc, f"{problem}: {text!r}", "write the value out without `$`, `;` or `#`")
+            return None
+        check = rule(option.name).check
+        problem = check(text.strip()) if check else None
+        if problem:
+            self.issues.add(loc, problem)
             return None
         if option.name == "ioengine":
-            engine = text.split(":", 1)[0]
-            if engine in FORBIDDEN_ENGINES or "/" in text:
-                self.issues.add(
-                    loc,
-                    f"ioengine `{text}` is refused: "
-                    + FORBIDDEN_ENGINES.get(engine, "it loads external code"),
-                    "use a built-in engine such as libaio, io_uring or psync",
-                )
-                return None
-        if option.name in LOG_OPTIONS and "/" in text:
-            self.issues.add(
-                loc, "log names may not contain '/'", "logs are written into the point's directory"
-            )
-            return None
+            # The engine table is the allowlist; `fio --cmdhelp=ioengine` leaves some engines out.
+            return text.strip().lower()
         try:
             return option_value(option, value)
         except ValueError as exc:
-            self.issues.add(loc, str(exc))
+            self.issues.add(loc, str(exc), _suggestion(text, option.choices))
             return None
 
     def axis_value(self, loc: tuple[str | int, ...], axis: str, value: Scalar) -> Value | None:
-        if not _check_text(self.issues, loc, fio_text(value), "value"):
+        text = fio_text(value)
+        if not _check_text(self.issues, loc, text, "value"):
             return None
         try:
             return axis_value(axis, value)
         except ValueError as exc:
-            self.issues.add(loc, str(exc))
+            self.issues.add(loc, str(exc), _suggestion(text, AXIS_CHOICES.get(axis, ())))
             return None
 
     def key(self, loc: tuple[str | int, ...], name: str) -> str | None:
@@ -471,7 +505,7 @@ def _targets(checker: _Checker, extra: tuple[str, ...], allow_write: tuple[str, 
         for path in extra:
             specs.append(
                 (
-                    ("--target",),
+                    (COMMAND_LINE,),
                     TargetModel(
                         path=path, size=template.size if template else None, allow_write=path in allow_write
                     ),
@@ -515,10 +549,20 @@ def _target_list(
             except ValueError as exc:
                 issues.add((*loc, "size"), str(exc))
         absolute = os.path.abspath(path)
+        spelling = filename_problem(path) or filename_problem(absolute)
+        if spelling:
+            shown = repr(path) if absolute == path else f"{path!r} ({absolute!r})"
+            issues.add(
+                (*loc, "path"),
+                f"target {shown} is refused: {spelling}, so fio would open another file than the one judged",
+                "rename or link it to a path without blanks at its ends, `;`, `#`, `$` or `\\`",
+            )
+            continue
         if any(t.path == absolute for t in targets):
             issues.add((*loc, "path"), f"target {absolute} is listed twice")
+        where = COMMAND_LINE if loc == (COMMAND_LINE,) else issues.where((*loc, "path"))
         targets.append(
-            Target(absolute, size, spec.home_node, spec.allow_write, _section_name(absolute, taken))
+            Target(absolute, size, spec.home_node, spec.allow_write, _section_name(absolute, taken), where)
         )
     return tuple(targets)
 
@@ -561,6 +605,14 @@ def _hosts(checker: _Checker, axes: dict[str, tuple[Value, ...]], entries: list[
     issues = checker.issues
     hosts: list[Host] = []
     seen: dict[str, int] = {}
+    if len(checker.model.hosts) > MAX_HOSTS:
+        issues.add(
+            ("hosts",),
+            f"{len(checker.model.hosts):,} hosts; a matrix runs on at most {MAX_HOSTS:,}",
+            "split the hosts into several matrices",
+            key=True,
+        )
+        return ()
     for index, model in enumerate(checker.model.hosts):
         loc: tuple[str | int, ...] = ("hosts", index)
         problem = destination_problem(model.ssh)
@@ -839,6 +891,8 @@ def _expand_vars_safe(path: str) -> str:
 
 
 def point_writes(matrix: Matrix, combo: Combo) -> bool:
-    """Whether a point's ``rw`` writes or trims (SPEC §5)."""
+    """Whether a point writes: its ``rw`` writes or trims, or it sets a ``trim_*`` option (a trim is a write)."""
     rw = matrix.setting(combo, "rw")
+    if any(matrix.setting(combo, name) is not None for name in TRIM_OPTIONS):
+        return True
     return str(rw if rw is not None else "read").split(":", 1)[0] in WRITE_MODES

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 
+from iobench.matrix.fiocatalog import FioCatalog
+from iobench.matrix.fiooptions import fio_filename
 from iobench.matrix.model import Target
 from iobench.planner.timelogs import global_log_options, section_log_options
-
-
-def fio_filename(path: str) -> str:
-    """``path`` as a fio ``filename=`` value: ``:`` separates files, so it is escaped."""
-    return path.replace("\\", "\\\\").replace(":", "\\:")
 
 
 def render_jobfile(
@@ -57,3 +56,57 @@ def render_jobfile(
             lines.append(f"size={target.size}")
         lines += [f"{name}={value}" for name, value in section_log_options(target.section).items()]
     return "\n".join(lines) + "\n"
+
+
+def opened_problems(
+    catalog: FioCatalog, jobs: Sequence[tuple[str, Mapping[str, str]]]
+) -> dict[int, dict[str, str]]:
+    """Ask fio which files each job file opens; say where that differs from the targets the guard judged.
+
+    fio is asked once for every job file (:meth:`~iobench.matrix.fiocatalog.FioCatalog.opened_files`),
+    and not at all when the same job files were accepted before (remembered by hash).
+
+    Parameters
+    ----------
+    catalog
+        The fio that will run the job files.
+    jobs
+        Each job file's text and its job sections' targets (``{section: path}``).
+
+    Returns
+    -------
+    dict of int to dict of str to str
+        By position in ``jobs`` and then by job section, what fio would open
+        instead; empty when every job section opens exactly its target.
+
+    Raises
+    ------
+    FioError
+        When fio rejects a job file or cannot say what it opens.
+    """
+    key = (
+        "opens:"
+        + hashlib.sha256(json.dumps([[text, dict(sections)] for text, sections in jobs]).encode()).hexdigest()
+    )
+    if not jobs or catalog.accepted(key):
+        return {}
+    problems: dict[int, dict[str, str]] = {}
+    answers = catalog.opened_files([text for text, _ in jobs])
+    for index, ((_, wanted), found) in enumerate(zip(jobs, answers, strict=True)):
+        seen = {section.name: section for section in found}
+        mine: dict[str, str] = {}
+        for name, path in wanted.items():
+            section = seen.pop(name, None)
+            if section is None or section.files is None:
+                mine[name] = "fio reads the job file's sections otherwise, so what it would open is unknown"
+            elif section.inherited != 0 or section.files != [path]:
+                extra = f" and {section.inherited} file(s) from [global]" if section.inherited > 0 else ""
+                opened = ", ".join(repr(f) for f in section.files) or "nothing"
+                mine[name] = f"fio would open {opened}{extra}, not {path!r}"
+        mine.update(dict.fromkeys(seen, "fio would run a job section iobench did not write"))
+        if mine:
+            problems[index] = mine
+    if not problems:
+        catalog.accept(key)
+        catalog.save()
+    return problems

@@ -11,16 +11,17 @@ import os
 import random
 import secrets
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from iobench.errors import TopologyError, TuningError
+from iobench.errors import SafetyError, TopologyError, TuningError
 from iobench.matrix.expand import Combo
+from iobench.matrix.fiocatalog import fio_catalog
 from iobench.matrix.hosts import Host as MatrixHost
 from iobench.matrix.model import Matrix, Target, point_writes
 from iobench.matrix.values import IOBENCH_AXES, Duration, Value, fio_text
-from iobench.planner.jobfile import render_jobfile
+from iobench.planner.jobfile import opened_problems, render_jobfile
 from iobench.planner.placement import Placement, Skip, job_binding, resolve_placement
 from iobench.system.cpulist import format_cpulist
 from iobench.system.hostfs import SystemRoot
@@ -28,7 +29,7 @@ from iobench.system.hosts import Fleet, HostFacts, HostSpec
 from iobench.system.pcie import PcieFinding, sweep_findings
 from iobench.system.remote import RemoteRoot
 from iobench.system.remoteguard import RemoteMachine
-from iobench.system.safety import check_targets, root_disks
+from iobench.system.safety import check_targets, foreign_files, root_disks
 from iobench.system.ssh import SshTarget
 from iobench.system.topology import TargetLocation, Topology, discover_topology, locate_target
 from iobench.system.tuning import QUEUE_SETTINGS as SETTINGS
@@ -137,6 +138,8 @@ class SiteFacts:
         Disks under its ``/``, whose settings iobench never changes.
     drop_caches : bool or None
         Whether this user may drop its page cache; None when not asked (a snapshot).
+    foreign : frozenset of str
+        Its file targets iobench may not write (they exist, it did not create them, no ``allow_write``).
     """
 
     host: str | None
@@ -148,6 +151,7 @@ class SiteFacts:
     system: SystemRoot = field(repr=False)
     system_disks: frozenset[str] = frozenset()
     drop_caches: bool | None = None
+    foreign: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -248,6 +252,10 @@ class _Planner:
     fsroot: str
     problems: set[str] = field(default_factory=set)
     host: str | None = None
+    foreign: frozenset[str] = frozenset()
+    """Targets that are files iobench may not write: they exist, it did not create them, no ``allow_write``."""
+    refused: set[str] = field(default_factory=set)
+    """Why points cannot run safely as planned (a :class:`SafetyError`)."""
 
     def home(self, target: Target) -> int | None:
         found = self.locations[target.path].home_node
@@ -277,8 +285,7 @@ class _Planner:
             targets=targets,
             job_cpus=placed.job_cpus,
         )
-        on_block = all(self.locations[t.path].kind == "block" for t in targets)
-        readonly = ["--readonly"] if on_block and not writes else []
+        readonly = ["--readonly"] if not writes and self.read_only(targets) else []
         argv: list[str] = []
         if self.host is not None:
             # This host's part of the point's one `fio --client=H1 a.fio --client=H2 b.fio` command.
@@ -304,6 +311,26 @@ class _Planner:
             workers=0 if options.get("thread", "0") != "0" else len(targets) * self.numjobs(combo),
             host=self.host,
         )
+
+    def read_only(self, targets: tuple[Target, ...]) -> bool:
+        """Whether a read point's fio process runs with ``--readonly``: all its targets are block devices or foreign files.
+
+        A foreign file (one that exists, that iobench did not create and that
+        says no ``allow_write``) must not be laid out or extended, which fio
+        does on reads too when ``size``, ``offset`` or ``filesize`` reach past
+        its end; with ``--readonly`` fio refuses to. A process that also holds
+        a file fio may have to lay out cannot run read-only: that is refused.
+        """
+        protected = [t for t in targets if self.locations[t.path].kind == "block" or t.path in self.foreign]
+        foreign = [t.path for t in targets if t.path in self.foreign]
+        if foreign and len(protected) < len(targets):
+            others = ", ".join(t.path for t in targets if t not in protected)
+            self.refused.add(
+                f"target {', '.join(foreign)} exists and iobench did not create it, so read points open it "
+                f"read-only (fio --readonly), but it shares a fio process with {others}, which fio may have "
+                "to lay out; use `launch: per-target`, or allow it to be written"
+            )
+        return len(protected) == len(targets)
 
     def numjobs(self, combo: Combo) -> int:
         return int(self.matrix.setting(combo, "numjobs") or 1)
@@ -378,6 +405,71 @@ def _ordered(runs: list[list[PlannedRun]], order: str, seed: int | None) -> list
     if order == "shuffled":
         random.Random(seed).shuffle(interleaved)
     return interleaved
+
+
+def refuse_unsafe(planner: _Planner) -> None:
+    """Raise what the planner found unsafe to run (see :meth:`_Planner.read_only`).
+
+    Raises
+    ------
+    SafetyError
+        Naming each target and the fix.
+    """
+    if planner.refused:
+        prefix = f"host {planner.host}: " if planner.host else ""
+        raise SafetyError(
+            "refused, nothing was run:\n" + "\n".join(f"  {prefix}{r}" for r in sorted(planner.refused))
+        )
+
+
+def check_opened(matrix: Matrix, points: list[list[PlannedRun]], targets: Iterable[Target]) -> None:
+    """Refuse a plan in which fio would open, for any job section, another file than its target.
+
+    Every distinct job file of the plan is read by fio's own parser, once
+    (:func:`~iobench.planner.jobfile.opened_problems`): what fio opens is then
+    exactly what the write guard judged, whatever fio's grammar does to a path.
+
+    Parameters
+    ----------
+    matrix
+        The matrix planned (its fio binary parses the job files).
+    points
+        Each point's runs; the first repeat's processes hold the point's job files.
+    targets
+        The targets the job sections name (this machine's or the hosts'), for
+        where each was given.
+
+    Raises
+    ------
+    SafetyError
+        Naming each target, point and what fio would open instead.
+    FioError
+        When fio rejects a job file or cannot say what it opens.
+    """
+    where = {t.path: t.where for t in targets}
+    jobs: dict[str, tuple[FioProcess, list[int]]] = {}
+    for runs in points:
+        for process in runs[0].processes:
+            jobs.setdefault(process.jobfile, (process, []))[1].append(runs[0].point)
+    ordered = list(jobs.values())
+    asked = [(p.jobfile, dict(zip(p.sections, p.targets, strict=True))) for p, _ in ordered]
+    found = opened_problems(fio_catalog(matrix.fio_binary), asked)
+    lines = []
+    for index, sections in sorted(found.items()):
+        process, at = ordered[index]
+        for section, problem in sections.items():
+            path = dict(zip(process.sections, process.targets, strict=True)).get(section, "")
+            host = f"host {process.host}: " if process.host else ""
+            said = f"{where[path]}: " if where.get(path) else ""
+            lines.append(
+                f"{said}{host}target {path or '?'} (point {', '.join(map(str, at))}, "
+                f"{process.jobfile_name} [{section}]): {problem}"
+            )
+    if lines:
+        raise SafetyError(
+            "refused, nothing was run: fio would not open the files the write guard judged:\n"
+            + "\n".join(f"  {line}" for line in lines)
+        )
 
 
 def _merge(index: int, combo: Combo, per_site: dict[str | None, list[PlannedRun]]) -> list[PlannedRun]:
@@ -476,6 +568,7 @@ def plan_points(
             site.locations,
             site.fsroot,
             host=site.host,
+            foreign=site.foreign,
         )
         for site in sites
     }
@@ -489,6 +582,9 @@ def plan_points(
         else:
             chosen = list(planners)
         points.append(_merge(index, combo, {name: planners[name].point(index, combo) for name in chosen}))
+    for planner in planners.values():
+        refuse_unsafe(planner)
+    check_opened(matrix, points, [t for site in sites for t in site.targets])
     problems: set[str] = set()
     for site in sites:
         problems |= _settings_problems(site, planners[site.host], points, matrix.drop_caches)
@@ -551,6 +647,7 @@ def local_site(matrix: Matrix, fsroot: str = "/", allow_write: Sequence[str] = (
         system=system,
         system_disks=frozenset(root_disks(SystemRoot())) if live else frozenset(),
         drop_caches=SystemRoot().writable("proc/sys/vm/drop_caches") if live else None,
+        foreign=foreign_files(matrix.targets, locations) if live else frozenset(),
     )
 
 
@@ -634,19 +731,20 @@ def host_sites(matrix: Matrix, fleet: Fleet) -> list[SiteFacts]:
         facts = host.facts
         assert facts is not None
         system = RemoteRoot(host, snapshot=facts.snapshot.root)
+        machine = RemoteMachine(host, facts.snapshot)
+        targets = host_targets(matrix, spec)
         sites.append(
             SiteFacts(
                 host=facts.name,
                 label=f"{host.describe()}: ",
-                targets=host_targets(matrix, spec),
+                targets=targets,
                 topology=facts.topology,
                 locations=facts.locations,
                 fsroot=str(facts.snapshot.root),
                 system=system,
-                system_disks=frozenset(
-                    root_disks(facts.snapshot.system, RemoteMachine(host, facts.snapshot))
-                ),
+                system_disks=frozenset(root_disks(facts.snapshot.system, machine)),
                 drop_caches=system.writable("proc/sys/vm/drop_caches") if matrix.drop_caches else None,
+                foreign=foreign_files(targets, facts.locations, machine),
             )
         )
     return sites

@@ -550,15 +550,13 @@ class PointRunner:
 
     def _vanished_in(self, run: PlannedRun, edges: dict[str | None, PointEdge]) -> TargetVanished | None:
         """The fault when one of ``run``'s targets is gone or was replaced, as its site showed at a point's edge."""
-        # fio's unlink options delete the file after each job on purpose.
-        unlinks = any(bool(self.plan.matrix.setting(run.params, o)) for o in ("unlink", "unlink_each_loop"))
         for site in self.sites_of(run):
             edge = edges.get(site.host)
             if edge is None:
                 continue  # a host that cannot answer is left to its own fault (its connection dropped)
             for path, state in edge.states.items():
                 kind = site.facts.locations[path].kind
-                problem = self._vanished(site.host, path, kind, state, unlinks)
+                problem = self._vanished(site.host, path, kind, state)
                 if problem is not None:
                     return TargetVanished(f"{site.label}target {problem}", path)
         return None
@@ -577,10 +575,8 @@ class PointRunner:
         each(look, list(sites))
         return found
 
-    def _vanished(
-        self, host: str | None, path: str, kind: str, state: TargetState, unlinks: bool
-    ) -> str | None:
-        if kind not in ("file", "block") or (kind == "file" and unlinks):
+    def _vanished(self, host: str | None, path: str, kind: str, state: TargetState) -> str | None:
+        if kind not in ("file", "block"):
             return None
         if state.error is not None:
             return f"unreachable ({state.error})"

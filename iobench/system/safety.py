@@ -498,7 +498,7 @@ def _check_block(
     if not target.allow_write:
         return (
             f"target {target.path} is a block device and the matrix writes to it; "
-            "add `allow_write: true` to the target if its data may be destroyed"
+            f"{_allow_fix(target)} if its data may be destroyed"
         )
     refusal = _device_refusal(location, system, machine)
     if refusal:
@@ -524,14 +524,40 @@ def _check_file(target: Target, writes: bool, machine: Machine) -> str | None:
     if writes:
         return (
             f"target {target.path} exists and iobench did not create it; "
-            "add `allow_write: true` to the target if it may be overwritten"
+            f"{_allow_fix(target)} if it may be overwritten"
         )
     if target.size is not None and info.size is not None and target.size > info.size:
+        size_from = "the matrix's first target" if target.from_command_line else "the target"
         return (
             f"target {target.path} is smaller than size {target.size}: fio would extend it; "
-            "drop `size:` or add `allow_write: true`"
+            f"drop `size:` from {size_from}, or {_allow_fix(target)}"
         )
     return None
+
+
+def _allow_fix(target: Target) -> str:
+    """How the user allows ``target`` to be written: in the matrix, or on the command line for ``--target``."""
+    if target.from_command_line:
+        return f"pass --allow-write {target.path}"
+    return "add `allow_write: true` to the target"
+
+
+def foreign_files(
+    targets: Iterable[Target], locations: dict[str, TargetLocation], machine: Machine | None = None
+) -> frozenset[str]:
+    """The targets that are existing files iobench may not write: not created by it, no ``allow_write``.
+
+    Read points open these read-only (fio ``--readonly``), so that no ``size``,
+    ``offset`` or ``filesize`` makes fio lay them out or extend them.
+    """
+    machine = machine or LOCAL
+    found = set()
+    for target in targets:
+        if locations[target.path].kind != "file" or target.allow_write:
+            continue
+        if machine.file_info(target.path).exists and not created_by_iobench(target.path, machine):
+            found.add(target.path)
+    return frozenset(found)
 
 
 class Target(Protocol):
@@ -543,6 +569,10 @@ class Target(Protocol):
     def size(self) -> int | None: ...
     @property
     def allow_write(self) -> bool: ...
+    @property
+    def where(self) -> str: ...
+    @property
+    def from_command_line(self) -> bool: ...
 
 
 def check_targets(
@@ -588,11 +618,17 @@ def check_targets(
         location = locations[target.path]
         if location.kind == "block":
             problem = _check_block(target, location, allow_write, system, machine) if writes else None
+        elif location.kind == "other":
+            problem = (
+                f"target {target.path} is neither a regular file nor a block device "
+                "(a character device, FIFO or socket); name a file or a block device"
+            )
         elif location.kind == "unknown":
             problem = f"target {target.path} does not exist"
         else:
             problem = _check_file(target, writes, machine)
         if problem:
-            problems.append(machine.prefix + problem)
+            where = f"{target.where}: " if target.where else ""
+            problems.append(where + machine.prefix + problem)
     if problems:
         raise SafetyError("refused, nothing was run:\n" + "\n".join(f"  {p}" for p in problems))

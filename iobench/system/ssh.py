@@ -41,8 +41,25 @@ COMMAND_TIMEOUT_S = 60.0
 ALIVE_INTERVAL_S = 5
 """``ServerAliveInterval``: a host that stops answering is noticed within three of these."""
 CONTROL_PREFIX = "iobench-ssh-"
-USER_MAY_SET = ("ConnectTimeout", "ServerAliveInterval", "ServerAliveCountMax")
-"""iobench's own ssh options that a host's ``ssh_options`` may replace (its value then wins)."""
+IOBENCH_OPTIONS: dict[str, str | None] = {
+    "BatchMode": "yes",
+    "ConnectTimeout": None,
+    "ServerAliveInterval": None,
+    "ServerAliveCountMax": None,
+    "ControlPath": None,
+    "ControlMaster": None,
+    "ControlPersist": None,
+    "ExitOnForwardFailure": "yes",
+    "ClearAllForwardings": "no",
+    "RequestTTY": "no",
+    "StreamLocalBindMask": "0177",
+}
+"""The ``-o`` options iobench gives every ssh, with their value (None: it differs per connection).
+
+A host's ``ssh_options`` may name one of them only as the matrix allows
+(:mod:`iobench.matrix.hosts`: an equal value, or the user's own timeouts);
+iobench then leaves its own out, since ssh keeps the first value it reads.
+"""
 
 Executor = Callable[..., Completed]
 Spawner = Callable[..., "subprocess.Popen[bytes]"]
@@ -275,32 +292,26 @@ class Ssh:
     lost: str | None = field(default=None, init=False)
 
     def options(self, *, master: bool = False) -> list[str]:
-        """iobench's ``-o`` options (first, so they win), then the host's own.
+        """iobench's ``-o`` options (:data:`IOBENCH_OPTIONS`) first, then the host's own.
 
-        ssh keeps the first value it gets for an option, so a user's
-        ``ConnectTimeout`` or ``ServerAlive*`` would lose to iobench's: where
-        the host's options name one of :data:`USER_MAY_SET`, iobench's is left out.
+        ssh keeps the first value it gets for an option, so an option the
+        host's options name (the matrix accepts only an equal value, or the
+        user's own timeouts) is left out of iobench's.
         """
         given = {option.partition("=")[0].strip().lower() for option in self.target.options}
-        fixed = {
-            "BatchMode": "yes",
+        values = {
             "ConnectTimeout": str(self.connect_timeout),
             "ServerAliveInterval": str(ALIVE_INTERVAL_S),
             "ServerAliveCountMax": "3",
             "ControlPath": str(self.control_path),
             "ControlMaster": "yes" if master else "no",
             "ControlPersist": "no",
-            "ExitOnForwardFailure": "yes",
-            "ClearAllForwardings": "no",
-            "RequestTTY": "no",
-            # The local end of a socket forward: this user only (also OpenSSH's default).
-            "StreamLocalBindMask": "0177",
         }
         argv = [
             item
-            for key, value in fixed.items()
-            if key.lower() not in given or key not in USER_MAY_SET
-            for item in ("-o", f"{key}={value}")
+            for key, fixed in IOBENCH_OPTIONS.items()
+            if key.lower() not in given
+            for item in ("-o", f"{key}={fixed if fixed is not None else values[key]}")
         ]
         return argv + [item for option in self.target.options for item in ("-o", option)]
 

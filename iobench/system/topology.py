@@ -32,6 +32,7 @@ __all__ = [
     "locate_target",
 ]
 
+TargetKind = Literal["block", "file", "other", "unknown"]
 _NUMBERED = re.compile(r"(?:node|cpu)(\d+)")
 # brd's ram0..ram15 exist on every old kernel whether or not anyone uses them.
 _HIDDEN_DEVICES = re.compile(r"ram\d+")
@@ -286,8 +287,11 @@ class TargetLocation:
     ----------
     path : str
         The target as given.
-    kind : {"block", "file", "unknown"}
-        A block device, a (possibly not yet created) file, or neither.
+    kind : {"block", "file", "other", "unknown"}
+        What the kernel says the path leads to, whatever its spelling: a block
+        device node (anywhere, through any symlinks), a regular file or folder
+        (or a file still to be created in one), something else (a character
+        device, FIFO or socket), or nothing (a missing path under ``/dev``).
     device : str or None
         The block device the target is or lives on (``nvme0n1p2``, ``dm-0``);
         None for tmpfs/overlay and anything else without one.
@@ -299,7 +303,7 @@ class TargetLocation:
     """
 
     path: str
-    kind: Literal["block", "file", "unknown"]
+    kind: TargetKind
     device: str | None
     disks: tuple[str, ...]
     home_node: int | None
@@ -561,7 +565,14 @@ def _device_dict(device: Device) -> dict[str, Any]:
 
 def _stat_target(
     path: str, system: SystemRoot, stat_of: Callable[[str], os.stat_result]
-) -> tuple[Literal["block", "file", "unknown"], str | None]:
+) -> tuple[TargetKind, str | None]:
+    """The target judged by the inode the kernel resolves it to, never by how it is spelled.
+
+    ``stat`` follows every symlink (``/dev/disk/by-id/…``, ``/proc/self/root/…``),
+    so a block device node anywhere (made with mknod outside ``/dev``, bind
+    mounted over a file) is a block device here; this is the one place that
+    decides it.
+    """
     existing = Path(path)
     try:
         info = stat_of(str(existing))
@@ -570,7 +581,7 @@ def _stat_target(
     if info is not None and stat.S_ISBLK(info.st_mode):
         return "block", system.block_name(devno_text(info.st_rdev))
     if info is not None and not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
-        return "unknown", None
+        return "other", None
     while info is None:
         existing = existing.parent.absolute()
         try:
@@ -578,7 +589,7 @@ def _stat_target(
         except OSError:
             if existing == existing.parent:
                 return "unknown", None
-    if _on_devtmpfs(existing, info, stat_of):
+    if _on_devtmpfs(info, stat_of):
         # /dev/sdz that does not exist is a missing device, not a file to create.
         return "unknown", None
     if os.major(info.st_dev) == 0:
@@ -586,15 +597,16 @@ def _stat_target(
     return "file", system.block_name(devno_text(info.st_dev))
 
 
-def _on_devtmpfs(directory: Path, info: os.stat_result, stat_of: Callable[[str], os.stat_result]) -> bool:
+def _on_devtmpfs(info: os.stat_result, stat_of: Callable[[str], os.stat_result]) -> bool:
+    """Whether a folder lies on the file system of ``/dev`` (by device number: any spelling of it)."""
     try:
         dev = stat_of("/dev")
     except OSError:
         return False
-    return info.st_dev == dev.st_dev and (directory == Path("/dev") or Path("/dev") in directory.parents)
+    return info.st_dev == dev.st_dev
 
 
-def _name_target(path: str, system: SystemRoot) -> tuple[Literal["block", "file", "unknown"], str | None]:
+def _name_target(path: str, system: SystemRoot) -> tuple[TargetKind, str | None]:
     parts = Path(path).parts
     if parts[:2] != ("/", "dev"):
         return "file", None
