@@ -10,12 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from iobench.matrix.targets import Target
 from iobench.system.ssh import IOBENCH_OPTIONS
-
-if TYPE_CHECKING:
-    from iobench.matrix.model import Target
 
 #: What a host's ``name`` may be: it names files (job files, journals), so no '/' nor spaces.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"

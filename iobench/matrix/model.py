@@ -32,6 +32,7 @@ from iobench.matrix.fiooptions import (
     value_problem,
 )
 from iobench.matrix.hosts import NAME_PATTERN, Host, destination_problem, parse_server, ssh_option_problem
+from iobench.matrix.targets import COMMAND_LINE, Target
 from iobench.matrix.units import parse_seconds, parse_size
 from iobench.matrix.values import (
     IOBENCH_AXES,
@@ -135,28 +136,6 @@ class MatrixModel(BaseModel):
     timeout: StrictStr | StrictInt | None = None
     drop_caches: StrictBool = False
     telemetry: Any = True
-
-
-@dataclass(frozen=True)
-class Target:
-    """A target after ``${VAR}`` expansion, with the job section that drives it."""
-
-    path: str
-    size: int | None
-    home_node: int | None
-    allow_write: bool
-    section: str
-    where: str = ""
-    """Where it was given, for messages: ``matrix.yaml:7:11`` (its ``path:``), or ``--target``."""
-
-    @property
-    def from_command_line(self) -> bool:
-        """Given with ``--target``: its write permission comes from ``--allow-write``, not the matrix."""
-        return self.where == COMMAND_LINE
-
-
-#: :attr:`Target.where` of a target given on the command line.
-COMMAND_LINE = "--target"
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 
 from iobench.matrix.fiocatalog import FioCatalog
 from iobench.matrix.fiooptions import fio_filename
-from iobench.matrix.model import Target
+from iobench.matrix.targets import Target
 from iobench.planner.timelogs import global_log_options, section_log_options
 
 

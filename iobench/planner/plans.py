@@ -19,7 +19,8 @@ from iobench.errors import SafetyError, TopologyError, TuningError
 from iobench.matrix.expand import Combo
 from iobench.matrix.fiocatalog import fio_catalog
 from iobench.matrix.hosts import Host as MatrixHost
-from iobench.matrix.model import Matrix, Target, point_writes
+from iobench.matrix.model import Matrix, point_writes
+from iobench.matrix.targets import Target
 from iobench.matrix.values import IOBENCH_AXES, Duration, Value, fio_text
 from iobench.planner.jobfile import opened_problems, render_jobfile
 from iobench.planner.placement import Placement, Skip, job_binding, resolve_placement
