@@ -20,7 +20,9 @@ Run ``manifest.json`` (``schema_version``):
 
 Settings journal (``version``):
 
-1. the first and current version.
+1. a disk's queue settings.
+2. ``journal``: ``disk`` (absent, as in 1) or ``system``: machine files ``iobench system tune``
+   changed, keyed by their path from ``/``; ``dev`` then holds the boot id.
 
 The frame (``results.parquet``, metadata ``iobench_schema_version``) follows
 :data:`FRAME_VERSION`: a cache, rebuilt from the points when its version differs.
@@ -216,13 +218,16 @@ class Manifest(Record):
 
 
 class JournalRecord(Record):
-    """``<state>/journal/<disk>.json``: a disk's settings before iobench changed them."""
+    """``<state>/journal/<disk>.json``: a disk's settings (or the machine's) before iobench changed them."""
 
     kind: ClassVar[str] = "settings journal"
     version_field: ClassVar[str] = "version"
-    current: ClassVar[int] = 1
+    current: ClassVar[int] = 2
+    migrations: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: dict}
 
-    version: int = 1
+    version: int = 2
+    journal: Literal["disk", "system"] = "disk"
+    """What was changed: a disk's queue settings, or machine files (``iobench system tune``)."""
     disk: str
     dev: str
     originals: dict[str, str | int]
@@ -239,6 +244,8 @@ class JournalRecord(Record):
         data: dict[str, Any] = handler(self)
         if data.get("host") is None:
             data.pop("host", None)
+        if data.get("journal") == "disk":
+            data.pop("journal", None)  # a disk's journal reads as it always did
         return data
 
 
