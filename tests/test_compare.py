@@ -475,6 +475,31 @@ def test_machine_differences_come_from_the_manifests(rate_runs: dict[str, Path],
 
 
 @pytest.mark.fio
+def test_machine_settings_that_differ_are_listed(rate_runs: dict[str, Path], tmp_path: Path) -> None:
+    other = tmp_path / "tuned"
+    shutil.copytree(rate_runs["A2"], other)
+    manifest = json.loads((other / "manifest.json").read_text())
+    saved = manifest["machine"]["system"]
+    governor = next(s for s in saved if s["name"] == "cpu-governor")
+    governor["value"] = "performance on CPUs 0-1"
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    result = iobench.compare(rate_runs["A"], other)
+    differ = {f["fact"]: (f["a"], f["b"]) for f in result.attrs["machines"] if f["differs"]}
+    assert differ == {
+        "system: CPU frequency governor": (
+            next(
+                s["value"]
+                for s in json.loads((rate_runs["A"] / "manifest.json").read_text())["machine"]["system"]
+                if s["name"] == "cpu-governor"
+            ),
+            "performance on CPUs 0-1",
+        )
+    }
+    same = {f["fact"] for f in result.attrs["machines"] if not f["differs"]}
+    assert "system: transparent huge pages" in same
+
+
+@pytest.mark.fio
 def test_cli_compares_and_writes_the_page(rate_runs: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "cmp"
     done = runner.invoke(app, ["compare", str(rate_runs["A"]), str(rate_runs["B"]), "-o", str(out)])

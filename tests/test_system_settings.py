@@ -81,7 +81,7 @@ def test_show_finds_every_trap_with_its_value_and_why(tmp_path: Path) -> None:
     assert found["cpu-governor"].value == "powersave on CPUs 0-1"
     assert found["c-states"].value == "deepest enabled: C6 (133 µs) on CPUs 0-1"
     assert found["thp"].value == "enabled always, defrag madvise"
-    assert found["irqbalance"].value == "running (pid 4242)"
+    assert found["irqbalance"].value == "running" and "pid 4242" in found["irqbalance"].note
     assert found["nvme-poll-queues"].value == "poll_queues=0, nvme0n1 io_poll 0"
     assert found["swap"].value == "/dev/nvme0n1p3 (swappiness 60)"
     assert "falls back to interrupts" in found["nvme-poll-queues"].note
@@ -306,3 +306,17 @@ def test_system_tune_and_reset_under_fsroot(tmp_path: Path) -> None:
     assert back.exit_code == 0, back.output
     assert (tmp_path / "proc/sys/kernel/numa_balancing").read_text() == "1"
     assert os.environ["XDG_STATE_HOME"] in str(tuning.journal_dir())
+
+
+@pytest.mark.fio
+def test_every_run_records_the_machine_settings_in_its_manifest(
+    fake_fio: type[Any], null_matrix: Any, tmp_path: Path
+) -> None:
+    from iobench.matrix.model import load_matrix
+    from iobench.runner.sweep import run
+    from iobench.store.rundir import RunDir
+
+    result = run(load_matrix(null_matrix()), out=tmp_path, executor=fake_fio())
+    saved = RunDir.open(result.run_dir).manifest().machine.system
+    assert [s["name"] for s in saved] == [s.name for s in SETTINGS]
+    assert all(s["verdict"] in VERDICTS for s in saved)

@@ -61,6 +61,7 @@ from iobench.results.points import (
 )
 from iobench.results.rundir import load
 from iobench.store.rundir import RunDir
+from iobench.system.stability import setting_facts
 
 #: Significance level of the test; the CI is the matching 95 %.
 ALPHA = 0.05
@@ -729,6 +730,10 @@ def _facts(side: _Side) -> dict[str, str]:
     for key, label in _RUN:
         if key in side.manifest:
             facts[label] = _text(side.manifest[key])
+    # `iobench system show` when each run started (runs from before it have none)
+    facts.update(
+        {f"system: {label}": value for label, value in setting_facts(machine.get("system") or []).items()}
+    )
     totals = side.totals
     params = [c for c in parameter_columns(totals) if totals[c].notna().any()]
     facts["matrix axes"] = ", ".join(params) or "none"

@@ -171,6 +171,9 @@ class MachineFacts(BaseModel):
     numactl_version: str | None = None
     topology: dict[str, Any] = Field(default_factory=dict)
     targets: list[dict[str, Any]] = Field(default_factory=list)
+    system: list[dict[str, Any]] = Field(default_factory=list)
+    """``iobench system show`` when the run started: each setting's ``name``, ``label``, ``value``,
+    ``verdict``, ``note``, ``tunable`` (:mod:`iobench.system.stability`); empty in older runs."""
 
     def facts(self) -> dict[str, Any]:
         """Every fact as a plain dict (collected fields and any a newer collector added)."""

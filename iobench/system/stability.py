@@ -359,10 +359,10 @@ class IrqBalance(Setting):
         running = [pid for pid in pids if system.read_text(f"proc/{pid}/comm") == "irqbalance"]
         if running:
             return self.state(
-                f"running (pid {', '.join(map(str, running))})",
+                "running",
                 "warning",
-                "it moves the devices' interrupts between CPUs while a run goes: completions land on "
-                "changing CPUs; " + self.fixed,
+                f"it (pid {', '.join(map(str, running))}) moves the devices' interrupts between CPUs while a "
+                "run goes: completions land on changing CPUs; " + self.fixed,
             )
         return self.state("not running", "ok", "interrupts stay where they are during a run")
 
