@@ -9,18 +9,21 @@ and writes ``telemetry.parquet`` into the point's staging folder.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iobench.matrix.values import Duration
 from iobench.planner.plans import Plan, PlannedRun
+from iobench.store.records import PointMeta
 from iobench.system.hostfs import SystemRoot, devno_text
+from iobench.system.pointfacts import NOT_LAID_OUT, collect, target_facts
 from iobench.system.sampler import Sampler, Watch
 
 if TYPE_CHECKING:
@@ -238,3 +241,35 @@ def start(
     telemetry = PointTelemetry(run, sampler, context)
     sampler.start()
     return telemetry
+
+
+@contextlib.contextmanager
+def point_facts(
+    plan: Plan, run: PlannedRun, meta: PointMeta, system: SystemRoot | None = None
+) -> Iterator[None]:
+    """Read the point's validity facts before the block (fio's run) and after it, into ``meta.facts``.
+
+    The checks of :mod:`iobench.results.validity` read them from the saved
+    point. A point that does not run, or a plan made from a snapshot, gets none;
+    a target file fio lays out during the point is looked at once fio is done.
+    """
+    if run.status != "run" or os.path.realpath(plan.fsroot) != "/":
+        yield
+        return
+    system = system or SystemRoot()
+    locations = [plan.locations[path] for path in sorted({t for p in run.processes for t in p.targets})]
+    sizes = {t.path: t.size for t in plan.matrix.targets}
+    cpus = sorted({c for p in run.processes for c in p.cpus})
+    before = collect(system, locations, cpus, phase="before", sizes=sizes)
+    try:
+        yield
+    finally:
+        after = collect(system, locations, cpus, phase="after")
+        laid_out = {
+            location.path: target_facts(system, location, sizes.get(location.path))
+            for location in locations
+            if before["targets"][location.path]["note"] == NOT_LAID_OUT
+        }
+        if laid_out:
+            after["targets"] = laid_out
+        meta.facts = {"before": before, "after": after}

@@ -529,7 +529,9 @@ class _PointRunner:
         sampling = recording.start(self.plan, run, known=self.watched)
         ended_whole = False
         try:
-            results = self._launch(run, cwd, token)
+            # Validity facts (iobench.system.pointfacts), read just before and after fio: meta.facts.
+            with recording.point_facts(self.plan, run, meta, self.system):
+                results = self._launch(run, cwd, token)
             ended_whole = all(d.returncode >= 0 and not d.timed_out for d, _ in results) and not self._left()
         except CommandNotFound:
             probe(cwd, cwd)  # fio cannot start in a directory that was removed

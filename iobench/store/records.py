@@ -12,6 +12,8 @@ Point ``meta.json`` (``schema_version``):
 
 1. untyped; ``params`` and its copy ``values``.
 2. typed (this module); ``values`` dropped (it always equalled ``params``).
+3. ``facts``: what the validity checks read of the machine just before and after fio
+   (:mod:`iobench.system.pointfacts`); absent in older points.
 
 Run ``manifest.json`` (``schema_version``):
 
@@ -131,10 +133,10 @@ class PointMeta(Record):
     """``points/<key>/meta.json``: one point × repeat, written once when it ends."""
 
     kind: ClassVar[str] = "point record (meta.json)"
-    current: ClassVar[int] = 2
-    migrations: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: _meta_1_to_2}
+    current: ClassVar[int] = 3
+    migrations: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: _meta_1_to_2, 2: dict}
 
-    schema_version: int = 2
+    schema_version: int = 3
     key: str
     point: int
     repeat: int
@@ -148,6 +150,9 @@ class PointMeta(Record):
     runtime_requested_ms: int | None = None
     settings: dict[str, dict[str, Any]] = Field(default_factory=dict)
     processes: list[ProcessRecord] = Field(default_factory=list)
+    facts: dict[str, Any] | None = None
+    """``{"before": ..., "after": ...}``: :func:`iobench.system.pointfacts.collect` around fio; None
+    when the point did not run here (skipped, a snapshot's plan) or predates it."""
 
 
 class MachineFacts(BaseModel):
