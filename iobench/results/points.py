@@ -92,6 +92,9 @@ TELEMETRY: tuple[str, ...] = (
     "cpu_busy_pct",
     "cpu_busy_max_pct",
     "cpu_sys_pct",
+    "cpu_other_pct",
+    "cpu_other_max_pct",
+    "cpu_other_top",
     "irq_remote_pct",
     "top_thread",
     "top_thread_pct",
@@ -101,7 +104,7 @@ TELEMETRY: tuple[str, ...] = (
 )
 #: The text columns among :data:`TELEMETRY`.
 TELEMETRY_TEXT: frozenset[str] = frozenset(
-    {"top_thread", "bottleneck", "bottleneck_reason", "telemetry_note"}
+    {"top_thread", "cpu_other_top", "bottleneck", "bottleneck_reason", "telemetry_note"}
 )
 #: What :func:`summarize` keeps of them over repeats: the numbers' means, the verdicts and busiest threads seen.
 TELEMETRY_SUMMARY: tuple[str, ...] = tuple(c for c in TELEMETRY if c not in TELEMETRY_TEXT) + (

@@ -236,6 +236,7 @@ def start(
         "irqs": irqs,
         "notes": notes,
         "threads": watch.threads,
+        "runner_pid": os.getpid(),  # its threads (watchers, preloads) are iobench's, not competition
     }
     sampler = Sampler(watch, interval, delay=delay, system=system)
     telemetry = PointTelemetry(run, sampler, context)
