@@ -112,6 +112,10 @@ TELEMETRY_SUMMARY: tuple[str, ...] = tuple(c for c in TELEMETRY if c not in TELE
     "bottleneck",
 )
 
+#: Is the number real? The validity checks' verdict per point × repeat (:mod:`iobench.results.validity`,
+#: docs/validity.md): codes found, one sentence each, the checks that could not run.
+VALIDITY: tuple[str, ...] = ("validity", "validity_detail", "validity_na")
+
 #: The percentiles a point carries, by latency kind: ``clat_p99_us``, ``lat_p99_9_us``, ...
 LATENCY_KINDS: tuple[str, ...] = ("clat", "lat", "slat")
 
@@ -227,6 +231,7 @@ def _not_parameters() -> frozenset[str]:
             *STEADY,
             "unsteady",
             *TELEMETRY,
+            *VALIDITY,
             *percentiles,
             "source",
         }

@@ -51,7 +51,7 @@ from pydantic_core import ErrorDetails
 from iobench.errors import ResultsError
 from iobench.store.files import atomic_write
 
-FRAME_VERSION = 2
+FRAME_VERSION = 3
 
 Status = Literal["ok", "failed", "timeout", "skipped", "interrupted"]
 RunStatus = Literal["running", "finished", "interrupted", "stopped"]
