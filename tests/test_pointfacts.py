@@ -109,9 +109,12 @@ def test_a_file_targets_data_mount_and_region(tmp_path: Path) -> None:
         handle.write(os.urandom(1 << 20))
         handle.truncate(4 << 20)
     location = TargetLocation(str(target), "file", None, (), None)
-    facts = collect(SystemRoot(), [location], [0], phase="before", sizes={str(target): 2 << 20})
+    facts = collect(SystemRoot(), [location], [0], phase="before", regions={str(target): (0, 2 << 20)})
     seen = facts["targets"][str(target)]
     assert (seen["kind"], seen["region_bytes"], seen["data_bytes"]) == ("file", 2 << 20, 1 << 20)
+    later = collect(SystemRoot(), [location], [0], phase="before", regions={str(target): (1 << 20, None)})
+    assert later["targets"][str(target)]["region_bytes"] == 3 << 20  # from 1 MiB to the end
+    assert later["targets"][str(target)]["data_bytes"] == 0
     assert seen["fstype"]  # the mount holding tmp_path, whatever it is
 
 
@@ -131,6 +134,8 @@ def test_a_loop_devices_data_is_its_backing_files(loops: LoopFactory) -> None:
     assert seen["backing"] == str(loop.backing)
     assert seen["region_bytes"] == 16 << 20
     assert seen["data_bytes"] == 4 << 20
+    head = collect(SystemRoot(), [location], [0], phase="before", regions={loop.path: (0, 4 << 20)})
+    assert head["targets"][loop.path]["data_bytes"] == head["targets"][loop.path]["region_bytes"] == 4 << 20
     assert facts["disks"][loop.name]["io_poll"] == 0
 
 

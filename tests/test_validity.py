@@ -172,17 +172,22 @@ def test_buffered_reads_the_device_did_not_see_are_the_page_cache(quiet: SystemR
 def test_without_device_counters_a_buffered_target_smaller_than_free_memory_is_the_page_cache(
     quiet: SystemRoot, tmp_path: Path
 ) -> None:
-    small = clean(quiet, options={"direct": "0"}, load=None)
-    facts = small["facts"]
-    facts["before"]["mem_available"] = 8 << 30
+    small = clean(quiet, options={"direct": "0", "invalidate": "0"}, load=None)
+    small["facts"]["before"]["mem_available"] = 8 << 30
+    invalidated = clean(quiet, options={"direct": "0"}, load=None)  # fio drops the cache at each pass
+    invalidated["facts"]["before"]["mem_available"] = 8 << 30
     direct = clean(quiet, load=None)
-    unknown = clean(quiet, options={"direct": "0"}, load=None, facts=None)
-    out = verdicts(saved_run(tmp_path, [small, direct, unknown]))
+    unknown = clean(quiet, options={"direct": "0", "invalidate": "0"}, load=None, facts=None)
+    out = verdicts(saved_run(tmp_path, [small, invalidated, direct, unknown]))
     assert codes(out.loc[(1, 1)]) == {"page-cache"}
     assert "256.0 MiB target with 8.0 GiB of memory available" in out.loc[(1, 1), "validity_detail"]
     assert codes(out.loc[(2, 1)]) == set()
-    assert codes(out.loc[(3, 1)]) == set()
-    assert "page-cache: buffered I/O, but no device counters" in out.loc[(3, 1), "validity_na"]
+    assert "fio drops the cached pages at each pass (invalidate=1)" in out.loc[(2, 1), "validity_na"]
+    assert codes(out.loc[(3, 1)]) == set() and "page-cache" not in out.loc[(3, 1), "validity_na"]
+    assert codes(out.loc[(4, 1)]) == set()
+    assert (
+        "page-cache: buffered reads (invalidate=0), but no device counters" in out.loc[(4, 1), "validity_na"]
+    )
 
 
 def test_reads_of_holes_are_sparse_reads(quiet: SystemRoot, tmp_path: Path) -> None:

@@ -107,7 +107,7 @@ CHECKS: tuple[Check, ...] = (
     Check(
         "page-cache",
         "buffered I/O (no direct=1) whose bytes the target's device did not see; without device counters, "
-        "buffered reads of a target smaller than the memory available; a target on tmpfs",
+        "buffered reads with invalidate=0 of a target smaller than the memory available; a target on tmpfs",
         f"device bytes below 1/{MISMATCH:g} of fio's",
         "telemetry `dev_bw_bytes` vs fio's `bw_bytes`; `MemAvailable` and the target's size",
     ),
@@ -343,19 +343,31 @@ def page_cache(p: PointView, v: Verdict) -> None:
     memory = (p.facts("before") or {}).get("mem_available")
     sizes = [(p.target_facts(t) or {}).get("region_bytes") for t in p.targets()]
     known = [s for s in sizes if isinstance(s, int | float) and s > 0]
-    if p.reads and isinstance(memory, int | float) and known:
+    if not p.reads:
+        v.na("page-cache", "buffered writes, but no device counters (telemetry off, or no block device)")
+        return
+    if p.option("invalidate") is None or p.flag("invalidate"):
+        # fio drops the file's cached pages as each pass over it begins (invalidate=1, its default):
+        # a job's reads reach the device, but pages another job read can still come from memory.
+        v.na(
+            "page-cache",
+            "buffered reads without device counters (telemetry off, or no block device); fio drops the "
+            "cached pages at each pass (invalidate=1), so only what other jobs read may come from memory",
+        )
+        return
+    if isinstance(memory, int | float) and known:
         total = float(sum(known))
         if total < memory:
             v.finding(
                 "page-cache",
-                f"buffered reads of a {_size(total)} target with {_size(memory)} of memory available: it fits "
-                "in the page cache (no device counters tell how much the device served)",
+                f"buffered reads (invalidate=0) of a {_size(total)} target with {_size(memory)} of memory "
+                "available: it fits in the page cache (no device counters tell how much the device served)",
             )
         return
     v.na(
         "page-cache",
-        "buffered I/O, but no device counters (telemetry off, or no block device) and no target size to "
-        "compare with the memory available",
+        "buffered reads (invalidate=0), but no device counters (telemetry off, or no block device) and no "
+        "target size to compare with the memory available",
     )
 
 

@@ -259,18 +259,26 @@ def point_facts(
         return
     system = system or SystemRoot()
     locations = [plan.locations[path] for path in sorted({t for p in run.processes for t in p.targets})]
-    sizes = {t.path: t.size for t in plan.matrix.targets}
+    regions = _regions(plan, run)
     cpus = sorted({c for p in run.processes for c in p.cpus})
-    before = collect(system, locations, cpus, phase="before", sizes=sizes)
+    before = collect(system, locations, cpus, phase="before", regions=regions)
     try:
         yield
     finally:
         after = collect(system, locations, cpus, phase="after")
         laid_out = {
-            location.path: target_facts(system, location, sizes.get(location.path))
+            location.path: target_facts(system, location, regions.get(location.path, (0, None)))
             for location in locations
             if before["targets"][location.path]["note"] == NOT_LAID_OUT
         }
         if laid_out:
             after["targets"] = laid_out
         meta.facts = {"before": before, "after": after}
+
+
+def _regions(plan: Plan, run: PlannedRun) -> dict[str, tuple[int, int | None]]:
+    """Per target, fio's ``offset`` and ``size`` for it: the target's own size, else the point's ``size``."""
+    size, offset = plan.matrix.setting(run.params, "size"), plan.matrix.setting(run.params, "offset")
+    start = offset if isinstance(offset, int) and not isinstance(offset, bool) else 0
+    common = size if isinstance(size, int) and not isinstance(size, bool) else None
+    return {t.path: (start, t.size if t.size is not None else common) for t in plan.matrix.targets}

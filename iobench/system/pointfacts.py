@@ -199,7 +199,9 @@ def _mount_of(system: SystemRoot, devno: str, path: str) -> tuple[str | None, st
     return match[-1].fstype, match[-1].options
 
 
-def target_facts(system: SystemRoot, location: TargetLocation, size: int | None = None) -> dict[str, Any]:
+def target_facts(
+    system: SystemRoot, location: TargetLocation, region: tuple[int, int | None] = (0, None)
+) -> dict[str, Any]:
     """What the checks need to know about one target (the ``targets`` entry of :func:`collect`).
 
     Parameters
@@ -208,9 +210,10 @@ def target_facts(system: SystemRoot, location: TargetLocation, size: int | None 
         The machine's root; files and extents are read only on the running machine.
     location
         Where the target's I/O lands (:func:`~iobench.system.topology.locate_target`).
-    size
-        The ``size`` fio is given for it (its region starts at 0), when any.
+    region
+        fio's ``offset`` and ``size`` for it (None: to the end): the bytes it reads.
     """
+    offset, size = region
     facts: dict[str, Any] = {
         "kind": location.kind,
         "device": location.device,
@@ -234,9 +237,9 @@ def target_facts(system: SystemRoot, location: TargetLocation, size: int | None 
             else:
                 facts["note"] = f"cannot stat it: {exc.strerror}"
             return facts
-        region = info.st_size if size is None else min(size, info.st_size)
-        facts["region_bytes"] = region
-        facts["data_bytes"], facts["note"] = data_extents(location.path, 0, region)
+        span = _span(info.st_size, offset, size)
+        facts["region_bytes"] = span
+        facts["data_bytes"], facts["note"] = data_extents(location.path, offset, span)
         facts["fstype"], facts["fs_options"] = _mount_of(
             system, devno_text(info.st_dev), os.path.realpath(location.path)
         )
@@ -246,13 +249,11 @@ def target_facts(system: SystemRoot, location: TargetLocation, size: int | None 
         if backing:
             directory = system.block_dir(location.device)
             sectors = system.read_int(directory / "size") if directory is not None else None
-            offset = (system.read_int(directory / "loop" / "offset") or 0) if directory is not None else 0
-            span = None if sectors is None else sectors * 512
-            if size is not None and span is not None:
-                span = min(size, span)
-            facts["backing"], facts["region_bytes"] = backing, span
-            if span is not None and _is_regular(backing):
-                facts["data_bytes"], facts["note"] = data_extents(backing, offset, span)
+            start = (system.read_int(directory / "loop" / "offset") or 0) if directory is not None else 0
+            used = None if sectors is None else _span(sectors * 512, offset, size)
+            facts["backing"], facts["region_bytes"] = backing, used
+            if used is not None and _is_regular(backing):
+                facts["data_bytes"], facts["note"] = data_extents(backing, start + offset, used)
                 if facts["data_bytes"] is not None:
                     with_fs = _mount_of(
                         system, devno_text(os.stat(backing).st_dev), os.path.realpath(backing)
@@ -268,6 +269,12 @@ def target_facts(system: SystemRoot, location: TargetLocation, size: int | None 
     return facts
 
 
+def _span(total: int, offset: int, size: int | None) -> int:
+    """The bytes fio reads of a ``total``-byte target from ``offset``, ``size`` of them (None: to the end)."""
+    left = max(0, total - offset)
+    return left if size is None else min(size, left)
+
+
 def _is_regular(path: str) -> bool:
     try:
         return stat.S_ISREG(os.stat(path).st_mode)
@@ -281,7 +288,7 @@ def collect(
     cpus: Sequence[int],
     *,
     phase: str,
-    sizes: Mapping[str, int | None] | None = None,
+    regions: Mapping[str, tuple[int, int | None]] | None = None,
 ) -> dict[str, Any]:
     """The facts of a point's machine before (``phase="before"``) or after (``"after"``) fio ran.
 
@@ -296,8 +303,8 @@ def collect(
     phase
         ``before``: everything in the module's table; ``after``: only what moves
         while fio runs (CPUs' clock and throttle counts, temperatures).
-    sizes
-        Per target path, the ``size`` fio is given for it.
+    regions
+        Per target path, fio's ``offset`` and ``size`` for it (None: to the end); default the whole target.
 
     Returns
     -------
@@ -313,7 +320,7 @@ def collect(
         facts["disks"] = _disk_facts(system, list(dict.fromkeys([*devices, *disks])))
         facts["mem_available"] = (system.meminfo() or {}).get("MemAvailable")
         facts["targets"] = {
-            location.path: target_facts(system, location, (sizes or {}).get(location.path))
+            location.path: target_facts(system, location, (regions or {}).get(location.path, (0, None)))
             for location in locations
         }
     facts["notes"] = notes
