@@ -424,3 +424,53 @@ def test_an_old_run_gets_verdicts_too(quiet: SystemRoot, tmp_path: Path) -> None
     pq.write_table(table.replace_schema_metadata({b"iobench_schema_version": b"2"}), run.frame_path)
     again = iobench.load(run.path)
     assert again["validity"].tolist() == ["fio-warning"]
+
+
+# --- where the verdicts show --------------------------------------------------------------------
+
+
+def test_the_report_shows_findings_beside_the_numbers(quiet: SystemRoot, tmp_path: Path) -> None:
+    from iobench.report.page import write_report
+
+    run = saved_run(tmp_path, [clean(quiet, stderr="fio: odd\n", iodepth=1), clean(quiet, iodepth=2)])
+    written = write_report(run.path, tmp_path / "report")
+    page = written.html.read_text()
+    assert "Is the number real? Validity findings" in page
+    assert "fio-warning: fio said on stderr: &#34;fio: odd&#34;." in page
+    flagged = [row.split("</tr>")[0] for row in page.split('<tr class="flag">')[1:]]
+    assert [row[:10] for row in flagged if row.endswith("fio-warning</td>")] == ["<td>1</td>"]
+    assert "not-steady" in page and "Checks that could not run on some points" in page
+
+
+def test_a_report_of_clean_points_says_so(quiet: SystemRoot, tmp_path: Path) -> None:
+    from iobench.report.page import write_report
+
+    page = write_report(saved_run(tmp_path, [clean(quiet)]).path, tmp_path / "r").html.read_text()
+    assert "No validity check found a trap in the 1 points × repeats judged." in page
+
+
+def test_figure_captions_mark_the_points_with_findings(quiet: SystemRoot, tmp_path: Path) -> None:
+    from iobench.plots import _style, sweep
+
+    frame = iobench.load(
+        saved_run(tmp_path, [clean(quiet, iodepth=1), clean(quiet, iodepth=2, stderr="x\n")]).path
+    )
+    assert _style.validity_note(frame) == "⚠ validity: point 2 fio-warning"
+    figure = sweep(frame)
+    texts = [t.get_text() for t in figure.findobj(match=lambda a: hasattr(a, "get_text"))]
+    assert any("⚠ validity: point 2 fio-warning" in t.replace("\n", " ") for t in texts)
+    assert _style.validity_note(frame.assign(validity="")) == ""
+    assert _style.validity_note(frame.drop(columns=["validity"])) == ""
+
+
+def test_the_end_of_a_run_lists_the_points_with_findings(quiet: SystemRoot, tmp_path: Path) -> None:
+    from iobench.cli.console import validity_lines
+
+    frame = iobench.load(saved_run(tmp_path, [clean(quiet), clean(quiet, stderr="fio: odd\n")]).path)
+    lines = validity_lines(frame)
+    assert lines[0].startswith("validity: 1 of 2 points with findings")
+    assert lines[1] == '  0002-r1  fio-warning: fio said on stderr: "fio: odd".'
+    assert validity_lines(frame.assign(validity="")) == [
+        "validity: no check found a trap in the 2 points judged"
+    ]
+    assert validity_lines(None) == []

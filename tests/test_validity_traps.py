@@ -195,3 +195,24 @@ def test_default_buffers_written_to_compressing_btrfs(loops: LoopFactory, tmp_pa
     assert "compressible-writes" in codes(default), default["validity_detail"]
     assert "btrfs mounted with compress=zstd" in default["validity_detail"]
     assert "compressible-writes" not in codes(refilled)
+
+
+def test_iobench_run_ends_with_the_points_with_findings(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from iobench.cli.commands import app
+
+    sparse = tmp_path / "sparse.dat"
+    with sparse.open("wb") as handle:
+        handle.truncate(16 << 20)
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text(
+        f"version: 1\nname: cli\ntargets: [{{path: {sparse}}}]\n"
+        "fio: {ioengine: psync, rw: randread, direct: 1, bs: 4k, runtime: 1, time_based: 1}\n"
+    )
+    done = CliRunner().invoke(app, ["run", str(matrix), "--out", str(tmp_path / "out")])
+    assert done.exit_code == 0, done.output
+    lines = done.output.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("validity:"))
+    assert lines[head].startswith("validity: 1 of 1 points with findings")
+    assert lines[head + 1].startswith("  0001-r1  sparse-read: 100.0 % of the 16.0 MiB region read")

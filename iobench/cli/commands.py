@@ -206,6 +206,10 @@ def run(
             print("figures: " + "  ".join(str(f) for f in drawn))
         elif not figures:
             print(f"figures: `iobench report {result.run_dir}` draws them (or run with --figures)")
+        from iobench.cli.console import validity_lines
+
+        for line in validity_lines(result.frame):
+            print(line)
     raise typer.Exit(code=result.exit_code)
 
 
@@ -426,6 +430,14 @@ def compare(
         Path | None,
         typer.Option("-o", "--out", help="Write compare.html, compare.csv and the ratio figure here."),
     ] = None,
+    correction: Annotated[
+        str,
+        typer.Option(
+            "--correction",
+            help="Adjust the p-values over all the tests made: holm (any false change at most 5 %), "
+            "bh (Benjamini–Hochberg: false changes at most 5 % of those found) or none.",
+        ),
+    ] = "holm",
 ) -> None:
     """Compare two runs point by point: ratio B/A with its 95 % CI, Welch's p, better/worse/no change.
 
@@ -439,7 +451,12 @@ def compare(
     columns = [c.strip() for option in by or [] for c in option.split(",") if c.strip()]
     try:
         result = compare_runs(
-            run_a, run_b, by=columns if by else None, metrics=metric or None, min_effect=min_effect
+            run_a,
+            run_b,
+            by=columns if by else None,
+            metrics=metric or None,
+            min_effect=min_effect,
+            correction=correction,
         )
         page = write_compare(result, out) if out is not None else None
     except IobenchError as exc:
