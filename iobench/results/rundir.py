@@ -305,7 +305,7 @@ def _ordered(frame: pd.DataFrame, axes: list[str], manifest: Manifest) -> pd.Dat
 def _with_machine(frame: pd.DataFrame, manifest: Manifest) -> pd.DataFrame:
     """Carry the machine facts (host, kernel, CPU model, versions) in ``frame.attrs["machine"]`` for captions."""
     frame.attrs["machine"] = {
-        k: v for k, v in manifest.machine.facts().items() if k not in ("topology", "targets")
+        k: v for k, v in manifest.machine.facts().items() if k not in ("topology", "targets", "system")
     }
     if manifest.hosts:  # fio ran on these machines, not on the client that wrote `machine`
         frame.attrs["hosts"] = [

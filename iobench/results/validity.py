@@ -731,13 +731,22 @@ def _value(value: Any) -> Any:
     return value
 
 
-def _first(frame: pd.DataFrame, keys: Sequence[str], column: str) -> dict[tuple[Any, ...], Any]:
-    """Per ``keys`` group, the first value of ``column`` that is not NA."""
-    if column not in frame:
+def _firsts(
+    frame: pd.DataFrame, keys: Sequence[str], columns: Sequence[str]
+) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """Per ``keys`` group, the first value of each of ``columns`` that is not NA (absent columns: None)."""
+    present = [c for c in columns if c in frame]
+    if not present:
         return {}
-    known = frame[[*keys, column]].dropna(subset=[column])
-    firsts = known.drop_duplicates(list(keys))
-    return {tuple(_value(v) for v in row[:-1]): _value(row[-1]) for row in firsts.itertuples(index=False)}
+    firsts = frame[[*keys, *present]].groupby(list(keys), sort=False, dropna=True).first()
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    values = [firsts[c].tolist() for c in present]
+    for index, key in enumerate(firsts.index):
+        group = key if isinstance(key, tuple) else (key,)
+        out[tuple(_value(k) for k in group)] = {
+            c: _value(v[index]) for c, v in zip(present, values, strict=True)
+        }
+    return out
 
 
 def with_validity(frame: pd.DataFrame, run: RunDir) -> pd.DataFrame:
@@ -772,7 +781,9 @@ def with_validity(frame: pd.DataFrame, run: RunDir) -> pd.DataFrame:
 
 def judge_run(frame: pd.DataFrame, run: RunDir) -> dict[tuple[int, int], Verdict]:
     """Every ok point × repeat of ``run`` judged: ``(point, repeat)`` → :class:`Verdict`."""
-    rows = frame[frame["status"].eq("ok").fillna(False)] if "status" in frame else frame
+    data = frame.copy(deep=False)
+    data.attrs = {}  # pandas deep-copies attrs (the machine's facts) into every frame made from this one
+    rows = data[data["status"].eq("ok").fillna(False)] if "status" in data else data
     if rows.empty:
         return {}
     totals = rate_totals(rows)
@@ -785,9 +796,13 @@ def judge_run(frame: pd.DataFrame, run: RunDir) -> dict[tuple[int, int], Verdict
         ):
             if not pd.isna(bw):
                 fio_bw[(_value(point), _value(repeat), _value(direction))] = float(bw)
-    dev_bw = _first(rows, keys, "dev_bw_bytes") if "direction" in rows else {}
+    dev_bw = {
+        key: found["dev_bw_bytes"]
+        for key, found in (_firsts(rows, keys, ["dev_bw_bytes"]) if "direction" in rows else {}).items()
+        if found["dev_bw_bytes"] is not None
+    }
     point_columns = ("cpu_other_pct", "cpu_other_max_pct", "cpu_other_top", "steady", "steady_reason")
-    per_point = {c: _first(rows, ["point", "repeat"], c) for c in point_columns}
+    per_point = _firsts(rows, ["point", "repeat"], point_columns)
     spread: dict[tuple[Any, ...], tuple[float, float, float]] = {}
     if "iops" in totals and "direction" in totals:
         stats = over_repeats(totals, ["point", "direction"], ["iops"])
@@ -809,7 +824,7 @@ def judge_run(frame: pd.DataFrame, run: RunDir) -> dict[tuple[int, int], Verdict
             continue
         directory, meta = saved[key]
         options, problem = _options(directory, meta)
-        telemetry = {c: per_point[c].get(key) for c in point_columns}
+        telemetry = {c: per_point.get(key, {}).get(c) for c in point_columns}
         if "steady" not in rows:
             telemetry["steady"] = None
         view = PointView(

@@ -97,13 +97,22 @@ def data_extents(path: str, start: int, length: int) -> tuple[int | None, str | 
 
 def _cpu_facts(system: SystemRoot, cpus: Sequence[int], notes: list[str]) -> dict[str, dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
-    for cpu in cpus:
+    # A machine has cpufreq (and throttle counters) for all its CPUs or for none: the first one tells,
+    # which spares hundreds of failed opens per point on a large machine without them.
+    first = f"{_CPU}/cpu{cpus[0]}" if cpus else ""
+    scaled = bool(cpus) and system.is_dir(f"{first}/cpufreq")
+    counted = bool(cpus) and system.is_dir(f"{first}/thermal_throttle")
+    for cpu in cpus if scaled or counted else ():
         base = f"{_CPU}/cpu{cpu}"
         facts = {
-            "governor": system.read_text(f"{base}/cpufreq/scaling_governor"),
-            "freq_khz": system.read_int(f"{base}/cpufreq/scaling_cur_freq"),
-            "core_throttle": system.read_int(f"{base}/thermal_throttle/core_throttle_count"),
-            "package_throttle": system.read_int(f"{base}/thermal_throttle/package_throttle_count"),
+            "governor": system.read_text(f"{base}/cpufreq/scaling_governor") if scaled else None,
+            "freq_khz": system.read_int(f"{base}/cpufreq/scaling_cur_freq") if scaled else None,
+            "core_throttle": system.read_int(f"{base}/thermal_throttle/core_throttle_count")
+            if counted
+            else None,
+            "package_throttle": (
+                system.read_int(f"{base}/thermal_throttle/package_throttle_count") if counted else None
+            ),
         }
         if any(v is not None for v in facts.values()):
             found[str(cpu)] = facts
