@@ -54,6 +54,10 @@ def sweep(
     frame = iobench.load(result.run_dir)
     out = frame.drop_duplicates(["point", "repeat"]).set_index("point")
     out.attrs["run_dir"] = result.run_dir
+    for point, row in out.iterrows():  # shown with -s: what each check found on this machine
+        print(
+            f"{name} point {point}: [{row['validity']}] {row['validity_detail']} | n/a: {row['validity_na']}"
+        )
     return out
 
 
