@@ -169,3 +169,17 @@ def test_a_run_keeps_each_points_facts_in_its_meta(null_matrix: Any, tmp_path: P
     # fio lays the file out during the first point: its data is read once it exists
     first = metas[0].facts["before"]["targets"][str(tmp_path / "target.dat")]  # type: ignore[index]
     assert first["data_bytes"] == 8 << 20 or first["note"].startswith("does not exist yet")
+
+
+def test_facts_that_cannot_be_read_are_a_note_never_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def gone(self: SystemRoot) -> dict[str, int]:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(SystemRoot, "meminfo", gone)
+    facts = collect(hot_nvme_machine(tmp_path), [nvme_target()], [0], phase="before")
+    assert facts == {
+        "phase": "before",
+        "notes": ["the facts could not be read: [Errno 5] Input/output error"],
+    }

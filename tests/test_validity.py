@@ -370,6 +370,17 @@ def test_a_point_without_facts_or_telemetry_is_na_with_notes_never_a_finding(tmp
     assert "page-cache" not in notes  # direct I/O: the page cache is not in the way
 
 
+def test_facts_the_collector_could_not_read_say_why(quiet: SystemRoot, tmp_path: Path) -> None:
+    unread = {"phase": "before", "notes": ["the facts could not be read: [Errno 5] Input/output error"]}
+    out = verdicts(
+        saved_run(tmp_path, [clean(quiet, facts={"before": unread, "after": {**unread, "phase": "after"}})])
+    )
+    row = out.iloc[0]
+    assert row["validity"] == ""
+    assert "freq-scaling: the facts could not be read: [Errno 5] Input/output error." in row["validity_na"]
+    assert "no cpufreq" not in row["validity_na"]
+
+
 def test_failed_points_are_not_judged(quiet: SystemRoot, tmp_path: Path) -> None:
     out = verdicts(saved_run(tmp_path, [clean(quiet, status="failed", stderr="fio: pid=1, err=5")])).iloc[0]
     assert pd.isna(out["validity"]) and pd.isna(out["validity_detail"])

@@ -257,10 +257,17 @@ class PointView:
         return (self.option("ioengine") or "psync").strip().lower()
 
     def facts(self, phase: str) -> dict[str, Any] | None:
-        """``before`` or ``after`` of the point's saved facts."""
+        """``before`` or ``after`` of the point's saved facts; None when absent or not read (see :meth:`missing_facts`)."""
         saved = self.meta.facts or {}
         value = saved.get(phase)
-        return value if isinstance(value, dict) else None
+        return value if isinstance(value, dict) and "cpus" in value else None
+
+    def missing_facts(self) -> str:
+        """Why the point has no facts to judge by: none saved, or the collector's note when it could not read them."""
+        saved = (self.meta.facts or {}).get("before")
+        if isinstance(saved, dict) and saved.get("notes"):
+            return "; ".join(str(n) for n in saved["notes"])
+        return _NO_FACTS
 
     def targets(self) -> list[str]:
         """The point's targets, in order, each once."""
@@ -375,8 +382,8 @@ def sparse_read(p: PointView, v: Verdict) -> None:
     """``sparse-read``: reads of holes (extents known), or reads far faster than the run's writes (not known)."""
     if p.options is None or not p.reads or p.engine == "null":
         return
-    if p.meta.facts is None:
-        v.na("sparse-read", _NO_FACTS)
+    if p.facts("before") is None:
+        v.na("sparse-read", p.missing_facts())
         return
     for target in p.targets():
         seen = p.target_facts(target) or {}
@@ -414,7 +421,7 @@ def hipri_no_poll(p: PointView, v: Verdict) -> None:
         return
     disks = (p.facts("before") or {}).get("disks")
     if not isinstance(disks, dict):
-        v.na("hipri-no-poll", _NO_FACTS)
+        v.na("hipri-no-poll", p.missing_facts())
         return
     known = {name: f for name, f in disks.items() if isinstance(f, dict) and f.get("io_poll") is not None}
     if not known:
@@ -457,7 +464,7 @@ def freq_scaling(p: PointView, v: Verdict) -> None:
     """``freq-scaling``: a governor other than performance, or a clock that moved during the point."""
     before, after = p.facts("before"), p.facts("after")
     if before is None:
-        v.na("freq-scaling", _NO_FACTS)
+        v.na("freq-scaling", p.missing_facts())
         return
     cpus = before.get("cpus") or {}
     governors = {int(c): f.get("governor") for c, f in cpus.items() if f.get("governor")}
@@ -488,7 +495,7 @@ def throttled(p: PointView, v: Verdict) -> None:
     """``throttled``: thermal throttle counts rose, or a target disk passed its warning temperature."""
     before, after = p.facts("before"), p.facts("after")
     if before is None:
-        v.na("throttled", _NO_FACTS)
+        v.na("throttled", p.missing_facts())
         return
     parts = []
     counted = False
@@ -567,7 +574,7 @@ def compressible_writes(p: PointView, v: Verdict) -> None:
     for target in p.targets():
         seen = p.target_facts(target)
         if seen is None:
-            v.na("compressible-writes", _NO_FACTS)
+            v.na("compressible-writes", p.missing_facts())
             return
         found = _compressor(seen)
         if found is not None:

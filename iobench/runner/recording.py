@@ -269,7 +269,7 @@ def point_facts(
         laid_out = {
             location.path: target_facts(system, location, regions.get(location.path, (0, None)))
             for location in locations
-            if before["targets"][location.path]["note"] == NOT_LAID_OUT
+            if (before.get("targets") or {}).get(location.path, {}).get("note") == NOT_LAID_OUT
         }
         if laid_out:
             after["targets"] = laid_out

@@ -29,6 +29,7 @@ Nothing here raises: a fact that cannot be read is absent (or None) with a note.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -36,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from iobench.errors import IobenchError
 from iobench.system.hostfs import SystemRoot, devno_text
 from iobench.system.topology import TargetLocation
 
@@ -263,7 +265,7 @@ def target_facts(
             facts["backing"], facts["region_bytes"] = backing, used
             if used is not None and _is_regular(backing):
                 facts["data_bytes"], facts["note"] = data_extents(backing, start + offset, used)
-                if facts["data_bytes"] is not None:
+                with contextlib.suppress(OSError):  # the backing file went away meanwhile: no file system
                     with_fs = _mount_of(
                         system, devno_text(os.stat(backing).st_dev), os.path.realpath(backing)
                     )
@@ -320,6 +322,19 @@ def collect(
     dict
         JSON-able; see the module's table.
     """
+    try:
+        return _collect(system, locations, cpus, phase, regions)
+    except (OSError, IobenchError) as exc:  # a host that stopped answering, a file that went away
+        return {"phase": phase, "notes": [f"the facts could not be read: {exc}"]}
+
+
+def _collect(
+    system: SystemRoot,
+    locations: Sequence[TargetLocation],
+    cpus: Sequence[int],
+    phase: str,
+    regions: Mapping[str, tuple[int, int | None]] | None,
+) -> dict[str, Any]:
     notes: list[str] = []
     disks = list(dict.fromkeys(d for location in locations for d in location.disks))
     facts: dict[str, Any] = {"phase": phase, "cpus": _cpu_facts(system, cpus, notes)}
