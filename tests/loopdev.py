@@ -92,11 +92,15 @@ class LoopFactory:
         # No lazy init: a kernel thread zeroing inode tables later would change the checksums.
         _run("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", loop.path)
 
-    def mount(self, loop: Loop) -> Path:
-        """Mount ``loop`` (which has a filesystem) under tmp_path; unmounted at teardown."""
+    def mkfs_btrfs(self, loop: Loop) -> None:
+        """Put a btrfs filesystem on ``loop`` (at least 128 MiB)."""
+        _run("mkfs.btrfs", "-q", "-f", loop.path)
+
+    def mount(self, loop: Loop, options: str = "") -> Path:
+        """Mount ``loop`` (which has a filesystem) under tmp_path, with mount ``options``; unmounted at teardown."""
         target = self._dir / f"mnt-{loop.name}"
         target.mkdir()
-        _run("mount", loop.path, str(target))
+        _run("mount", *(["-o", options] if options else []), loop.path, str(target))
         self._stack.callback(_run, "umount", str(target))
         return target
 

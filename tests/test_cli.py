@@ -18,12 +18,12 @@ from iobench.cli.commands import app
 
 pytestmark = pytest.mark.fio
 runner = CliRunner()
-COMMANDS = ["run", "plan", "topology", "parse", "restore"]
+COMMANDS = ["run", "plan", "topology", "parse", "restore", "system show", "system tune", "system reset"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_command_has_help_and_is_in_the_readme(command: str) -> None:
-    result = runner.invoke(app, [command, "--help"])
+    result = runner.invoke(app, [*command.split(), "--help"])
     assert result.exit_code == 0 and "Usage" in result.output
     readme = (Path(__file__).parents[1] / "README.md").read_text()
     assert f"iobench {command}" in readme

@@ -222,7 +222,8 @@ def test_repeats_that_did_not_settle_are_noted() -> None:
     got = row(iobench.compare(a, b))
     assert got["verdict"] == "better"
     assert got["reason"] == "1 of 3 repeats of A not steady"
-    assert row(iobench.compare(b, b))["reason"] == ""
+    # no steadiness note; 3 repeats 1 % apart cannot show a 1 % change, and the reason says so
+    assert row(iobench.compare(b, b))["reason"].startswith("too few repeats for the minimum effect: 3 and 3")
 
 
 def test_means_come_from_point_totals() -> None:
@@ -472,6 +473,31 @@ def test_machine_differences_come_from_the_manifests(rate_runs: dict[str, Path],
     assert differ["kernel"][1] == "7.0.0-test"
     assert differ["target 1 firmware"][1] == "FW2"
     assert "fio option rate_iops" not in differ
+
+
+@pytest.mark.fio
+def test_machine_settings_that_differ_are_listed(rate_runs: dict[str, Path], tmp_path: Path) -> None:
+    other = tmp_path / "tuned"
+    shutil.copytree(rate_runs["A2"], other)
+    manifest = json.loads((other / "manifest.json").read_text())
+    saved = manifest["machine"]["system"]
+    governor = next(s for s in saved if s["name"] == "cpu-governor")
+    governor["value"] = "performance on CPUs 0-1"
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    result = iobench.compare(rate_runs["A"], other)
+    differ = {f["fact"]: (f["a"], f["b"]) for f in result.attrs["machines"] if f["differs"]}
+    assert differ == {
+        "system: CPU frequency governor": (
+            next(
+                s["value"]
+                for s in json.loads((rate_runs["A"] / "manifest.json").read_text())["machine"]["system"]
+                if s["name"] == "cpu-governor"
+            ),
+            "performance on CPUs 0-1",
+        )
+    }
+    same = {f["fact"] for f in result.attrs["machines"] if not f["differs"]}
+    assert "system: transparent huge pages" in same
 
 
 @pytest.mark.fio

@@ -254,14 +254,16 @@ def test_mountinfo_and_swaps(tmp_path: Path) -> None:
             "self/mountinfo": (
                 "22 1 252:1 / / rw,relatime shared:1 - ext4 /dev/mapper/root rw\n"
                 "36 22 8:98 / /mnt/my\\040data rw - xfs /dev/sdx2 rw\n"
+                "37 22 0:52 / /srv rw - btrfs /dev/sdc1 rw,compress=zstd:3,space_cache=v2\n"
                 "not a mountinfo line\n"
             ),
             "swaps": "Filename Type Size Used Priority\n/swap\\040file file 1024 0 -2\n/dev/sdb2 partition 8 0 -3\n",
         },
     )
     assert system.mounts() == [
-        Mount("252:1", "/", "/dev/mapper/root", "ext4"),
-        Mount("8:98", "/mnt/my data", "/dev/sdx2", "xfs"),
+        Mount("252:1", "/", "/dev/mapper/root", "ext4", "rw"),
+        Mount("8:98", "/mnt/my data", "/dev/sdx2", "xfs", "rw"),
+        Mount("0:52", "/srv", "/dev/sdc1", "btrfs", "rw,compress=zstd:3,space_cache=v2"),
     ]
     assert system.swaps() == ["/swap file", "/dev/sdb2"]
     assert SystemRoot(procfs=tmp_path / "none").mounts() == []

@@ -24,7 +24,14 @@ LAB_RUN = Path(__file__).resolve().parent.parent / "notebooks" / "lab-results" /
 
 
 def _meta(**extra: object) -> dict[str, object]:
-    return {"schema_version": 2, "key": "0001-r1", "point": 1, "repeat": 1, "params": {"bs": 4096}, **extra}
+    return {
+        "schema_version": PointMeta.current,
+        "key": "0001-r1",
+        "point": 1,
+        "repeat": 1,
+        "params": {"bs": 4096},
+        **extra,
+    }
 
 
 def test_a_point_record_round_trips(tmp_path: Path) -> None:
@@ -40,8 +47,14 @@ def test_version_1_meta_is_migrated(tmp_path: Path) -> None:
     old["params"] = dict(old["values"])  # type: ignore[call-overload]
     (tmp_path / "meta.json").write_text(json.dumps(old))
     meta = read_record(PointMeta, tmp_path / "meta.json")
-    assert meta.params == {"bs": 4096, "iodepth": 8} and meta.schema_version == 2
+    assert meta.params == {"bs": 4096, "iodepth": 8} and meta.schema_version == PointMeta.current
     assert "values" not in json.loads(record_json(meta))
+
+
+def test_a_version_2_meta_has_no_facts(tmp_path: Path) -> None:
+    (tmp_path / "meta.json").write_text(json.dumps({**_meta(status="ok"), "schema_version": 2}))
+    meta = read_record(PointMeta, tmp_path / "meta.json")
+    assert meta.facts is None and meta.schema_version == 3
 
 
 def test_a_version_1_run_directory_still_loads(tmp_path: Path) -> None:
@@ -69,7 +82,7 @@ def test_a_version_1_run_directory_still_loads(tmp_path: Path) -> None:
         (json.dumps({k: v for k, v in _meta().items() if k != "key"}), r"key: Field required"),
         (
             json.dumps(_meta(schema_version=7)),
-            r"schema version 7 was written by a newer iobench.*reads versions 1 to 2",
+            r"schema version 7 was written by a newer iobench.*reads versions 1 to 3",
         ),
         (json.dumps(_meta(schema_version="2")), r"schema_version: not a schema version"),
     ],

@@ -581,7 +581,7 @@ def test_the_long_form_and_what_aggregates_it(fake_run: Callable[..., FakeRun]) 
         ]
     )
     samples = iobench.telemetry(fake.run.path)
-    assert list(samples.columns) == list(long_form.COLUMNS)
+    assert list(samples.columns) == list(long_form.LONG_COLUMNS)
     assert set(samples["source"]) == {"cpu", "thread", "disk", "irq", "mem"}
     cpu0 = samples[
         (samples["source"] == "cpu") & (samples["entity"] == "0") & (samples["metric"] == "busy_pct")
@@ -619,10 +619,42 @@ def test_the_long_form_and_what_aggregates_it(fake_run: Callable[..., FakeRun]) 
     assert set(shares["thread"]) == {"fio"} and shares["cpu_pct"].tolist() == pytest.approx([40.0, 40.0])
 
 
+def test_other_processes_on_the_points_cpus_are_counted_per_cpu(fake_run: Callable[..., FakeRun]) -> None:
+    """A process that is neither fio's, the kernel's nor iobench's own counts against the CPU it ran on."""
+    load = Load(
+        {0: idle_cpu(user=0.9), 1: idle_cpu(user=0.9)},
+        nvme(1000),
+        {},
+        {
+            **FIO,
+            (300, 300, "burner", False): (0.5, 0.0, 0),
+            (400, 400, "iobench", False): (0.2, 0.0, 1),  # the runner itself: not another process
+            (400, 401, "iobench-sample", False): (0.1, 0.0, 1),
+            (9, 9, "kworker/0:1", True): (0.0, 0.3, 0),
+        },
+    )
+    quiet = Load(QUIET, nvme(1000), {}, FIO)
+    fake = fake_run(
+        [
+            {"load": load, "context": {"runner_pid": 400}},
+            {"load": quiet, "context": {"runner_pid": 400}},
+        ]
+    )
+    samples = iobench.telemetry(fake.run.path)
+    other = samples[(samples["metric"] == "other_pct") & (samples["point"] == 1)]
+    assert other.groupby("entity")["value"].mean().to_dict() == pytest.approx({"0": 50.0, "1": 0.0})
+    out = summary(fake).set_index("point")
+    assert out["cpu_other_pct"][1] == pytest.approx(25.0)
+    assert out["cpu_other_max_pct"][1] == pytest.approx(50.0)
+    assert out["cpu_other_top"][1] == "burner (50 %)"
+    assert out["cpu_other_pct"][2] == 0.0 and pd.isna(out["cpu_other_top"][2])
+    assert "iobench" not in (out["telemetry_note"][1] or "")
+
+
 def test_a_run_without_telemetry_reads_as_an_empty_long_form(fake_run: Callable[..., FakeRun]) -> None:
     fake = fake_run([{"load": None}])
     samples = iobench.telemetry(fake.run.path)
-    assert samples.empty and list(samples.columns) == list(long_form.COLUMNS)
+    assert samples.empty and list(samples.columns) == list(long_form.LONG_COLUMNS)
 
 
 def test_verdicts_are_documented_with_their_thresholds() -> None:

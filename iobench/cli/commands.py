@@ -241,6 +241,10 @@ def run(
             print("figures: " + "  ".join(str(f) for f in drawn))
         elif not figures:
             print(f"figures: `iobench report {result.run_dir}` draws them (or run with --figures)")
+        from iobench.cli.console import validity_lines
+
+        for line in validity_lines(result.frame):
+            print(line)
     raise typer.Exit(code=result.exit_code)
 
 
@@ -487,6 +491,14 @@ def compare(
         Path | None,
         typer.Option("-o", "--out", help="Write compare.html, compare.csv and the ratio figure here."),
     ] = None,
+    correction: Annotated[
+        str,
+        typer.Option(
+            "--correction",
+            help="Adjust the p-values over all the tests made: holm (any false change at most 5 %), "
+            "bh (Benjamini–Hochberg: false changes at most 5 % of those found) or none.",
+        ),
+    ] = "holm",
 ) -> None:
     """Compare two runs point by point: ratio B/A with its 95 % CI, Welch's p, better/worse/no change.
 
@@ -500,7 +512,12 @@ def compare(
     columns = [c.strip() for option in by or [] for c in option.split(",") if c.strip()]
     try:
         result = compare_runs(
-            run_a, run_b, by=columns if by else None, metrics=metric or None, min_effect=min_effect
+            run_a,
+            run_b,
+            by=columns if by else None,
+            metrics=metric or None,
+            min_effect=min_effect,
+            correction=correction,
         )
         page = write_compare(result, out) if out is not None else None
     except IobenchError as exc:
@@ -520,7 +537,7 @@ def compare(
 
 @app.command()
 def restore() -> None:
-    """Put back every device setting a crashed or killed run left changed, from the journal."""
+    """Put back every device setting a crashed or killed run left changed (and `system tune`'s), from the journal."""
     from iobench.system.tuning import restore_from_journals
 
     try:
@@ -531,6 +548,93 @@ def restore() -> None:
         print(line)
     if not lines:
         print("nothing to restore: no device settings journal is pending")
+
+
+system_app = typer.Typer(
+    name="system",
+    help="The machine's settings that make storage numbers unstable: show them, tune them, reset them.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+app.add_typer(system_app)
+SystemRootOpt = Annotated[
+    Path, typer.Option("--fsroot", help="The machine's files under DIR (DIR/sys, DIR/proc) instead of /.")
+]
+
+
+@system_app.command("show")
+def system_show(
+    fsroot: SystemRootOpt = Path("/"),
+    disk: Annotated[
+        list[str] | None,
+        typer.Option("--disk", help="A target's whole disk (write cache, polling); default: every disk."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Each setting with its value and a verdict (ok, note, warning, n/a) and why."""
+    from iobench.system.hostfs import SystemRoot
+    from iobench.system.stability import show
+
+    states = show(SystemRoot(fsroot), disk or ())
+    if as_json:
+        _print_json([s.to_json() for s in states])
+        return
+    width = max(len(s.label) for s in states)
+    for state in states:
+        print(f"{state.label:<{width}}  {state.verdict:<7}  {state.value}")
+        print(f"{'':<{width}}  {'':<7}  {state.note}")
+    warned = [s.name for s in states if s.verdict == "warning" and s.tunable]
+    if warned:
+        print(
+            f"\n`iobench system tune` changes {', '.join(warned)} (as root); `iobench system reset` undoes it"
+        )
+
+
+@system_app.command("tune")
+def system_tune(
+    names: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Settings to tune (default: each one with a warning that can be set now).",
+            show_default=False,
+        ),
+    ] = None,
+    fsroot: SystemRootOpt = Path("/"),
+) -> None:
+    """Set what can be set at runtime for a benchmark; the old values are journaled for reset.
+
+    Exit status 2, with nothing changed, when a named setting cannot be changed
+    at runtime or a file it needs cannot be written.
+    """
+    from iobench.system.hostfs import SystemRoot
+    from iobench.system.stability import tune
+
+    try:
+        done = tune(names or (), system=SystemRoot(fsroot))
+    except IobenchError as exc:
+        raise _fail(exc) from None
+    for line in done:
+        print(line)
+    if done:
+        print("`iobench system reset` (or `iobench restore`) puts them back")
+    else:
+        print("nothing to tune: every setting asked for is already as a benchmark wants it")
+
+
+@system_app.command("reset")
+def system_reset(fsroot: SystemRootOpt = Path("/")) -> None:
+    """Put back what `iobench system tune` changed, from the settings journal."""
+    from iobench.system.hostfs import SystemRoot
+    from iobench.system.stability import reset
+
+    try:
+        done = reset(system=SystemRoot(fsroot))
+    except IobenchError as exc:
+        raise _fail(exc) from None
+    for line in done:
+        print(line)
+    if not done:
+        print("nothing to reset: no machine settings journal is pending")
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from iobench.report.compare_page import comparison_rows, machine_rows, verdict_counts
+from iobench.report.compare_page import comparison_rows, correction_text, machine_rows, verdict_counts
 
 STYLES = {"better": "bold green", "worse": "bold red", "no change": "", "not tested": "dim"}
 
@@ -32,7 +32,7 @@ def show_comparison(console: Console, comparison: pd.DataFrame) -> None:
     for key in rows.keys:
         table.add_column(escape(key), no_wrap=True)
     table.add_column("metric", no_wrap=True)
-    for title in ("A", "B", "B/A", "95 % CI", "change", "p"):
+    for title in ("A", "B", "B/A", "95 % CI", "change", "p", "p adj.", "detectable"):
         table.add_column(title, justify="right", no_wrap=True)
     table.add_column("verdict", no_wrap=True)
     table.add_column("note", overflow="fold")
@@ -47,6 +47,8 @@ def show_comparison(console: Console, comparison: pd.DataFrame) -> None:
             row.ci,
             row.change,
             row.p,
+            row.p_adjusted,
+            row.detectable,
             f"[{style}]{row.verdict}[/]" if style else row.verdict,
             escape(row.reason),
         )
@@ -54,11 +56,7 @@ def show_comparison(console: Console, comparison: pd.DataFrame) -> None:
     for label, points in (("only in A", rows.only_a), ("only in B", rows.only_b)):
         if points:
             console.print(f"{label} (not compared): {escape('; '.join(points))}")
-    min_effect = float(comparison.attrs.get("min_effect", 0.01))
     for metric, counts in verdict_counts(comparison):
         text = ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
         console.print(f"{metric}: {text}")
-    console.print(
-        f"[dim]verdict: Welch's t-test p < 0.05 and a change of at least {min_effect:.0%}; "
-        "CI: Fieller's 95 % interval of the ratio[/]"
-    )
+    console.print(f"[dim]{escape(correction_text(comparison))}[/]")

@@ -123,5 +123,37 @@ class PlainProgress:
         """Nothing more: the CLI prints the summary."""
 
 
+def validity_lines(frame: Any) -> list[str]:
+    """The end of ``iobench run``: the points whose numbers a validity check doubts, one line each.
+
+    Parameters
+    ----------
+    frame
+        The run's tidy frame (with its ``validity`` columns), or None.
+
+    Returns
+    -------
+    list of str
+        Empty when the frame has no verdicts (a run that ran nothing).
+    """
+    from iobench.results.validity import findings
+
+    if frame is None or "validity" not in frame or "point" not in frame:
+        return []
+    judged = frame[frame["validity"].notna()].drop_duplicates(["point", "repeat"])
+    if judged.empty:
+        return []
+    found = findings(frame)
+    if found.empty:
+        return [f"validity: no check found a trap in the {len(judged)} points judged"]
+    lines = [
+        f"validity: {len(found)} of {len(judged)} points with findings "
+        "(the frame's validity columns; `iobench report` shows them beside the numbers; docs/validity.md)"
+    ]
+    for point, repeat, detail in zip(found["point"], found["repeat"], found["validity_detail"], strict=True):
+        lines.append(f"  {int(point):04d}-r{int(repeat)}  {detail}")
+    return lines
+
+
 def eta_text(seconds: float | None) -> str:
     return "?" if seconds is None else _clock(seconds)

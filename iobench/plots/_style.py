@@ -333,4 +333,26 @@ def caption(df: pd.DataFrame, *, notes: Sequence[str] = ()) -> str:
         failed = len(bad[keys].drop_duplicates()) if keys else len(bad)
         if failed:
             parts.append(f"{failed} run{'s' if failed != 1 else ''} not ok (not shown)")
+    parts.append(validity_note(df))
     return " · ".join(p for p in (*parts, *notes) if p)
+
+
+def validity_note(df: pd.DataFrame) -> str:
+    """The caption's mark of points a validity check doubts: ``⚠ validity: point 3 page-cache; …``.
+
+    Empty when the frame has no ``validity`` column or nothing was found
+    (docs/validity.md). At most four points are named, then how many more.
+    """
+    if "validity" not in df or "point" not in df:
+        return ""
+    found = df[df["validity"].fillna("").ne("")]
+    if found.empty:
+        return ""
+    per_point: dict[object, list[str]] = {}
+    for point, codes in zip(found["point"], found["validity"], strict=True):
+        known = per_point.setdefault(point, [])
+        known += [c for c in str(codes).split() if c not in known]
+    ordered = sorted(per_point.items(), key=lambda item: (str(item[0]).isdigit(), str(item[0]).zfill(12)))
+    shown = [f"point {p} {' '.join(c)}" for p, c in ordered]
+    more = f"; {len(shown) - 4} more points" if len(shown) > 4 else ""
+    return "⚠ validity: " + "; ".join(shown[:4]) + more

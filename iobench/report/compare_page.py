@@ -71,6 +71,8 @@ class Row:
     verdict: str
     reason: str
     match: str
+    p_adjusted: str = "–"
+    detectable: str = "–"
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,31 @@ def _p_text(value: object) -> str:
     return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def _detectable_text(value: object) -> str:
+    share = _float(value)
+    return "–" if share is None else f"±{share:.1%}"
+
+
+def correction_text(comparison: pd.DataFrame) -> str:
+    """How the verdicts were reached, in one sentence (the terminal's and the page's footnote)."""
+    from iobench.results.discoveries import CORRECTION_NAMES
+
+    attrs = comparison.attrs
+    min_effect = float(attrs.get("min_effect", 0.01))
+    correction = str(attrs.get("correction", "none"))
+    tests = int(attrs.get("tests", 0))
+    adjusted = (
+        "p (each test on its own, no correction for the number of tests)"
+        if correction == "none"
+        else f"p adjusted by {CORRECTION_NAMES.get(correction, correction)} over {tests} tests"
+    )
+    return (
+        f"verdict: Welch's t-test, {adjusted} < 0.05, and a change of at least {min_effect:.0%}; "
+        f"CI: Fieller's 95 % interval of the ratio; detectable: the smallest change the repeats could show "
+        f"with {float(attrs.get('power', 0.8)):.0%} power at that level"
+    )
+
+
 def _label_columns(comparison: pd.DataFrame, keys: Sequence[str]) -> list[str]:
     varying = [k for k in keys if comparison[k].astype("string").nunique(dropna=False) > 1]
     return varying or list(keys[:1])
@@ -180,6 +207,8 @@ def comparison_rows(comparison: pd.DataFrame) -> Rows:
                 change=_change(ratio),
                 p=_p_text(row["p_value"]),
                 verdict=UNTESTED if verdict is None or verdict is pd.NA else str(verdict),
+                p_adjusted=_p_text(row.get("p_adjusted")),
+                detectable=_detectable_text(row.get("detectable")),
                 reason=_plain(row["reason"]) if row["reason"] else "",
                 match=str(row["match"]),
             )
@@ -273,4 +302,5 @@ def render_compare(comparison: pd.DataFrame, figure: str = "") -> str:
         figure=figure,
         rows=rows,
         csv="compare.csv",
+        correction=correction_text(comparison),
     )

@@ -27,6 +27,7 @@ import pandas as pd
 from iobench.errors import NextStep, ResultsError, RunStorageError
 from iobench.matrix.display import format_value
 from iobench.plots.files import save_figure_file
+from iobench.report.findings import validity_flags, validity_section
 from iobench.report.html import inline_png, template
 from iobench.report.verdicts import HEADER as VERDICT_HEADER
 from iobench.report.verdicts import verdict_groups
@@ -147,11 +148,14 @@ def render_page(
         counts=_counts(manifest, frame),
         when=" → ".join(str(when) for when in (manifest.started, manifest.finished) if when),
         figures=list(figures),
-        summary=_summary_table(summarize(frame, by=_split_by(frame)) if summary is None else summary),
+        summary=_summary_table(
+            summarize(frame, by=_split_by(frame)) if summary is None else summary, validity_flags(frame)
+        ),
         verdicts=verdict_groups(frame),
         verdict_header=VERDICT_HEADER,
         problems=_problems(frame),
         unsteady=_unsteady(frame),
+        validity=validity_section(frame),
         machine=_machine_rows(manifest),
         targets=_target_rows(manifest),
         hosts=_host_sections(manifest),
@@ -186,8 +190,11 @@ def _mean_ci(row: pd.Series, metric: str, scale: float) -> str:
     return text
 
 
-def _summary_table(summary: pd.DataFrame) -> dict[str, Any]:
-    """The summary's rows as the page shows them: identifying columns, then mean ± CI per metric."""
+def _summary_table(summary: pd.DataFrame, validity: dict[object, list[str]] | None = None) -> dict[str, Any]:
+    """The summary's rows as the page shows them: identifying columns, then mean ± CI per metric.
+
+    ``validity``: per point, the validity codes found in its repeats, shown among its flags.
+    """
     if summary.empty:
         return {"rows": []}
     stats = [c for c in summary.columns if c.endswith(("_mean", "_std", "_ci95", "_cv"))]
@@ -206,6 +213,7 @@ def _summary_table(summary: pd.DataFrame) -> dict[str, Any]:
         unsteady = row.get("unsteady")
         if unsteady is not None and not pd.isna(unsteady) and int(unsteady) > 0:
             flags.append(f"not steady ({int(unsteady)} of {int(row['n'])})")
+        flags += (validity or {}).get(row.get("point"), [])
         cv = row.get("iops_cv")
         numbers = [str(int(row["n"]))] + [_mean_ci(row, m, scale) for m, _, scale in metrics]
         numbers.append("–" if cv is None or pd.isna(cv) else f"{float(cv):.1%}")
@@ -297,6 +305,12 @@ def _machine_rows(manifest: Manifest) -> list[tuple[str, str]]:
         ("python", "Python"),
     )
     rows = [(label, str(machine.get(key, "–"))) for key, label in fields]
+    # `iobench system show` when the run started (docs/validity.md)
+    rows += [
+        (str(s.get("label")), f"{s.get('value')} ({s.get('verdict')}: {s.get('note')})")
+        for s in machine.get("system") or []
+        if isinstance(s, dict)
+    ]
     return _with_topology(machine, rows)
 
 

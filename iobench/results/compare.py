@@ -16,15 +16,20 @@ column                     meaning
                            is significant at 5 % (the lower end clipped at 0)
 ``p_value``                Welch's t-test of the repeats (``scipy.stats.ttest_ind``,
                            ``equal_var=False``); NA below two repeats on a side
+``p_adjusted``             ``p_value`` adjusted over every test of the comparison
+                           (:mod:`iobench.results.discoveries`: Holm by default)
+``detectable``             the smallest change (a fraction of A's mean) the repeats could
+                           show with 80 % power at the family's level; NA when untested
 ``verdict``                ``better`` / ``worse`` / ``no change`` (:data:`VERDICTS`); NA when
                            nothing can be judged (a point on one side only, a side without
                            a value, fewer than two repeats)
 ``reason``                 why a verdict is NA or a significant change is ``no change``;
+                           when the repeats are too few to show the minimum effect;
                            repeats that did not reach steady state (``steady`` false)
 =========================  ==================================================================
 
 The verdict rule (docs/compare.md): a change is ``better`` or ``worse`` when
-``p_value < 0.05`` *and* the ratio lies at least ``min_effect`` away from 1 on
+``p_adjusted < 0.05`` *and* the ratio lies at least ``min_effect`` away from 1 on
 either side (``ratio >= 1 + m`` or ``ratio <= 1 / (1 + m)``); which of the two
 follows :data:`DIRECTION` (more IOPS is better, less latency is better).
 Everything else is ``no change``: with tiny variance a 0.3 % difference is
@@ -51,6 +56,14 @@ import pandas as pd
 
 from iobench.errors import ResultsError
 from iobench.matrix.display import format_value
+from iobench.results.discoveries import (
+    CORRECTION_NAMES,
+    CORRECTIONS,
+    POWER,
+    adjust,
+    detectable_change,
+    family_alpha,
+)
 from iobench.results.fioout.model import PERCENTILES
 from iobench.results.points import (
     CONTEXT,
@@ -62,6 +75,7 @@ from iobench.results.points import (
 )
 from iobench.results.rundir import load
 from iobench.store.rundir import RunDir
+from iobench.system.stability import setting_facts
 
 #: Significance level of the test; the CI is the matching 95 %.
 ALPHA = 0.05
@@ -87,6 +101,8 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "ratio_ci_low",
     "ratio_ci_high",
     "p_value",
+    "p_adjusted",
+    "detectable",
     "verdict",
     "reason",
 )
@@ -189,6 +205,7 @@ def compare(
     by: Sequence[str] | None = None,
     metrics: Sequence[str] | None = None,
     min_effect: float = 0.01,
+    correction: str = "holm",
 ) -> pd.DataFrame:
     """Compare run B against run A, point by point: ratio B/A, its 95 % CI, Welch's p and a verdict.
 
@@ -210,6 +227,9 @@ def compare(
     min_effect : float, default 0.01
         The smallest change that counts: a significant ratio within
         ``[1 / (1 + min_effect), 1 + min_effect]`` is still ``no change``.
+    correction : {"holm", "bh", "none"}, default "holm"
+        How the p-values of all the comparison's tests are adjusted before
+        they are judged (:mod:`iobench.results.discoveries`).
 
     Returns
     -------
@@ -218,7 +238,8 @@ def compare(
         metric: the key columns, then :data:`RESULT_COLUMNS`. ``a_point``/``b_point``
         are the point numbers on each side. Rows of points that ran on one side
         only have ``match`` ``A only``/``B only`` and no verdict. ``attrs``:
-        ``a``, ``b`` (labels), ``keys``, ``metrics``, ``min_effect``, ``alpha`` and
+        ``a``, ``b`` (labels), ``keys``, ``metrics``, ``min_effect``, ``alpha``,
+        ``correction``, ``tests`` (how many were made), ``power`` and
         ``machines``: a list of ``{"fact", "a", "b", "differs"}`` for the
         machines and settings of both runs.
 
@@ -237,6 +258,8 @@ def compare(
     """
     if not (isinstance(min_effect, int | float) and math.isfinite(min_effect) and min_effect >= 0):
         raise ResultsError(f"min_effect must be a fraction >= 0 (0.01 is 1 %), got {min_effect!r}")
+    if correction not in CORRECTIONS:
+        raise ResultsError(f"correction {correction!r} is not one of {', '.join(CORRECTIONS)}")
     sides = [_open(a, _A), _open(b, _B)]
     split = list(dict.fromkeys(by or ()))
     for side in sides:
@@ -253,6 +276,7 @@ def compare(
     chosen = _metrics(sides, metrics)
     groups = [_groups(side, keys, chosen) for side in sides]
     rows = _rows(keys, chosen, groups, min_effect)
+    tests = _correct(rows, correction, min_effect)
     if not any(row["match"] == "both" for row in rows):
         raise ResultsError(_no_common_points(sides, keys, groups))
     out = _frame(rows, keys)
@@ -266,6 +290,9 @@ def compare(
         metrics=list(chosen),
         min_effect=float(min_effect),
         alpha=ALPHA,
+        correction=correction,
+        tests=tests,
+        power=POWER,
         machines=_machine_facts(sides[0], sides[1]),
     )
     return out
@@ -609,6 +636,7 @@ def _rows(
                     ga.repeats[metric], gb.repeats[metric], direction=DIRECTION[metric], min_effect=min_effect
                 )
                 row.update({c: getattr(judged, c) for c in RESULT_COLUMNS if hasattr(judged, c)})
+                row["_repeats"] = (ga.repeats[metric], gb.repeats[metric])
                 settling = [
                     f"{g.unsteady} of {g.counted} repeats of {name} not steady"
                     for name, g in ((_A, ga), (_B, gb))
@@ -617,6 +645,45 @@ def _rows(
                 row["reason"] = "; ".join(filter(None, [row["reason"], *settling]))
             rows.append(row)
     return rows
+
+
+def _correct(rows: list[dict[str, Any]], correction: str, min_effect: float) -> int:
+    """Adjust the p-values of every test made, judge by them, say what each point could detect.
+
+    Returns the number of tests. A ``better``/``worse`` whose adjusted p is not
+    below :data:`ALPHA` becomes ``no change`` with the reason; a ``no change``
+    whose repeats could not show the minimum effect says so.
+    """
+    tested = [row for row in rows if "_repeats" in row and _finite(row.get("p_value"))]
+    adjusted = adjust([float(row["p_value"]) for row in tested], correction)
+    name = CORRECTION_NAMES[correction]
+    level = family_alpha(ALPHA, len(tested), correction)
+    after = "" if correction == "none" or len(tested) < 2 else f", after {name} over {len(tested)} tests"
+    for row, p in zip(tested, adjusted, strict=True):
+        row["p_adjusted"] = float(p)
+        notes = [row["reason"]] if row.get("reason") else []
+        if row["verdict"] in ("better", "worse") and p >= ALPHA:
+            notes.insert(
+                0,
+                f"p = {float(row['p_value']):.3f} is not significant after {name}'s correction over "
+                f"{len(tested)} tests (adjusted p {p:.3f})",
+            )
+            row["verdict"] = "no change"
+        a, b = row["_repeats"]
+        row["detectable"] = detectable_change(a, b, alpha=level)
+        if row["verdict"] == "no change" and row["detectable"] > min_effect:
+            notes.append(
+                f"too few repeats for the minimum effect: {a.n} and {b.n} repeats could detect ±{row['detectable']:.1%} "
+                f"({POWER:.0%} power{after}), more than ±{min_effect:.1%}"
+            )
+        row["reason"] = "; ".join(notes)
+    for row in rows:
+        row.pop("_repeats", None)
+    return len(tested)
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
 
 
 def _point_number(group: _Group | None) -> object:
@@ -732,6 +799,10 @@ def _facts(side: _Side) -> dict[str, str]:
     for key, label in _RUN:
         if key in side.manifest:
             facts[label] = _text(side.manifest[key])
+    # `iobench system show` when each run started (runs from before it have none)
+    facts.update(
+        {f"system: {label}": value for label, value in setting_facts(machine.get("system") or []).items()}
+    )
     totals = side.totals
     params = [c for c in parameter_columns(totals) if totals[c].notna().any()]
     facts["matrix axes"] = ", ".join(params) or "none"

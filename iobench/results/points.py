@@ -92,6 +92,9 @@ TELEMETRY: tuple[str, ...] = (
     "cpu_busy_pct",
     "cpu_busy_max_pct",
     "cpu_sys_pct",
+    "cpu_other_pct",
+    "cpu_other_max_pct",
+    "cpu_other_top",
     "irq_remote_pct",
     "top_thread",
     "top_thread_pct",
@@ -101,13 +104,17 @@ TELEMETRY: tuple[str, ...] = (
 )
 #: The text columns among :data:`TELEMETRY`.
 TELEMETRY_TEXT: frozenset[str] = frozenset(
-    {"top_thread", "bottleneck", "bottleneck_reason", "telemetry_note"}
+    {"top_thread", "cpu_other_top", "bottleneck", "bottleneck_reason", "telemetry_note"}
 )
 #: What :func:`summarize` keeps of them over repeats: the numbers' means, the verdicts and busiest threads seen.
 TELEMETRY_SUMMARY: tuple[str, ...] = tuple(c for c in TELEMETRY if c not in TELEMETRY_TEXT) + (
     "top_thread",
     "bottleneck",
 )
+
+#: Is the number real? The validity checks' verdict per point × repeat (:mod:`iobench.results.validity`,
+#: docs/validity.md): codes found, one sentence each, the checks that could not run.
+VALIDITY: tuple[str, ...] = ("validity", "validity_detail", "validity_na")
 
 #: The percentiles a point carries, by latency kind: ``clat_p99_us``, ``lat_p99_9_us``, ...
 LATENCY_KINDS: tuple[str, ...] = ("clat", "lat", "slat")
@@ -224,6 +231,7 @@ def _not_parameters() -> frozenset[str]:
             *STEADY,
             "unsteady",
             *TELEMETRY,
+            *VALIDITY,
             *percentiles,
             "source",
         }

@@ -15,9 +15,10 @@ from iobench.results.fioout import parse_fio_text
 from iobench.results.fioout.clients import client_key, parse_client_output
 from iobench.results.fioout.frame import FRAME_METRICS, FrameBuilder
 from iobench.results.fioout.rows import FRAME_COLUMNS, Row
-from iobench.results.points import EXTRA, IDENTITY, PLACEMENT, STEADY, TELEMETRY, parameter_columns
+from iobench.results.points import EXTRA, IDENTITY, PLACEMENT, STEADY, TELEMETRY, VALIDITY, parameter_columns
 from iobench.results.steady import with_steady
 from iobench.results.telemetry import with_telemetry
+from iobench.results.validity import with_validity
 from iobench.store.records import FRAME_VERSION, Manifest, PointMeta, ProcessRecord
 from iobench.store.rundir import RunDir
 
@@ -287,12 +288,15 @@ def build_frame(run: RunDir, parsed: Parsed | None = None, base: pd.DataFrame | 
         return frame
     manifest = run.manifest()
     axes = parameter_columns(frame)  # the matrix's axes, in the order base_frame put them
-    return _ordered(with_steady(with_telemetry(frame, run), run), axes, manifest)
+    frame = with_steady(with_telemetry(frame, run), run)
+    return _ordered(with_validity(frame, run), axes, manifest)
 
 
 def _ordered(frame: pd.DataFrame, axes: list[str], manifest: Manifest) -> pd.DataFrame:
     order = [
-        c for c in (*IDENTITY, *axes, *PLACEMENT, *FRAME_METRICS, *EXTRA, *STEADY, *TELEMETRY) if c in frame
+        c
+        for c in (*IDENTITY, *axes, *PLACEMENT, *FRAME_METRICS, *EXTRA, *STEADY, *TELEMETRY, *VALIDITY)
+        if c in frame
     ]
     rest = [c for c in frame.columns if c not in order and c != "source"]
     return _with_machine(frame[order + rest], manifest)
@@ -301,7 +305,7 @@ def _ordered(frame: pd.DataFrame, axes: list[str], manifest: Manifest) -> pd.Dat
 def _with_machine(frame: pd.DataFrame, manifest: Manifest) -> pd.DataFrame:
     """Carry the machine facts (host, kernel, CPU model, versions) in ``frame.attrs["machine"]`` for captions."""
     frame.attrs["machine"] = {
-        k: v for k, v in manifest.machine.facts().items() if k not in ("topology", "targets")
+        k: v for k, v in manifest.machine.facts().items() if k not in ("topology", "targets", "system")
     }
     if manifest.hosts:  # fio ran on these machines, not on the client that wrote `machine`
         frame.attrs["hosts"] = [

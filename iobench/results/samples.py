@@ -42,7 +42,9 @@ def point_files(point_dir: Path) -> list[tuple[str | None, Path]]:
 
 #: The long form's columns (SPEC §12).
 COLUMNS: tuple[str, ...] = ("point", "repeat", "t_s", "source", "entity", "node", "metric", "value")
-"""The columns of a samples file; :func:`iobench.telemetry` adds ``host`` (the site's, NA for this machine)."""
+"""The columns of a samples file."""
+LONG_COLUMNS: tuple[str, ...] = (*COLUMNS[:2], "host", *COLUMNS[2:])
+"""What :func:`iobench.telemetry` gives: a samples file's columns and ``host`` (the site's; NA for this machine)."""
 SOURCES: tuple[str, ...] = ("cpu", "thread", "disk", "irq", "mem")
 _META_KEY = b"iobench_telemetry"
 _SECTOR = 512
@@ -108,11 +110,18 @@ def _thread_rows(
     after: Snapshot,
     cpu_nodes: Mapping[int, int],
     kinds: dict[str, str],
+    runner: int | None = None,
 ) -> None:
-    """One row set per thread name: CPU share summed over its threads (% of one CPU), and the busiest one's."""
+    """One row set per thread name: CPU share summed over its threads (% of one CPU), and the busiest one's.
+
+    Per CPU, also the share other processes took of it (``cpu``/``other_pct``):
+    threads that are neither fio's, the kernel's nor the runner's own
+    (``runner_pid``), counted on the CPU each last ran on in the interval.
+    """
     if before.tasks is None or after.tasks is None:
         return
     leaders = {t.pid: t.comm for t in after.tasks.values() if t.tid == t.pid}
+    others: dict[int, float] = dict.fromkeys(after.cpu or {}, 0.0)
     named: dict[str, list[float]] = {}
     where: dict[str, tuple[float, int | None]] = {}
     for tid, now in after.tasks.items():
@@ -132,9 +141,19 @@ def _thread_rows(
         totals[4] = max(totals[4], share)
         if share >= where.get(now.comm, (-1.0, None))[0]:
             where[now.comm] = (share, None if now.processor is None else cpu_nodes.get(now.processor))
-        if now.comm not in kinds:
-            leader = leaders.get(now.pid, "")
-            kinds[now.comm] = "kernel" if now.kernel else "fio" if leader.startswith("fio") else "other"
+        leader = leaders.get(now.pid, "")
+        kind = (
+            "kernel"
+            if now.kernel
+            else "fio"
+            if leader.startswith("fio")
+            else "iobench"
+            if now.pid == runner
+            else "other"
+        )
+        kinds.setdefault(now.comm, kind)
+        if kind == "other" and now.processor is not None:
+            others[now.processor] = others.get(now.processor, 0.0) + share
     for comm, (cpu, user, system, threads, busiest) in named.items():
         node = where[comm][1]
         for metric, value in (
@@ -145,6 +164,8 @@ def _thread_rows(
             ("max_thread_pct", busiest),
         ):
             rows.add(t_s, "thread", comm, node, metric, value)
+    for cpu, share in sorted(others.items()):
+        rows.add(t_s, "cpu", str(cpu), cpu_nodes.get(cpu), "other_pct", min(100.0, share))
 
 
 def _disk_rows(
@@ -254,7 +275,8 @@ def build_table(
     context
         The point's context (``cpu_nodes``, ``devices``…); ``intervals``
         (``[t_s, seconds inside the window, interval length]`` each),
-        ``thread_kinds`` (thread name → ``fio``, ``kernel`` or ``other``) and
+        ``thread_kinds`` (thread name → ``fio``, ``kernel``, ``iobench`` — the
+        process ``runner_pid``, when the context names it — or ``other``) and
         ``window_s`` are added.
 
     Returns
@@ -278,7 +300,7 @@ def build_table(
         t_s = round(min(after.t, end) - start, 6)
         intervals.append([t_s, round(inside, 6), round(seconds, 6)])
         _cpu_rows(rows, t_s, before, after, cpu_nodes)
-        _thread_rows(rows, t_s, seconds, before, after, cpu_nodes, kinds)
+        _thread_rows(rows, t_s, seconds, before, after, cpu_nodes, kinds, context.get("runner_pid"))
         _disk_rows(rows, t_s, seconds, before, after, homes)
         _irq_rows(rows, t_s, seconds, before, after, cpu_nodes)
         _mem_rows(rows, t_s, after, snapshots[0])

@@ -334,6 +334,11 @@ class _Judge:
             self.row[f"_{metric}"] = sum(values.get(c, 0.0) for c in mine) / len(mine)
         self.row["cpu_sys_pct"] = self.row["_system_pct"]
         self.row["_mine"] = mine
+        other = self.p.values("cpu", "other_pct")
+        if other:  # runs from before other_pct was sampled have none: NA
+            shares = [other.get(c, 0.0) for c in mine]
+            self.row["cpu_other_pct"] = sum(shares) / len(shares)
+            self.row["cpu_other_max_pct"] = max(shares)
 
     def threads(self) -> None:
         share = self.p.values("thread", "cpu_pct")
@@ -349,6 +354,11 @@ class _Judge:
             for name, value in ranked
             if kinds.get(name) == "other" and value >= OTHER_THREAD_PCT and name != "iobench-sample"
         ]
+        top_other = next(
+            ((n, v) for n, v in ranked if kinds.get(n) == "other" and n != "iobench-sample"), None
+        )
+        if top_other is not None:
+            self.row["cpu_other_top"] = f"{top_other[0]} ({_pct(top_other[1])})"
         if others:
             self.notes.append(
                 "other processes used CPU during the point: "

@@ -697,7 +697,9 @@ class PointRunner:
             for s in sites
         }
         try:
-            shares = self.launch(self, run, cwd, token)
+            # Validity facts (iobench.system.pointfacts), read just before and after fio: meta.facts.
+            with recording.point_facts(self.plan, run, meta, sites[0]):
+                shares = self.launch(self, run, cwd, token)
         except _Killed as dead:
             return self._ended(cwd, run, meta, "failed", str(dead), started)
         except _Lost as lost:

@@ -9,11 +9,12 @@ and writes ``telemetry.parquet`` into the point's staging folder.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,8 +22,10 @@ from typing import TYPE_CHECKING, Any
 from iobench.matrix.values import Duration
 from iobench.planner.plans import Plan, PlannedRun, SiteFacts
 from iobench.runner.sites import HostSite, Site
+from iobench.store.records import PointMeta
 from iobench.system.hostfs import SystemRoot, devno_text
 from iobench.system.hostmonitor import HostMonitor
+from iobench.system.pointfacts import NOT_LAID_OUT, collect, target_facts
 from iobench.system.sampler import Sampler, Snapshot, Watch
 
 if TYPE_CHECKING:
@@ -279,6 +282,7 @@ def start(
         "irqs": irqs,
         "notes": notes,
         "threads": watch.threads,
+        "runner_pid": os.getpid(),  # its threads (watchers, preloads) are iobench's, not competition
     }
     if isinstance(site, HostSite):
         return PointTelemetry(run, HostSamples(site.monitor, first), context)
@@ -293,3 +297,42 @@ def host_watch(plan: Plan, site: Site, known: Watched) -> Watch:
     targets = tuple(sorted(site.facts.locations))
     devices, irqs, _ = _watched(site.facts, targets, site.system, known)
     return Watch(devices=tuple(devices), irqs=tuple(irqs))
+
+
+@contextlib.contextmanager
+def point_facts(plan: Plan, run: PlannedRun, meta: PointMeta, site: Site) -> Iterator[None]:
+    """Read the point's validity facts on this machine before the block (fio's run) and after it, into ``meta.facts``.
+
+    The checks of :mod:`iobench.results.validity` read them from the saved
+    point. A point that does not run, a plan made from a snapshot, or a point
+    on hosts gets none (their checks are NA, saying so); a target file fio lays
+    out during the point is looked at once fio is done.
+    """
+    if run.status != "run" or site.host is not None or os.path.realpath(site.facts.fsroot) != "/":
+        yield
+        return
+    system = site.system
+    locations = [site.facts.locations[path] for path in sorted({t for p in run.processes for t in p.targets})]
+    regions = _regions(plan, run)
+    cpus = sorted({c for p in run.processes for c in p.cpus})
+    before = collect(system, locations, cpus, phase="before", regions=regions)
+    try:
+        yield
+    finally:
+        after = collect(system, locations, cpus, phase="after")
+        laid_out = {
+            location.path: target_facts(system, location, regions.get(location.path, (0, None)))
+            for location in locations
+            if (before.get("targets") or {}).get(location.path, {}).get("note") == NOT_LAID_OUT
+        }
+        if laid_out:
+            after["targets"] = laid_out
+        meta.facts = {"before": before, "after": after}
+
+
+def _regions(plan: Plan, run: PlannedRun) -> dict[str, tuple[int, int | None]]:
+    """Per target, fio's ``offset`` and ``size`` for it: the target's own size, else the point's ``size``."""
+    size, offset = plan.matrix.setting(run.params, "size"), plan.matrix.setting(run.params, "offset")
+    start = offset if isinstance(offset, int) and not isinstance(offset, bool) else 0
+    common = size if isinstance(size, int) and not isinstance(size, bool) else None
+    return {t.path: (start, t.size if t.size is not None else common) for t in plan.matrix.targets}

@@ -12,6 +12,8 @@ Point ``meta.json`` (``schema_version``):
 
 1. untyped; ``params`` and its copy ``values``.
 2. typed (this module); ``values`` dropped (it always equalled ``params``).
+3. ``facts``: what the validity checks read of the machine just before and after fio
+   (:mod:`iobench.system.pointfacts`); absent in older points.
 
 Run ``manifest.json`` (``schema_version``):
 
@@ -20,7 +22,9 @@ Run ``manifest.json`` (``schema_version``):
 
 Settings journal (``version``):
 
-1. the first and current version.
+1. a disk's queue settings.
+2. ``journal``: ``disk`` (absent, as in 1) or ``system``: machine files ``iobench system tune``
+   changed, keyed by their path from ``/``; ``dev`` then holds the boot id.
 
 The frame (``results.parquet``, metadata ``iobench_schema_version``) follows
 :data:`FRAME_VERSION`: a cache, rebuilt from the points when its version differs.
@@ -47,7 +51,7 @@ from pydantic_core import ErrorDetails
 from iobench.errors import ResultsError
 from iobench.store.files import atomic_write
 
-FRAME_VERSION = 2
+FRAME_VERSION = 3
 
 Status = Literal["ok", "failed", "timeout", "skipped", "interrupted"]
 RunStatus = Literal["running", "finished", "interrupted", "stopped"]
@@ -129,10 +133,10 @@ class PointMeta(Record):
     """``points/<key>/meta.json``: one point × repeat, written once when it ends."""
 
     kind: ClassVar[str] = "point record (meta.json)"
-    current: ClassVar[int] = 2
-    migrations: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: _meta_1_to_2}
+    current: ClassVar[int] = 3
+    migrations: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: _meta_1_to_2, 2: dict}
 
-    schema_version: int = 2
+    schema_version: int = 3
     key: str
     point: int
     repeat: int
@@ -146,6 +150,9 @@ class PointMeta(Record):
     runtime_requested_ms: int | None = None
     settings: dict[str, dict[str, Any]] = Field(default_factory=dict)
     processes: list[ProcessRecord] = Field(default_factory=list)
+    facts: dict[str, Any] | None = None
+    """``{"before": ..., "after": ...}``: :func:`iobench.system.pointfacts.collect` around fio; None
+    when the point did not run here (skipped, a snapshot's plan) or predates it."""
 
 
 class MachineFacts(BaseModel):
@@ -169,6 +176,9 @@ class MachineFacts(BaseModel):
     numactl_version: str | None = None
     topology: dict[str, Any] = Field(default_factory=dict)
     targets: list[dict[str, Any]] = Field(default_factory=list)
+    system: list[dict[str, Any]] = Field(default_factory=list)
+    """``iobench system show`` when the run started: each setting's ``name``, ``label``, ``value``,
+    ``verdict``, ``note``, ``tunable`` (:mod:`iobench.system.stability`); empty in older runs."""
 
     def facts(self) -> dict[str, Any]:
         """Every fact as a plain dict (collected fields and any a newer collector added)."""
@@ -216,13 +226,16 @@ class Manifest(Record):
 
 
 class JournalRecord(Record):
-    """``<state>/journal/<disk>.json``: a disk's settings before iobench changed them."""
+    """``<state>/journal/<disk>.json``: a disk's settings (or the machine's) before iobench changed them."""
 
     kind: ClassVar[str] = "settings journal"
     version_field: ClassVar[str] = "version"
-    current: ClassVar[int] = 1
+    current: ClassVar[int] = 2
+    migrations: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: dict}
 
-    version: int = 1
+    version: int = 2
+    journal: Literal["disk", "system"] = "disk"
+    """What was changed: a disk's queue settings, or machine files (``iobench system tune``)."""
     disk: str
     dev: str
     originals: dict[str, str | int]
@@ -239,6 +252,8 @@ class JournalRecord(Record):
         data: dict[str, Any] = handler(self)
         if data.get("host") is None:
             data.pop("host", None)
+        if data.get("journal") == "disk":
+            data.pop("journal", None)  # a disk's journal reads as it always did
         return data
 
 

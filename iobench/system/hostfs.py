@@ -93,12 +93,15 @@ class Mount:
         What was mounted (``/dev/sda1``, ``tmpfs``), escapes decoded.
     fstype : str
         The file system type.
+    options : str
+        The file system's own (super block) options: ``rw,compress=zstd:3,space_cache=v2``.
     """
 
     devno: str
     point: str
     source: str
     fstype: str
+    options: str = ""
 
 
 @dataclass(frozen=True)
@@ -687,6 +690,7 @@ class SystemRoot:
                     point=_unescape(fields[4]),
                     source=_unescape(after[1]) if len(after) > 1 else "",
                     fstype=after[0] if after else "",
+                    options=after[2] if len(after) > 2 else "",
                 )
             )
         return found

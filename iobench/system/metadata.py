@@ -12,6 +12,7 @@ from typing import Any
 from iobench.store.answers import recall, remember
 from iobench.system.hostfs import SystemRoot
 from iobench.system.process import CommandNotFound, run_process
+from iobench.system.stability import show
 from iobench.system.topology import Topology
 from iobench.version import __version__
 
@@ -42,8 +43,10 @@ def _numactl_version() -> str | None:
 def collect_metadata(
     topology: Topology, targets: list[dict[str, Any]], *, fio_version: str | None, fio_binary: str
 ) -> dict[str, Any]:
-    """Host, kernel, CPU, software versions, ``topology`` and the targets' facts as the planner found them."""
+    """Host, kernel, CPU, software versions, ``topology``, the targets' facts as the planner found them,
+    and the machine's settings that make numbers unstable (``system``: ``iobench system show``)."""
     uname = platform.uname()
+    disks = dict.fromkeys(str(d.get("name")) for t in targets for d in t.get("disks") or () if d.get("name"))
     return {
         "host": socket.gethostname(),
         "kernel": uname.release,
@@ -58,4 +61,5 @@ def collect_metadata(
         "numactl_version": _numactl_version(),
         "topology": topology.to_dict(),
         "targets": targets,
+        "system": [state.to_json() for state in show(SystemRoot(), tuple(disks))],
     }

@@ -18,6 +18,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -292,7 +293,8 @@ class Journal:
     run_dir : str or None
         The run directory of that run.
     sysfs : str
-        The sysfs root the settings were written under.
+        The sysfs root the settings were written under; for the machine's
+        own files (``journal`` ``system``), the fsroot holding ``sys/`` and ``proc/``.
     host : dict or None
         The host whose disk it is (:meth:`iobench.system.ssh.SshTarget.to_json`:
         ``destination``, ``options``, ``label``); None for this machine.
@@ -308,6 +310,9 @@ class Journal:
     run_dir: str | None
     sysfs: str
     host: dict[str, Any] | None = None
+    journal: str = "disk"
+    """``disk``: a disk's queue settings; ``system``: machine files (``originals`` keyed by path
+    from ``/``, ``dev`` the boot id), changed by ``iobench system tune``."""
 
     @property
     def where(self) -> str:
@@ -331,6 +336,7 @@ class Journal:
             run_dir=self.run_dir,
             sysfs=self.sysfs,
             host=self.host,
+            journal="system" if self.journal == "system" else "disk",
         )
 
     @classmethod
@@ -348,7 +354,16 @@ class Journal:
             raise TuningError(
                 f"{exc}; restore that disk's settings by hand (or reboot) and delete the file"
             ) from None
-        originals = {k: v for k, v in data.originals.items() if k in QUEUE_SETTINGS}
+        if data.journal == "system":
+            strange = [name for name in data.originals if not system_file_allowed(name)]
+            if strange:
+                raise TuningError(
+                    f"{path}: names {strange[0]!r}, a file iobench never changes; "
+                    "restore the machine's settings by hand (or reboot) and delete the file"
+                )
+            originals = dict(data.originals)
+        else:
+            originals = {k: v for k, v in data.originals.items() if k in QUEUE_SETTINGS}
         return cls(
             path=path,
             disk=data.disk,
@@ -360,6 +375,7 @@ class Journal:
             run_dir=data.run_dir,
             sysfs=data.sysfs,
             host=_host_field(data.host),
+            journal=data.journal,
         )
 
 
@@ -450,7 +466,7 @@ def check_no_pending(disks: Iterable[str], *, host: Mapping[str, Any] | None = N
     wanted = set(disks)
     key = host_id(host)
     for journal in pending_journals():
-        if journal.disk in wanted and host_id(journal.host) == key:
+        if journal.journal == "disk" and journal.disk in wanted and host_id(journal.host) == key:
             raise TuningError(
                 f"{journal.where} still has device settings from an earlier run (pid {journal.pid}, "
                 f"started {journal.started}) that were not restored; run `iobench restore` first"
@@ -478,7 +494,8 @@ def _describe(settings: Mapping[str, Value]) -> str:
 
 
 def _restore_journal(journal: Journal) -> tuple[str, list[str]]:
-    if journal.owner_alive():
+    # `iobench system tune` ends once it has tuned: its journal waits for `reset`, not for it.
+    if journal.journal == "disk" and journal.owner_alive():
         return (
             f"{journal.where}: not restored: iobench pid {journal.pid} (started {journal.started}) "
             "is still running and restores it when it ends",
@@ -496,6 +513,8 @@ def _restore_journal(journal: Journal) -> tuple[str, list[str]]:
 
 
 def _restore_on(journal: Journal, system: SystemRoot | None) -> tuple[str, list[str]]:
+    if journal.journal == "system":
+        return _restore_system(journal, system or SystemRoot(journal.sysfs))
     dev = _dev_of(journal.disk, journal.sysfs, system)
     if dev != journal.dev:
         _remove_journal(journal)
@@ -534,6 +553,158 @@ def restore_from_journals() -> list[str]:
     if failures:
         raise TuningError("could not restore every setting:\n" + "\n".join(f"  {f}" for f in failures))
     return done
+
+
+# --- the machine's own settings (``iobench system tune``) ---------------------------------
+
+#: The machine files ``iobench system tune`` may change, as paths from ``/``. The system journal
+#: holds and restores only these: a journal naming any other file is refused, never written.
+SYSTEM_FILES: tuple[re.Pattern[str], ...] = tuple(
+    re.compile(pattern)
+    for pattern in (
+        r"sys/devices/system/cpu/cpu\d+/cpufreq/scaling_governor",
+        r"sys/devices/system/cpu/cpufreq/boost",
+        r"sys/devices/system/cpu/intel_pstate/no_turbo",
+        r"sys/devices/system/cpu/cpu\d+/cpuidle/state\d+/disable",
+        r"sys/kernel/mm/transparent_hugepage/(?:enabled|defrag)",
+        r"proc/sys/kernel/numa_balancing",
+    )
+)
+#: The journal's name in place of a disk's.
+SYSTEM_JOURNAL = "system"
+
+
+def system_file_allowed(path: str) -> bool:
+    """Whether ``path`` (from ``/``, as ``sys/kernel/mm/...``) is one of :data:`SYSTEM_FILES`."""
+    return any(pattern.fullmatch(path) for pattern in SYSTEM_FILES)
+
+
+def boot_id(system: SystemRoot) -> str | None:
+    """The kernel's id of this boot (``proc/sys/kernel/random/boot_id``): a reboot undoes runtime settings."""
+    return system.read_text("proc/sys/kernel/random/boot_id")
+
+
+def pending_system_journal(host: Mapping[str, Any] | None = None) -> Journal | None:
+    """The machine's journal of ``host`` (None: this machine) not yet restored, if any.
+
+    Raises
+    ------
+    TuningError
+        When a journal file cannot be read.
+    """
+    key = host_id(host)
+    return next(
+        (j for j in pending_journals() if j.journal == "system" and host_id(j.host) == key),
+        None,
+    )
+
+
+def journal_system(
+    originals: Mapping[str, str], *, system: SystemRoot, host: Mapping[str, Any] | None = None
+) -> Journal:
+    """Save machine files' values before they are changed; a pending journal keeps its originals.
+
+    Tuning twice must not record tuned values as originals: a file the pending
+    journal of this host (and boot) already holds keeps the value it holds.
+
+    Parameters
+    ----------
+    originals
+        Path from ``/`` (one of :data:`SYSTEM_FILES`) → the value to write back.
+    system
+        The machine's root (``fsroot`` is recorded so the same files are restored).
+    host
+        The host's record (:attr:`Journal.host`); None for this machine.
+
+    Returns
+    -------
+    Journal
+        The journal now on disk.
+
+    Raises
+    ------
+    TuningError
+        When a path is not one iobench may change, or the journal cannot be written.
+    """
+    strange = [name for name in originals if not system_file_allowed(name)]
+    if strange:
+        raise TuningError(f"{strange[0]!r} is not a file `iobench system tune` changes")
+    boot = boot_id(system) or ""
+    earlier = pending_system_journal(host)
+    kept = dict(earlier.originals) if earlier is not None and earlier.dev == boot else {}
+    journal = Journal(
+        path=_journal_path(SYSTEM_JOURNAL, host),
+        disk=SYSTEM_JOURNAL,
+        dev=boot,
+        originals={**originals, **kept},
+        pid=os.getpid(),
+        pid_start_ticks=_proc_start_ticks(os.getpid()),
+        started=earlier.started if earlier is not None and kept else time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        run_dir=None,
+        sysfs=os.fspath(system.fsroot),
+        host=None if host is None else dict(host),
+        journal="system",
+    )
+    _write_journal(journal)
+    return journal
+
+
+def undo_journal_system(earlier: Journal | None, host: Mapping[str, Any] | None = None) -> None:
+    """Put the machine's journal back as it was before :func:`journal_system` (``earlier``, or none).
+
+    For a ``tune`` that wrote its journal, then had a value refused and wrote back what it had changed.
+    """
+    if earlier is not None:
+        _write_journal(earlier)
+        return
+    current = pending_system_journal(host)
+    if current is not None:
+        _remove_journal(current)
+
+
+def _restore_system(journal: Journal, system: SystemRoot) -> tuple[str, list[str]]:
+    """Write back every file of a system journal; after a reboot there is nothing to write back."""
+    boot = boot_id(system) or ""
+    if boot != journal.dev:
+        _remove_journal(journal)
+        return (
+            f"{journal.where}: rebooted since it was tuned; the boot's own settings stand, journal removed",
+            [],
+        )
+    failures = []
+    for name, value in sorted(journal.originals.items()):
+        try:
+            system.write_attribute(name, str(value))
+        except SystemFileError as exc:
+            failures.append(f"{journal.where}: cannot write {value!r} back to /{name}: {exc.strerror}")
+        except IobenchError as exc:  # a host that stopped answering
+            failures.append(f"{journal.where}: {exc}")
+    if failures:
+        return "", failures
+    _remove_journal(journal)
+    return f"{journal.where}: restored {len(journal.originals)} machine settings as they were", []
+
+
+def restore_system(*, system: SystemRoot, host: Mapping[str, Any] | None = None) -> list[str]:
+    """Put back the machine files ``iobench system tune`` changed on ``host``, from its journal.
+
+    Returns
+    -------
+    list of str
+        What was done (empty when no system journal is pending).
+
+    Raises
+    ------
+    TuningError
+        When a value could not be written back; the journal is kept for another try.
+    """
+    journal = pending_system_journal(host)
+    if journal is None:
+        return []
+    line, failures = _restore_system(journal, system)
+    if failures:
+        raise TuningError("could not restore every setting:\n" + "\n".join(f"  {f}" for f in failures))
+    return [line]
 
 
 # --- the context manager -------------------------------------------------------

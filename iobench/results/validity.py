@@ -1,0 +1,872 @@
+"""Is this number real? One verdict per point × repeat: the frame's ``validity`` columns.
+
+A benchmark misleads most often through a trap in its set-up that someone else
+finds later: reads served by the page cache, reads of holes, ``hipri``
+without poll queues, another process on the point's CPUs, a clock that ramps,
+a device that throttles, writes a device compresses, a point that never
+settled, repeats too far apart, fio's own warnings ignored. Each check below
+is a pure function of what a point saved (its job files, fio's output and
+stderr, ``meta.json`` with the facts read around fio by
+:mod:`iobench.system.pointfacts`, the telemetry summary and steady-state
+columns of the frame), so old and resumed runs are judged the same way, when
+the frame is built.
+
+The frame gets, per point × repeat (every row of it the same):
+
+``validity``
+    The codes of the checks that found something, space-separated
+    (``page-cache sparse-read``); empty when nothing was found; NA for a point
+    that did not finish ``ok`` (nothing to judge).
+``validity_detail``
+    One sentence per finding, with the measured figures, each starting with
+    its code.
+``validity_na``
+    The checks that could not run and why (a counter this machine lacks, a
+    run from before the facts were kept): never a finding.
+
+docs/validity.md has every rule with its threshold and source; the thresholds
+live here as constants and nowhere else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from iobench.results.points import VALIDITY, over_repeats, parameter_columns, rate_totals
+from iobench.results.telemetry import MISMATCH
+from iobench.store.records import PointMeta
+from iobench.store.rundir import RunDir
+from iobench.system.cpulist import format_cpulist
+
+#: The checks, in the order their findings are listed.
+CODES: tuple[str, ...] = (
+    "page-cache",
+    "sparse-read",
+    "hipri-no-poll",
+    "cpu-contention",
+    "freq-scaling",
+    "throttled",
+    "compressible-writes",
+    "not-steady",
+    "wide-ci",
+    "fio-warning",
+)
+
+# --- thresholds (docs/validity.md) ------------------------------------------------------------
+#: A region whose share of holes (no data) reaches this % makes its reads sparse reads.
+SPARSE_HOLE_PCT = 5.0
+#: Without extents (a block device), reads this many times faster than the run's fastest writes to
+#: the same target, with nothing written there before, may be reads of never-written blocks.
+READ_WRITE_RATIO = 5.0
+#: Other processes taking this mean share of the point's CPUs (%) ...
+CONTENTION_MEAN_PCT = 5.0
+#: ... or this share of any one of them (%) compete with fio.
+CONTENTION_ONE_CPU_PCT = 20.0
+#: A CPU clock that moved by this much (%) between the start and the end of the point.
+FREQ_MOVE_PCT = 10.0
+#: A 95 % confidence half-width over repeats of at least this % of the mean.
+WIDE_CI_PCT = 10.0
+#: Device models known to compress what they store (matched in the model name).
+COMPRESSING_MODELS: tuple[str, ...] = ("ScaleFlux", "SandForce")
+#: Lines of fio's warnings quoted in a detail.
+QUOTED_LINES = 3
+
+#: The constants docs/validity.md must name.
+THRESHOLDS: tuple[str, ...] = (
+    "MISMATCH",
+    "SPARSE_HOLE_PCT",
+    "READ_WRITE_RATIO",
+    "CONTENTION_MEAN_PCT",
+    "CONTENTION_ONE_CPU_PCT",
+    "FREQ_MOVE_PCT",
+    "WIDE_CI_PCT",
+    "COMPRESSING_MODELS",
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check as docs/validity.md documents it: its code, rule, threshold and where its figures come from."""
+
+    code: str
+    rule: str
+    threshold: str
+    source: str
+
+
+CHECKS: tuple[Check, ...] = (
+    Check(
+        "page-cache",
+        "buffered I/O (no direct=1) whose bytes the target's device did not see; without device counters, "
+        "buffered reads with invalidate=0 of a target smaller than the memory available; a target on tmpfs",
+        f"device bytes below 1/{MISMATCH:g} of fio's",
+        "telemetry `dev_bw_bytes` vs fio's `bw_bytes`; `MemAvailable` and the target's size",
+    ),
+    Check(
+        "sparse-read",
+        "reads of a region holding no data (holes, unwritten extents); for a block device whose data "
+        "cannot be seen, reads far faster than the run's writes to it with nothing written before",
+        f"{SPARSE_HOLE_PCT:g} % of the region",
+        "SEEK_DATA/SEEK_HOLE on the file or a loop device's backing file",
+    ),
+    Check(
+        "hipri-no-poll",
+        "hipri (polled completions) on a device whose queue has no polling",
+        "io_poll 0",
+        "`queue/io_poll`, the NVMe driver's `poll_queues`",
+    ),
+    Check(
+        "cpu-contention",
+        "other processes (neither fio's, the kernel's nor iobench's) used the point's CPUs",
+        f"{CONTENTION_MEAN_PCT:g} % of the point's CPUs on average",
+        "telemetry `cpu_other_pct`, `cpu_other_max_pct`",
+    ),
+    Check(
+        "freq-scaling",
+        "a CPU of the point ran a governor other than performance, or its clock moved during the point",
+        f"{FREQ_MOVE_PCT:g} % clock change",
+        "`cpufreq/scaling_governor`, `scaling_cur_freq` before and after fio",
+    ),
+    Check(
+        "throttled",
+        "a CPU's thermal throttle count rose during the point, or a target disk's temperature reached its "
+        "warning mark",
+        "any rise; the sensor's own `temp1_max`",
+        "`thermal_throttle/*_throttle_count`; hwmon `temp1_input`, `temp1_max`, `temp1_crit`",
+    ),
+    Check(
+        "compressible-writes",
+        "writes of fio's default buffer contents to a stack that compresses or deduplicates, without "
+        "refill_buffers, buffer_compress_percentage or dedupe_percentage",
+        "btrfs compress, ZFS, dm-vdo, zram, a known compressing device",
+        "`/proc/self/mountinfo` options, dm names, device models",
+    ),
+    Check(
+        "not-steady",
+        "the point did not settle: fio's steadystate not attained, or its time series varied or drifted",
+        "docs/timeseries.md's limits",
+        "the frame's `steady` and `steady_reason`",
+    ),
+    Check(
+        "wide-ci",
+        "the repeats of the point lie far apart",
+        f"95 % CI half-width ≥ {WIDE_CI_PCT:g} % of the mean IOPS",
+        "`over_repeats` of the point totals",
+    ),
+    Check(
+        "fio-warning",
+        "fio printed something on stderr, or before its results",
+        "any line",
+        "the point's `stderr.txt` and the head of fio's output file",
+    ),
+)
+
+_NO_FACTS = "no facts were saved with the point (a run from before iobench read them, or not on this machine)"
+_READS = frozenset({"read", "randread", "rw", "readwrite", "randrw"})
+# Engines that do no page-cache I/O at all: the null engine does no I/O; passthrough bypasses the cache.
+_NO_CACHE_ENGINES = frozenset({"null", "io_uring_cmd", "sg"})
+_TRUE = frozenset({"1", "true", "yes", "on", ""})
+
+
+@dataclass
+class Verdict:
+    """What the checks said about one point × repeat."""
+
+    found: list[tuple[str, str]] = field(default_factory=list)
+    unable: list[tuple[str, str]] = field(default_factory=list)
+
+    def finding(self, code: str, sentence: str) -> None:
+        """A finding of ``code``: one sentence with its figures."""
+        self.found.append((code, sentence))
+
+    def na(self, code: str, why: str) -> None:
+        """``code`` could not be checked, and why."""
+        self.unable.append((code, why))
+
+    def columns(self) -> tuple[str, str, str]:
+        """``validity``, ``validity_detail`` and ``validity_na``, in :data:`CODES` order."""
+        order = {code: index for index, code in enumerate(CODES)}
+        found = sorted(self.found, key=lambda item: order[item[0]])
+        unable = sorted(self.unable, key=lambda item: order[item[0]])
+        codes = " ".join(dict.fromkeys(code for code, _ in found))
+        detail = " ".join(f"{code}: {_sentence(text)}" for code, text in found)
+        notes = " ".join(f"{code}: {_sentence(text)}" for code, text in unable)
+        return codes, detail, notes
+
+
+def _sentence(text: str) -> str:
+    return text if text.endswith(".") else text + "."
+
+
+@dataclass
+class PointView:
+    """One point × repeat as the checks see it: what it saved, and the frame's numbers of it."""
+
+    meta: PointMeta
+    directory: Path
+    options: dict[str, str] | None
+    options_problem: str | None
+    fio_bw: dict[str, float]
+    dev_bw: dict[str, float]
+    telemetry: dict[str, Any]
+    spread: dict[str, tuple[float, float, float]]
+    run: RunView
+
+    def option(self, name: str) -> str | None:
+        """A fio option of the point (the job file's, ``[global]`` then its sections), or None when unset."""
+        return None if self.options is None else self.options.get(name)
+
+    def flag(self, name: str) -> bool:
+        """Whether a fio option is set to a true value (``1``, ``true``, a bare ``name``, a number above 0)."""
+        value = self.option(name)
+        if value is None:
+            return False
+        value = value.strip().lower()
+        if value in _TRUE:
+            return True
+        with contextlib.suppress(ValueError):
+            return float(value) > 0
+        return False
+
+    @property
+    def reads(self) -> bool:
+        """Whether the point reads (``rw``: read, randread, rw, randrw; fio's default is read)."""
+        rw = (self.option("rw") or self.option("readwrite") or "read").split(":")[0].strip().lower()
+        return rw in _READS
+
+    @property
+    def buffered(self) -> bool:
+        """Whether the point's I/O goes through the page cache (no ``direct=1``, no ``buffered=0``)."""
+        if self.flag("direct"):
+            return False
+        buffered = self.option("buffered")
+        return buffered is None or self.flag("buffered")
+
+    @property
+    def engine(self) -> str:
+        """fio's ``ioengine`` (its default, psync, when unset)."""
+        return (self.option("ioengine") or "psync").strip().lower()
+
+    def facts(self, phase: str) -> dict[str, Any] | None:
+        """``before`` or ``after`` of the point's saved facts; None when absent or not read (see :meth:`missing_facts`)."""
+        saved = self.meta.facts or {}
+        value = saved.get(phase)
+        return value if isinstance(value, dict) and "cpus" in value else None
+
+    def missing_facts(self) -> str:
+        """Why the point has no facts to judge by: none saved, or the collector's note when it could not read them."""
+        saved = (self.meta.facts or {}).get("before")
+        if isinstance(saved, dict) and saved.get("notes"):
+            return "; ".join(str(n) for n in saved["notes"])
+        return _NO_FACTS
+
+    def targets(self) -> list[str]:
+        """The point's targets, in order, each once."""
+        return list(dict.fromkeys(t for p in self.meta.processes for t in p.targets))
+
+    def target_facts(self, target: str) -> dict[str, Any] | None:
+        """What was read of ``target`` before fio (after, for a file fio laid out during the point)."""
+        for phase in ("after", "before"):
+            found = ((self.facts(phase) or {}).get("targets") or {}).get(target)
+            if isinstance(found, dict):
+                return found
+        return None
+
+
+@dataclass
+class RunView:
+    """What the checks need of the whole run: which points wrote which target when, and how fast."""
+
+    writes: list[tuple[str, str, float]] = field(default_factory=list)
+    """(started, target, the point's write bytes/s) of every ok point that wrote."""
+
+    def wrote_before(self, target: str, started: str | None) -> bool:
+        """Whether a point of the run wrote ``target`` before one that started at ``started``."""
+        return started is not None and any(t == target and s < started for s, t, _ in self.writes)
+
+    def fastest_write(self, target: str) -> float | None:
+        """The fastest write bytes/s of a point of the run on ``target``."""
+        rates = [bw for _, t, bw in self.writes if t == target and bw > 0]
+        return max(rates) if rates else None
+
+
+# --- formatting --------------------------------------------------------------------------------
+
+
+def _rate(bytes_s: float) -> str:
+    return f"{bytes_s / 2**20:.1f} MiB/s"
+
+
+def _size(count: float) -> str:
+    return f"{count / 2**30:,.1f} GiB" if count >= 2**30 else f"{count / 2**20:,.1f} MiB"
+
+
+def _cpus(cpus: Iterable[int]) -> str:
+    listed = sorted(set(cpus))
+    return f"CPU{'s' if len(listed) > 1 else ''} {format_cpulist(listed)}"
+
+
+# --- the checks -----------------------------------------------------------------------------------
+
+
+def page_cache(p: PointView, v: Verdict) -> None:
+    """``page-cache``: buffered I/O the device did not see, or a small buffered target without counters."""
+    if p.options is None or not p.buffered or p.engine in _NO_CACHE_ENGINES:
+        return
+    for target in p.targets():
+        seen = p.target_facts(target) or {}
+        if seen.get("device") is None and seen.get("fstype") in ("tmpfs", "ramfs"):
+            v.finding("page-cache", f"{target} is on {seen['fstype']}: every I/O is served from memory")
+            return
+    judged = False
+    for direction, fio in p.fio_bw.items():
+        dev = p.dev_bw.get(direction)
+        if dev is None or direction not in ("read", "write") or fio <= 0:
+            continue
+        judged = True
+        ratio = dev / fio
+        if ratio < 1 / MISMATCH:
+            verb, why = (
+                ("read", "buffered I/O served from the page cache")
+                if direction == "read"
+                else ("wrote", "buffered writes still in the page cache when the point ended")
+            )
+            v.finding(
+                "page-cache",
+                f"fio {verb} {_rate(fio)} but the device saw {_rate(dev)} of them ({100 * ratio:.2f} %): {why}",
+            )
+            return
+    if judged:
+        return
+    memory = (p.facts("before") or {}).get("mem_available")
+    sizes = [(p.target_facts(t) or {}).get("region_bytes") for t in p.targets()]
+    known = [s for s in sizes if isinstance(s, int | float) and s > 0]
+    if not p.reads:
+        v.na("page-cache", "buffered writes, but no device counters (telemetry off, or no block device)")
+        return
+    if p.option("invalidate") is None or p.flag("invalidate"):
+        # fio drops the file's cached pages as each pass over it begins (invalidate=1, its default):
+        # a job's reads reach the device, but pages another job read can still come from memory.
+        v.na(
+            "page-cache",
+            "buffered reads without device counters (telemetry off, or no block device); fio drops the "
+            "cached pages at each pass (invalidate=1), so only what other jobs read may come from memory",
+        )
+        return
+    if isinstance(memory, int | float) and known:
+        total = float(sum(known))
+        if total < memory:
+            v.finding(
+                "page-cache",
+                f"buffered reads (invalidate=0) of a {_size(total)} target with {_size(memory)} of memory "
+                "available: it fits in the page cache (no device counters tell how much the device served)",
+            )
+        return
+    v.na(
+        "page-cache",
+        "buffered reads (invalidate=0), but no device counters (telemetry off, or no block device) and no "
+        "target size to compare with the memory available",
+    )
+
+
+def sparse_read(p: PointView, v: Verdict) -> None:
+    """``sparse-read``: reads of holes (extents known), or reads far faster than the run's writes (not known)."""
+    if p.options is None or not p.reads or p.engine == "null":
+        return
+    if p.facts("before") is None:
+        v.na("sparse-read", p.missing_facts())
+        return
+    for target in p.targets():
+        seen = p.target_facts(target) or {}
+        region, data = seen.get("region_bytes"), seen.get("data_bytes")
+        if isinstance(region, int) and isinstance(data, int) and region > 0:
+            holes = max(0, region - data)
+            if 100.0 * holes / region >= SPARSE_HOLE_PCT:
+                where = seen.get("backing") or target
+                v.finding(
+                    "sparse-read",
+                    f"{100.0 * holes / region:.1f} % of the {_size(region)} region read ({_size(holes)}) holds no "
+                    f"data (holes or unwritten extents of {where}): those reads return zeros without touching "
+                    "the device",
+                )
+            continue
+        if p.run.wrote_before(target, p.meta.started):
+            continue  # the run wrote it first: its reads are of data
+        fastest, read = p.run.fastest_write(target), p.fio_bw.get("read")
+        if fastest is not None and read is not None and read >= READ_WRITE_RATIO * fastest:
+            v.finding(
+                "sparse-read",
+                f"reads of {target} at {_rate(read)} are {read / fastest:.1f}× the fastest writes to it in this "
+                f"run ({_rate(fastest)}) and the run wrote nothing there before this point: the region may never "
+                "have been written (never-written blocks read back without touching the media; iobench cannot "
+                "see which regions of a block device hold data)",
+            )
+            continue
+        why = seen.get("note") or "its data extents are unknown"
+        v.na("sparse-read", f"{why} ({target})")
+
+
+def hipri_no_poll(p: PointView, v: Verdict) -> None:
+    """``hipri-no-poll``: ``hipri`` on a device whose queue does not poll."""
+    if p.options is None or not (p.flag("hipri") or p.flag("hipri_percentage")):
+        return
+    disks = (p.facts("before") or {}).get("disks")
+    if not isinstance(disks, dict):
+        v.na("hipri-no-poll", p.missing_facts())
+        return
+    known = {name: f for name, f in disks.items() if isinstance(f, dict) and f.get("io_poll") is not None}
+    if not known:
+        v.na("hipri-no-poll", f"io_poll could not be read for {', '.join(disks) or 'the targets'}")
+        return
+    unpolled = []
+    for name, facts in known.items():
+        if facts["io_poll"] == 0:
+            queues = facts.get("nvme_poll_queues")
+            unpolled.append(
+                f"{name} has no polling (io_poll 0"
+                + (f", NVMe poll_queues {queues})" if queues is not None else ")")
+            )
+    if unpolled:
+        v.finding(
+            "hipri-no-poll",
+            f"hipri asks for polled completions, but {'; '.join(unpolled)}: the kernel completed them by interrupt",
+        )
+
+
+def cpu_contention(p: PointView, v: Verdict) -> None:
+    """``cpu-contention``: other processes took a share of the point's CPUs."""
+    mean, most = p.telemetry.get("cpu_other_pct"), p.telemetry.get("cpu_other_max_pct")
+    if mean is None or most is None:
+        v.na(
+            "cpu-contention",
+            "no per-CPU share of other processes (telemetry off, or sampled before iobench kept it)",
+        )
+        return
+    if mean >= CONTENTION_MEAN_PCT or most >= CONTENTION_ONE_CPU_PCT:
+        top = p.telemetry.get("cpu_other_top")
+        v.finding(
+            "cpu-contention",
+            f"other processes took {mean:.0f} % of the point's CPUs on average and {most:.0f} % of the busiest one"
+            + (f"; the busiest of them: {top}" if top else ""),
+        )
+
+
+def freq_scaling(p: PointView, v: Verdict) -> None:
+    """``freq-scaling``: a governor other than performance, or a clock that moved during the point."""
+    before, after = p.facts("before"), p.facts("after")
+    if before is None:
+        v.na("freq-scaling", p.missing_facts())
+        return
+    cpus = before.get("cpus") or {}
+    governors = {int(c): f.get("governor") for c, f in cpus.items() if f.get("governor")}
+    if not governors:
+        v.na("freq-scaling", "no cpufreq in sysfs: the kernel does not scale the clock here, or hides it")
+        return
+    parts = []
+    by_governor: dict[str, list[int]] = {}
+    for cpu, governor in sorted(governors.items()):
+        if governor != "performance":
+            by_governor.setdefault(str(governor), []).append(cpu)
+    parts += [
+        f"{_cpus(c)} ran the {g} governor (not performance): the clock follows the load"
+        for g, c in by_governor.items()
+    ]
+    later = (after or {}).get("cpus") or {}
+    for cpu, facts in sorted(cpus.items(), key=lambda item: int(item[0])):
+        start, end = facts.get("freq_khz"), (later.get(cpu) or {}).get("freq_khz")
+        if start and end and abs(end - start) / start * 100.0 >= FREQ_MOVE_PCT:
+            parts.append(
+                f"CPU {cpu}'s clock moved from {start / 1e6:.2f} to {end / 1e6:.2f} GHz during the point"
+            )
+    if parts:
+        v.finding("freq-scaling", "; ".join(parts))
+
+
+def throttled(p: PointView, v: Verdict) -> None:
+    """``throttled``: thermal throttle counts rose, or a target disk passed its warning temperature."""
+    before, after = p.facts("before"), p.facts("after")
+    if before is None:
+        v.na("throttled", p.missing_facts())
+        return
+    parts = []
+    counted = False
+    later = (after or {}).get("cpus") or {}
+    rises: dict[tuple[str, int], list[int]] = {}
+    for cpu, facts in (before.get("cpus") or {}).items():
+        for kind in ("core", "package"):
+            start, end = facts.get(f"{kind}_throttle"), (later.get(cpu) or {}).get(f"{kind}_throttle")
+            if start is None:
+                continue
+            counted = True
+            if end is not None and end > start:
+                rises.setdefault((kind, end - start), []).append(int(cpu))
+    for (kind, rise), cpus in sorted(rises.items()):
+        owner = f"CPU {cpus[0]}'s" if len(cpus) == 1 else f"{_cpus(cpus)}'"
+        parts.append(f"{owner} thermal throttle count ({kind}) rose by {rise} during the point")
+    sensors = {**(before.get("sensors") or {})}
+    hottest: dict[str, dict[str, Any]] = {}
+    for phase in (before, after or {}):
+        for disk, facts in (phase.get("sensors") or {}).items():
+            if facts.get("temp_c") is not None and facts["temp_c"] >= hottest.get(disk, {}).get(
+                "temp_c", -math.inf
+            ):
+                hottest[disk] = facts
+    sensors.update(hottest)
+    for disk, facts in sorted(sensors.items()):
+        temp, warn, crit = facts.get("temp_c"), facts.get("warn_c"), facts.get("crit_c")
+        if temp is None:
+            continue
+        if crit is not None and temp >= crit:
+            parts.append(f"{disk} reached {temp:.1f} °C, past its critical mark of {crit:.1f} °C")
+        elif warn is not None and temp >= warn:
+            parts.append(f"{disk} reached {temp:.1f} °C, past its warning mark of {warn:.1f} °C")
+    if parts:
+        v.finding("throttled", "; ".join(parts))
+    elif not counted and not sensors:
+        v.na("throttled", "no thermal throttle counters and no temperature sensor for the targets' disks")
+
+
+def _compressor(seen: Mapping[str, Any]) -> tuple[str, str] | None:
+    """What in a target's stack compresses or deduplicates: (what, what it does), or None."""
+    fstype, options = seen.get("fstype"), str(seen.get("fs_options") or "")
+    if fstype == "btrfs":
+        found = next((o for o in options.split(",") if o.startswith(("compress=", "compress-force="))), None)
+        if found is not None:
+            return f"btrfs mounted with {found}", "compresses"
+    if fstype == "zfs":
+        return (
+            "ZFS, whose datasets compress and deduplicate as their properties say (not read by iobench)",
+            "may compress",
+        )
+    for device in seen.get("stack") or []:
+        name = str(device.get("name") or "")
+        names = [str(device.get(k) or "").lower() for k in ("dm_name", "dm_uuid")]
+        # LVM names a VDO pool's device <vg>-<pool>-vpool (uuid LVM-...-vpool); plain dm-vdo has "vdo" in it
+        if any("vdo" in n or n.endswith("-vpool") for n in names):
+            return f"dm-vdo ({name}: {device.get('dm_name')})", "deduplicates and compresses"
+        if name.startswith("zram"):
+            return f"zram ({name})", "compresses"
+        if re.fullmatch(r"zd\d+", name):
+            return f"a ZFS volume ({name})", "may compress"
+        model = str(device.get("model") or "")
+        if any(m.lower() in model.lower() for m in COMPRESSING_MODELS):
+            return f"{model} ({name}), a compressing device", "compresses"
+    return None
+
+
+def compressible_writes(p: PointView, v: Verdict) -> None:
+    """``compressible-writes``: fio's default buffers written to a stack that compresses or deduplicates."""
+    if not p.meta.writes or p.options is None or p.engine == "null":
+        return
+    if p.flag("refill_buffers") or any(
+        p.option(o) is not None for o in ("buffer_compress_percentage", "dedupe_percentage")
+    ):
+        return
+    for target in p.targets():
+        seen = p.target_facts(target)
+        if seen is None:
+            v.na("compressible-writes", p.missing_facts())
+            return
+        found = _compressor(seen)
+        if found is not None:
+            what, does = found
+            v.finding(
+                "compressible-writes",
+                f"fio's default buffer contents are written to {what}, which {does} them; set refill_buffers "
+                "or buffer_compress_percentage",
+            )
+            return
+        if seen.get("fstype") is None and not seen.get("stack"):
+            v.na("compressible-writes", f"{target}: neither its file system nor its devices are known")
+
+
+def not_steady(p: PointView, v: Verdict) -> None:
+    """``not-steady``: the frame's steady-state verdict is false."""
+    steady, reason = p.telemetry.get("steady"), p.telemetry.get("steady_reason")
+    if steady is False:
+        v.finding("not-steady", str(reason or "the point did not settle"))
+    elif steady is None:
+        v.na("not-steady", str(reason or "no steady-state verdict"))
+
+
+def wide_ci(p: PointView, v: Verdict) -> None:
+    """``wide-ci``: the point's repeats lie far apart (95 % CI of IOPS relative to the mean)."""
+    if not p.spread:
+        return
+    parts = []
+    counts = []
+    for direction, (mean, half, n) in sorted(p.spread.items()):
+        counts.append(n)
+        if n < 2 or not math.isfinite(half) or mean <= 0:
+            continue
+        share = 100.0 * half / mean
+        if share >= WIDE_CI_PCT:
+            label = "IOPS" if len(p.spread) == 1 else f"{direction} IOPS"
+            parts.append(
+                f"the 95 % CI of {label} over {n:.0f} repeats is ±{share:.1f} % of the mean "
+                f"({mean:,.0f} ± {half:,.0f})"
+            )
+    if parts:
+        v.finding("wide-ci", "; ".join(parts))
+    elif counts and max(counts) < 2:
+        v.na("wide-ci", "one repeat, no interval to judge")
+
+
+def _quote(lines: Sequence[str]) -> str:
+    shown = "; ".join(f'"{line}"' for line in lines[:QUOTED_LINES])
+    more = len(lines) - QUOTED_LINES
+    return shown + (f" (and {more} more line{'s' if more > 1 else ''})" if more > 0 else "")
+
+
+def fio_warning(p: PointView, v: Verdict) -> None:
+    """``fio-warning``: what fio printed on stderr, or before its results in its output file."""
+    stderr = p.directory / "stderr.txt"
+    try:
+        said = [line.strip() for line in stderr.read_text(errors="replace").splitlines() if line.strip()]
+    except FileNotFoundError:
+        v.na("fio-warning", "no stderr.txt saved with the point")
+        said = []
+    except OSError as exc:
+        v.na("fio-warning", f"{stderr} cannot be read ({exc.strerror})")
+        said = []
+    before: list[str] = []
+    for process in p.meta.processes:
+        with contextlib.suppress(OSError):
+            with (p.directory / process.output).open("rb") as handle:
+                head = handle.read(65536).decode(errors="replace")
+            start = head.find("{")
+            if start > 0:
+                before += [line.strip() for line in head[:start].splitlines() if line.strip()]
+    parts = []
+    if said:
+        parts.append(f"fio said on stderr: {_quote(said)}")
+    if before:
+        parts.append(f"fio said before its results: {_quote(before)}")
+    if parts:
+        v.finding("fio-warning", "; ".join(parts))
+
+
+#: Each check's function, in :data:`CODES` order.
+FUNCTIONS = (
+    page_cache,
+    sparse_read,
+    hipri_no_poll,
+    cpu_contention,
+    freq_scaling,
+    throttled,
+    compressible_writes,
+    not_steady,
+    wide_ci,
+    fio_warning,
+)
+
+
+def judge(point: PointView) -> Verdict:
+    """Every check on one point × repeat.
+
+    Parameters
+    ----------
+    point
+        The point as saved, with the frame's numbers of it.
+
+    Returns
+    -------
+    Verdict
+        The findings and the checks that could not run.
+    """
+    verdict = Verdict()
+    if point.options_problem is not None:
+        verdict.na(
+            "page-cache",
+            f"{point.options_problem}: the checks that need fio's options (page-cache, sparse-read, "
+            "hipri-no-poll, compressible-writes) were not run",
+        )
+    for check in FUNCTIONS:
+        check(point, verdict)
+    return verdict
+
+
+# --- reading a point ----------------------------------------------------------------------------
+
+
+def read_options(text: str) -> dict[str, str]:
+    """The options of a fio job file: ``[global]``'s, then each section's over them (name → value).
+
+    A bare option (``refill_buffers``) has the value ``""``; comments (``;``,
+    ``#``) and ``filename=`` lines are left out.
+    """
+    options: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith((";", "#", "[")):
+            continue
+        name, sep, value = line.partition("=")
+        name = name.strip().lower()
+        if name in ("filename", "name"):
+            continue
+        options[name] = value.strip() if sep else ""
+    return options
+
+
+def _options(directory: Path, meta: PointMeta) -> tuple[dict[str, str] | None, str | None]:
+    options: dict[str, str] = {}
+    for process in meta.processes:
+        path = directory / process.jobfile_name
+        try:
+            options.update(read_options(path.read_text(errors="replace")))
+        except OSError as exc:
+            return None, f"{path.name} cannot be read ({exc.strerror})"
+    return (options, None) if meta.processes else (None, "no fio process recorded")
+
+
+def _value(value: Any) -> Any:
+    if value is None or value is pd.NA:
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _firsts(
+    frame: pd.DataFrame, keys: Sequence[str], columns: Sequence[str]
+) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """Per ``keys`` group, the first value of each of ``columns`` that is not NA (absent columns: None)."""
+    present = [c for c in columns if c in frame]
+    if not present:
+        return {}
+    firsts = frame[[*keys, *present]].groupby(list(keys), sort=False, dropna=True).first()
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    values = [firsts[c].tolist() for c in present]
+    for index, key in enumerate(firsts.index):
+        group = key if isinstance(key, tuple) else (key,)
+        out[tuple(_value(k) for k in group)] = {
+            c: _value(v[index]) for c, v in zip(present, values, strict=True)
+        }
+    return out
+
+
+def with_validity(frame: pd.DataFrame, run: RunDir) -> pd.DataFrame:
+    """The tidy frame with ``validity``, ``validity_detail`` and ``validity_na`` (see the module's note).
+
+    Parameters
+    ----------
+    frame
+        A run's tidy frame, with its telemetry and steady-state columns.
+    run
+        The run directory its points are saved in.
+
+    Returns
+    -------
+    pandas.DataFrame
+        A copy with the three columns (string dtype); NA on rows of points that did not finish ``ok``.
+    """
+    if "point" not in frame or "repeat" not in frame or frame.empty:
+        return frame
+    verdicts = {key: verdict.columns() for key, verdict in judge_run(frame, run).items()}
+    keys = list(zip(frame["point"], frame["repeat"], strict=True))
+    status = frame["status"] if "status" in frame else pd.Series(["ok"] * len(frame))
+    out = frame.copy()
+    for index, column in enumerate(VALIDITY):
+        values = [
+            verdicts.get((_value(p), _value(r)), (None, None, None))[index] if s == "ok" else None
+            for (p, r), s in zip(keys, status, strict=True)
+        ]
+        out[column] = pd.array(values, dtype="string")
+    return out
+
+
+def judge_run(frame: pd.DataFrame, run: RunDir) -> dict[tuple[int, int], Verdict]:
+    """Every ok point × repeat of ``run`` judged: ``(point, repeat)`` → :class:`Verdict`."""
+    data = frame.copy(deep=False)
+    data.attrs = {}  # pandas deep-copies attrs (the machine's facts) into every frame made from this one
+    rows = data[data["status"].eq("ok").fillna(False)] if "status" in data else data
+    if rows.empty:
+        return {}
+    totals = rate_totals(rows)
+    keys = ["point", "repeat", "direction"]
+    fio_bw: dict[tuple[Any, ...], float] = {}
+    if "bw_bytes" in totals and "direction" in totals:
+        summed = totals.groupby(keys, dropna=True)["bw_bytes"].sum(min_count=1).reset_index()
+        for point, repeat, direction, bw in zip(
+            summed["point"], summed["repeat"], summed["direction"], summed["bw_bytes"], strict=True
+        ):
+            if not pd.isna(bw):
+                fio_bw[(_value(point), _value(repeat), _value(direction))] = float(bw)
+    dev_bw = {
+        key: found["dev_bw_bytes"]
+        for key, found in (_firsts(rows, keys, ["dev_bw_bytes"]) if "direction" in rows else {}).items()
+        if found["dev_bw_bytes"] is not None
+    }
+    point_columns = ("cpu_other_pct", "cpu_other_max_pct", "cpu_other_top", "steady", "steady_reason")
+    per_point = _firsts(rows, ["point", "repeat"], point_columns)
+    spread: dict[tuple[Any, ...], tuple[float, float, float]] = {}
+    if "iops" in totals and "direction" in totals:
+        stats = over_repeats(totals, ["point", "direction"], ["iops"])
+        columns = [stats[c].to_numpy() for c in ("point", "direction", "iops_mean", "iops_ci95", "iops_n")]
+        for point, direction, mean, half, n in zip(*columns, strict=True):
+            spread[(_value(point), _value(direction))] = (float(mean), float(half), float(n))
+    saved = {(meta.point, meta.repeat): (directory, meta) for directory, meta in run.point_metas()}
+    run_view = RunView()
+    for (point, repeat), (_, meta) in saved.items():
+        wrote = fio_bw.get((point, repeat, "write"))
+        if meta.writes and meta.status == "ok" and meta.started is not None:
+            for target in dict.fromkeys(t for p in meta.processes for t in p.targets):
+                run_view.writes.append((meta.started, target, wrote or 0.0))
+    directions = sorted({d for (_, _, d) in fio_bw})
+    out: dict[tuple[int, int], Verdict] = {}
+    for point, repeat in dict.fromkeys(zip(rows["point"], rows["repeat"], strict=True)):
+        key = (_value(point), _value(repeat))
+        if key not in saved:
+            continue
+        directory, meta = saved[key]
+        options, problem = _options(directory, meta)
+        telemetry = {c: per_point.get(key, {}).get(c) for c in point_columns}
+        if "steady" not in rows:
+            telemetry["steady"] = None
+        view = PointView(
+            meta=meta,
+            directory=directory,
+            options=options,
+            options_problem=problem,
+            fio_bw={d: fio_bw[(*key, d)] for d in directions if (*key, d) in fio_bw},
+            dev_bw={d: dev_bw[(*key, d)] for d in directions if (*key, d) in dev_bw},
+            telemetry=telemetry,
+            spread={d: spread[(key[0], d)] for d in directions if (key[0], d) in spread},
+            run=run_view,
+        )
+        out[key] = judge(view)
+    return out
+
+
+def findings(frame: pd.DataFrame) -> pd.DataFrame:
+    """The points × repeats with a finding: ``point``, ``repeat``, the axes that vary, ``validity``, ``validity_detail``.
+
+    Parameters
+    ----------
+    frame
+        A tidy frame (:func:`iobench.load`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per point × repeat whose ``validity`` is not empty, in point
+        order; empty (with those columns) when there is none or the frame has
+        no validity columns (a frame from ``iobench parse``).
+    """
+    base = ["point", "repeat"]
+    if "validity" not in frame or not set(base) <= set(frame.columns):
+        return pd.DataFrame(columns=[*base, "validity", "validity_detail"])
+    rows = frame[frame["validity"].fillna("").ne("")].drop_duplicates(base)
+    varying = [c for c in parameter_columns(frame) if frame[c].nunique(dropna=False) > 1 and c != "run_id"]
+    return rows[[*base, *varying, "validity", "validity_detail"]].sort_values(base).reset_index(drop=True)
