@@ -11,6 +11,7 @@ import pytest
 from sysfs_snapshots import FakeSysfs, SnapshotCache
 
 from iobench.store.files import atomic_replacing, atomic_write, fsync_directory, state_dir
+from iobench.system import blockdevs, procfs
 from iobench.system.hostfs import Mount, SystemFileError, SystemRoot, block_node_devno, devno_text
 
 
@@ -141,10 +142,10 @@ def test_class_block_is_searched_before_block(tmp_path: Path) -> None:
     _link(sysfs / "block" / "old0", only_block)
     system = SystemRoot(tmp_path)
     assert system.block_dir("sda") == in_class
-    assert system.block_devno("sda") == "8:0"
+    assert blockdevs.block_devno(system, "sda") == "8:0"
     assert system.block_dir("old0") == only_block  # an old kernel's disk, in block/ only
-    assert system.block_names() == ("sda", "old0")
-    assert system.whole_disks() == ("old0", "sda")
+    assert blockdevs.block_names(system) == ("sda", "old0")
+    assert blockdevs.whole_disks(system) == ("old0", "sda")
 
 
 @pytest.mark.parametrize("name", ["", ".", "..", "../sda", "a/b", "nosuch"])
@@ -152,8 +153,12 @@ def test_no_directory_for_names_that_are_not_devices(tmp_path: Path, name: str) 
     system = SystemRoot(tmp_path)
     _link(tmp_path / "sys" / "class" / "block" / "sda", _device(tmp_path / "sys", "devices/x/sda", "8:0"))
     assert system.block_dir(name) is None
-    assert system.block_devno(name) is None
-    assert (system.partitions(name), system.holders(name), system.slaves(name)) == ((), (), ())
+    assert blockdevs.block_devno(system, name) is None
+    assert (
+        blockdevs.partitions(system, name),
+        blockdevs.holders(system, name),
+        blockdevs.slaves(system, name),
+    ) == ((), (), ())
 
 
 def test_partitions_and_their_disk(tmp_path: Path) -> None:
@@ -161,13 +166,13 @@ def test_partitions_and_their_disk(tmp_path: Path) -> None:
     fake.disk("sdx", partitions=("sdx1", "sdx2", "sdx10"))
     fake.disk("sdy")
     system = SystemRoot(tmp_path)
-    assert system.partitions("sdx") == ("sdx1", "sdx2", "sdx10")
-    assert system.whole_disk("sdx10") == "sdx"
-    assert system.whole_disk("sdx") == "sdx"
-    assert system.whole_disk("nosuch") == "nosuch"
-    assert system.is_partition("sdx2") and not system.is_partition("sdx")
-    assert system.partitions("sdx1") == ()
-    assert system.whole_disks() == ("sdx", "sdy")
+    assert blockdevs.partitions(system, "sdx") == ("sdx1", "sdx2", "sdx10")
+    assert blockdevs.whole_disk(system, "sdx10") == "sdx"
+    assert blockdevs.whole_disk(system, "sdx") == "sdx"
+    assert blockdevs.whole_disk(system, "nosuch") == "nosuch"
+    assert blockdevs.is_partition(system, "sdx2") and not blockdevs.is_partition(system, "sdx")
+    assert blockdevs.partitions(system, "sdx1") == ()
+    assert blockdevs.whole_disks(system) == ("sdx", "sdy")
 
 
 def test_dm_and_md_stacks_down_to_their_disks(tmp_path: Path) -> None:
@@ -179,14 +184,22 @@ def test_dm_and_md_stacks_down_to_their_disks(tmp_path: Path) -> None:
     fake.disk("dm-1", slaves=("nvme0n1", "sda"), dm_name="vg-mixed")
     fake.disk("md0", slaves=("dm-0", "dm-1"))
     system = SystemRoot(tmp_path)
-    assert system.slaves("dm-0") == ("nvme0n1p1", "nvme1n1p1")
-    assert system.holders("nvme0n1p1") == ("dm-0",)
-    assert system.devices_below("md0") == ("md0", "dm-0", "nvme0n1p1", "nvme1n1p1", "dm-1", "nvme0n1", "sda")
-    assert system.disks_under("md0") == ("nvme0n1", "nvme1n1", "sda")
-    assert system.disks_under("nvme1n1p1") == ("nvme1n1",)
-    assert system.disks_under("sda") == ("sda",)
-    assert system.dm_device("vg-mixed") == "dm-1"
-    assert system.dm_device("nothing") is None
+    assert blockdevs.slaves(system, "dm-0") == ("nvme0n1p1", "nvme1n1p1")
+    assert blockdevs.holders(system, "nvme0n1p1") == ("dm-0",)
+    assert blockdevs.devices_below(system, "md0") == (
+        "md0",
+        "dm-0",
+        "nvme0n1p1",
+        "nvme1n1p1",
+        "dm-1",
+        "nvme0n1",
+        "sda",
+    )
+    assert blockdevs.disks_under(system, "md0") == ("nvme0n1", "nvme1n1", "sda")
+    assert blockdevs.disks_under(system, "nvme1n1p1") == ("nvme1n1",)
+    assert blockdevs.disks_under(system, "sda") == ("sda",)
+    assert blockdevs.dm_device(system, "vg-mixed") == "dm-1"
+    assert blockdevs.dm_device(system, "nothing") is None
 
 
 def test_a_cycle_in_slaves_ends_the_walk(tmp_path: Path) -> None:
@@ -195,16 +208,16 @@ def test_a_cycle_in_slaves_ends_the_walk(tmp_path: Path) -> None:
     fake.disk("dm-1", slaves=("dm-0",))
     dm0 = (tmp_path / "sys" / "class" / "block" / "dm-0").resolve()
     (dm0 / "slaves" / "dm-1").symlink_to((tmp_path / "sys" / "class" / "block" / "dm-1").resolve())
-    assert SystemRoot(tmp_path).devices_below("dm-1") == ("dm-1", "dm-0")
-    assert SystemRoot(tmp_path).disks_under("dm-1") == ()
+    assert blockdevs.devices_below(SystemRoot(tmp_path), "dm-1") == ("dm-1", "dm-0")
+    assert blockdevs.disks_under(SystemRoot(tmp_path), "dm-1") == ()
 
 
 def test_device_numbers_to_names_by_link_else_by_dev_files(tmp_path: Path) -> None:
     fake = FakeSysfs(tmp_path / "linked")
     fake.disk("sdx", partitions=("sdx1",))
     linked = SystemRoot(tmp_path / "linked")
-    assert linked.block_name(linked.block_devno("sdx1") or "") == "sdx1"
-    assert linked.block_name("8:250") is None
+    assert blockdevs.block_name(linked, blockdevs.block_devno(linked, "sdx1") or "") == "sdx1"
+    assert blockdevs.block_name(linked, "8:250") is None
     # No sys/dev/block (old kernels, small fake trees): the dev files decide.
     bare = tmp_path / "bare" / "sys"
     disk = _device(bare, "devices/virtual/block/sdz", "8:16")
@@ -213,8 +226,8 @@ def test_device_numbers_to_names_by_link_else_by_dev_files(tmp_path: Path) -> No
         bare / "class" / "block" / "sdz1",
         _device(bare, "devices/virtual/block/sdz/sdz1", "8:17", partition=True),
     )
-    assert SystemRoot(sysfs=bare).block_name("8:17") == "sdz1"
-    assert SystemRoot(sysfs=bare).block_name("8:18") is None
+    assert blockdevs.block_name(SystemRoot(sysfs=bare), "8:17") == "sdz1"
+    assert blockdevs.block_name(SystemRoot(sysfs=bare), "8:18") is None
 
 
 def test_a_real_snapshot(snapshots: SnapshotCache) -> None:
@@ -222,11 +235,11 @@ def test_a_real_snapshot(snapshots: SnapshotCache) -> None:
     system = SystemRoot(root)
     sda3 = system.block_dir("sda3")
     assert sda3 is not None and (root / "sys" / "devices") in sda3.parents
-    assert system.whole_disk("sda3") == "sda"
-    assert system.partitions("sda") == ("sda1", "sda2", "sda3", "sda4", "sda5")
-    assert system.disks_under("nvme0n1p1") == ("nvme0n1",)
-    assert system.block_name(system.block_devno("nvme0n1p1") or "") == "nvme0n1p1"
-    assert "sda3" not in system.whole_disks() and "nvme0n1" in system.whole_disks()
+    assert blockdevs.whole_disk(system, "sda3") == "sda"
+    assert blockdevs.partitions(system, "sda") == ("sda1", "sda2", "sda3", "sda4", "sda5")
+    assert blockdevs.disks_under(system, "nvme0n1p1") == ("nvme0n1",)
+    assert blockdevs.block_name(system, blockdevs.block_devno(system, "nvme0n1p1") or "") == "nvme0n1p1"
+    assert "sda3" not in blockdevs.whole_disks(system) and "nvme0n1" in blockdevs.whole_disks(system)
 
 
 def test_devno_text_and_nodes() -> None:
@@ -260,14 +273,14 @@ def test_mountinfo_and_swaps(tmp_path: Path) -> None:
             "swaps": "Filename Type Size Used Priority\n/swap\\040file file 1024 0 -2\n/dev/sdb2 partition 8 0 -3\n",
         },
     )
-    assert system.mounts() == [
+    assert blockdevs.mounts(system) == [
         Mount("252:1", "/", "/dev/mapper/root", "ext4", "rw"),
         Mount("8:98", "/mnt/my data", "/dev/sdx2", "xfs", "rw"),
         Mount("0:52", "/srv", "/dev/sdc1", "btrfs", "rw,compress=zstd:3,space_cache=v2"),
     ]
-    assert system.swaps() == ["/swap file", "/dev/sdb2"]
-    assert SystemRoot(procfs=tmp_path / "none").mounts() == []
-    assert SystemRoot(procfs=tmp_path / "none").swaps() == []
+    assert blockdevs.swaps(system) == ["/swap file", "/dev/sdb2"]
+    assert blockdevs.mounts(SystemRoot(procfs=tmp_path / "none")) == []
+    assert blockdevs.swaps(SystemRoot(procfs=tmp_path / "none")) == []
 
 
 def test_process_stat_survives_any_command_name(tmp_path: Path) -> None:
@@ -281,7 +294,7 @@ def test_process_stat_survives_any_command_name(tmp_path: Path) -> None:
             "43/stat": "43 (x) S\n",
         },
     )
-    zombie = system.process_stat(40)
+    zombie = procfs.process_stat(system, 40)
     assert zombie is not None
     assert (zombie.comm, zombie.state, zombie.ppid, zombie.start_ticks, zombie.exit_code) == (
         "a) (b c",
@@ -291,23 +304,23 @@ def test_process_stat_survives_any_command_name(tmp_path: Path) -> None:
         52,
     )
     assert zombie.field(3) == "Z" and zombie.field(53) is None and zombie.field(1) is None
-    short = system.process_stat(41)
+    short = procfs.process_stat(system, 41)
     assert short is not None and (short.ppid, short.start_ticks, short.exit_code) == (40, None, None)
-    assert system.process_stat(42) is None and system.process_stat(43) is None
-    assert system.process_stat(44) is None
-    assert system.pids() == [40, 41, 42, 43]
-    assert system.parent_pids() == {40: 4, 41: 40}
+    assert procfs.process_stat(system, 42) is None and procfs.process_stat(system, 43) is None
+    assert procfs.process_stat(system, 44) is None
+    assert procfs.pids(system) == [40, 41, 42, 43]
+    assert procfs.parent_pids(system) == {40: 4, 41: 40}
 
 
 def test_this_process_through_the_real_procfs() -> None:
     system = SystemRoot()
-    me = system.process_stat(os.getpid())
+    me = procfs.process_stat(system, os.getpid())
     assert me is not None and me.ppid == os.getppid() and me.start_ticks is not None
-    assert system.has_children_lists(os.getpid())
-    status = system.process_status(os.getpid())
+    assert procfs.has_children_lists(system, os.getpid())
+    status = procfs.process_status(system, os.getpid())
     assert status is not None and status["Pid"] == str(os.getpid())
-    assert os.getpid() in system.pids()
-    environ = system.process_environ(os.getpid())
+    assert os.getpid() in procfs.pids(system)
+    environ = procfs.process_environ(system, os.getpid())
     assert environ is not None and any(entry.startswith(b"PATH=") for entry in environ)
 
 
@@ -322,18 +335,22 @@ def test_status_children_numa_maps_and_cpuinfo(tmp_path: Path) -> None:
             "cpuinfo": "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Xeon Gold\n",
         },
     )
-    assert system.process_status(10) == {"Name": "fio", "Cpus_allowed_list": "0-1", "Mems_allowed_list": "0"}
-    assert system.process_status(99) is None
-    assert system.has_children_lists(10) and not system.has_children_lists(99)
-    assert sorted(system.task_children(10)) == [11, 12, 14]
-    assert system.task_children(99) == []
+    assert procfs.process_status(system, 10) == {
+        "Name": "fio",
+        "Cpus_allowed_list": "0-1",
+        "Mems_allowed_list": "0",
+    }
+    assert procfs.process_status(system, 99) is None
+    assert procfs.has_children_lists(system, 10) and not procfs.has_children_lists(system, 99)
+    assert sorted(procfs.task_children(system, 10)) == [11, 12, 14]
+    assert procfs.task_children(system, 99) == []
     # The last line may be cut short by the read: it is left out.
-    assert system.memory_policies(10) == ("bind:0", "bind:1", "default")
-    assert system.memory_policies(10, head=20) == ("bind:1",)
-    assert system.memory_policies(99) is None
-    assert system.process_environ(99) is None
-    assert system.cpu_model() == "Xeon Gold"
-    assert SystemRoot(procfs=tmp_path / "none").cpu_model() is None
+    assert procfs.memory_policies(system, 10) == ("bind:0", "bind:1", "default")
+    assert procfs.memory_policies(system, 10, head=20) == ("bind:1",)
+    assert procfs.memory_policies(system, 99) is None
+    assert procfs.process_environ(system, 99) is None
+    assert procfs.cpu_model(system) == "Xeon Gold"
+    assert procfs.cpu_model(SystemRoot(procfs=tmp_path / "none")) is None
 
 
 # --- atomic writes and the state directory ---------------------------------------------

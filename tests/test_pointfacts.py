@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from loopdev import LoopFactory
 
+from iobench.system import blockdevs, procfs
 from iobench.system.hostfs import SystemRoot
 from iobench.system.pointfacts import collect, data_extents
 from iobench.system.topology import TargetLocation
@@ -144,7 +145,7 @@ def test_a_block_device_without_a_backing_file_says_its_data_is_not_visible(
     loops: LoopFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     loop = loops.attach(4)
-    monkeypatch.setattr(SystemRoot, "loop_backing_file", lambda self, name: None)
+    monkeypatch.setattr(blockdevs, "loop_backing_file", lambda root, name: None)
     location = TargetLocation(loop.path, "block", loop.name, (loop.name,), None)
     seen = collect(SystemRoot(), [location], [0], phase="before")["targets"][loop.path]
     assert seen["data_bytes"] is None
@@ -174,10 +175,10 @@ def test_a_run_keeps_each_points_facts_in_its_meta(null_matrix: Any, tmp_path: P
 def test_facts_that_cannot_be_read_are_a_note_never_an_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def gone(self: SystemRoot) -> dict[str, int]:
+    def gone(root: SystemRoot) -> dict[str, int]:
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(SystemRoot, "meminfo", gone)
+    monkeypatch.setattr(procfs, "meminfo", gone)
     facts = collect(hot_nvme_machine(tmp_path), [nvme_target()], [0], phase="before")
     assert facts == {
         "phase": "before",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from iobench.system import procfs
 from iobench.system.hostfs import SystemRoot
 from iobench.system.process import (
     CommandNotFound,
@@ -130,7 +131,7 @@ def test_descendants_follow_the_kernels_children_lists_like_a_full_scan() -> Non
         tree = descendants(proc.pid)
         assert tree[0] == proc.pid and len(tree) == 3
         scan = _children_by_scan("/proc")
-        assert all(sorted(SystemRoot().task_children(pid)) == sorted(scan[pid]) for pid in tree)
+        assert all(sorted(procfs.task_children(SystemRoot(), pid)) == sorted(scan[pid]) for pid in tree)
     finally:
         for pid in descendants(proc.pid)[1:]:
             os.kill(pid, 9)

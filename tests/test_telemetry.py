@@ -22,6 +22,7 @@ from iobench.results import telemetry as tm
 from iobench.results.points import TELEMETRY, parameter_columns, point_totals, summarize
 from iobench.store.records import MachineFacts, Manifest, PointMeta
 from iobench.store.rundir import RunDir
+from iobench.system import blockdevs, procfs
 from iobench.system.hostfs import DiskStat, Interrupts, SystemRoot, TaskStat
 from iobench.system.sampler import Sampler, Snapshot, Watch
 
@@ -79,11 +80,11 @@ def test_proc_counter_readers_parse_what_the_kernel_writes(tmp_path: Path) -> No
     _write(proc / "meminfo", MEMINFO)
     system = SystemRoot(tmp_path)
     # Only per-CPU lines, by their own number (CPU 1 is offline here).
-    assert system.cpu_times() == {
+    assert procfs.cpu_times(system) == {
         0: (100, 10, 50, 2500, 20, 2, 4, 1, 0, 0),
         2: (200, 0, 150, 2500, 20, 5, 5, 2, 0, 0),
     }
-    disks = system.diskstats()
+    disks = procfs.diskstats(system)
     assert disks is not None
     assert disks["loop0"].reads == 100 and disks["loop0"].io_ms == 60 and disks["loop0"].discards == 0
     assert (
@@ -91,11 +92,11 @@ def test_proc_counter_readers_parse_what_the_kernel_writes(tmp_path: Path) -> No
     )
     assert disks["sda"].queue_ms == 11 and disks["sda"].discards == 0  # before Linux 4.18: 11 counters
     assert "sda1" not in disks  # Linux 2.6's short partition lines carry no times
-    table = system.interrupts()
+    table = procfs.interrupts(system)
     assert table is not None and table.cpus == (0, 2)
     assert table.counts["47"] == (0, 3000) and table.names["47"].endswith("nvme0q1")
     assert table.counts["ERR"] == (0, 0)  # one count for the whole machine, padded
-    assert system.meminfo() == {
+    assert procfs.meminfo(system) == {
         "MemTotal": 24000000 * 1024,
         "Cached": 1000000 * 1024,
         "Dirty": 512 * 1024,
@@ -108,13 +109,13 @@ def test_proc_counter_readers_parse_what_the_kernel_writes(tmp_path: Path) -> No
 def test_missing_counters_read_as_none_never_an_error(tmp_path: Path) -> None:
     (tmp_path / "proc").mkdir()
     system = SystemRoot(tmp_path)
-    assert system.cpu_times() is None
-    assert system.diskstats() is None
-    assert system.interrupts() is None
-    assert system.meminfo() is None
-    assert system.tasks() == []
-    assert system.device_irqs("nvme0n1") == ()
-    assert system.loop_backing_file("loop0") is None
+    assert procfs.cpu_times(system) is None
+    assert procfs.diskstats(system) is None
+    assert procfs.interrupts(system) is None
+    assert procfs.meminfo(system) is None
+    assert procfs.tasks(system) == []
+    assert blockdevs.device_irqs(system, "nvme0n1") == ()
+    assert blockdevs.loop_backing_file(system, "loop0") is None
 
 
 def _task(
@@ -149,7 +150,7 @@ def test_tasks_lists_every_thread_and_kernel_thread(tmp_path: Path) -> None:
     _task(proc, 200, 200, "a) (b", 1, 1, 3, kernel=False)  # comm may hold parentheses and spaces
     _write(proc / "300" / "task" / "300" / "stat", "garbage\n")
     (proc / "40" / "task" / "40" / "stat").unlink()  # one thread: <pid>/stat alone is read
-    found = {t.tid: t for t in SystemRoot(tmp_path).tasks()}
+    found = {t.tid: t for t in procfs.tasks(SystemRoot(tmp_path))}
     assert set(found) == {2, 40, 100, 101, 200}
     assert found[40] == TaskStat(40, 40, "kworker/1:1H-kblockd", 0, 700, 1, True)
     assert found[101].pid == 100 and found[101].comm == "iou-wrk-100" and not found[101].kernel
@@ -159,9 +160,9 @@ def test_tasks_lists_every_thread_and_kernel_thread(tmp_path: Path) -> None:
 
 def test_device_irqs_come_from_the_pci_function_above_the_disk(snapshots: SnapshotCache) -> None:
     system = SystemRoot(snapshots.root("32em64t-2n8c+dax+nvme+mic+dimms"))
-    assert system.device_irqs("nvme0n1") == tuple(range(46, 54))
-    assert system.device_irqs("nvme0n1p1") == tuple(range(46, 54))  # a partition's disk
-    assert system.device_irqs("nosuchdisk") == ()
+    assert blockdevs.device_irqs(system, "nvme0n1") == tuple(range(46, 54))
+    assert blockdevs.device_irqs(system, "nvme0n1p1") == tuple(range(46, 54))  # a partition's disk
+    assert blockdevs.device_irqs(system, "nosuchdisk") == ()
 
 
 def test_a_legacy_irq_line_counts_where_there_are_no_msi_vectors(tmp_path: Path) -> None:
@@ -179,9 +180,9 @@ def test_a_legacy_irq_line_counts_where_there_are_no_msi_vectors(tmp_path: Path)
     (sysfs / "class" / "block" / "sda").symlink_to(disk)
     (sysfs / "class" / "block" / "loop0").symlink_to(loop)
     system = SystemRoot(tmp_path)
-    assert system.device_irqs("sda") == (19,)
-    assert system.device_irqs("loop0") == ()
-    assert system.loop_backing_file("loop0") == "/var/tmp/disk.img"
+    assert blockdevs.device_irqs(system, "sda") == (19,)
+    assert blockdevs.device_irqs(system, "loop0") == ()
+    assert blockdevs.loop_backing_file(system, "loop0") == "/var/tmp/disk.img"
 
 
 # --- the sampler ------------------------------------------------------------------------

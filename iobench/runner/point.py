@@ -37,6 +37,7 @@ from iobench.runner import recording
 from iobench.runner.sites import HostSite, PointEdge, Site, TargetState
 from iobench.store.records import PointMeta, ProcessRecord, Status
 from iobench.store.rundir import RunDir, now, probe, write_text
+from iobench.system import procfs
 from iobench.system.cpulist import parse_cpulist
 from iobench.system.hostfs import SystemRoot
 from iobench.system.observe import GroupWatcher, Observed, check_placement
@@ -147,7 +148,7 @@ def _fio_message(done: Completed) -> str:
 
 def _signal_of_zombie(pid: int, system: SystemRoot) -> int:
     """The signal that killed ``pid`` when it is a zombie not yet reaped, else 0 (from its wait status)."""
-    info = system.process_stat(pid)
+    info = procfs.process_stat(system, pid)
     if info is None or info.state != "Z":
         return 0
     return (info.exit_code or 0) & 0x7F
@@ -167,7 +168,7 @@ def _check_alive(group: Sequence[int], system: SystemRoot) -> None:
 
 def _alive(pid: int, system: SystemRoot) -> bool:
     """Running or sleeping, not gone nor a zombie waiting for its new parent to reap it."""
-    info = system.process_stat(pid)
+    info = procfs.process_stat(system, pid)
     return info is not None and info.state not in ("Z", "X")
 
 
@@ -180,8 +181,8 @@ def reap(token: str, system: SystemRoot) -> list[int]:
     """
     needle = f"{TOKEN_VAR}={token}".encode()
     found = []
-    for pid in system.pids():
-        if pid != os.getpid() and needle in (system.process_environ(pid) or ()):
+    for pid in procfs.pids(system):
+        if pid != os.getpid() and needle in (procfs.process_environ(system, pid) or ()):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
                 found.append(pid)

@@ -23,6 +23,7 @@ from iobench.matrix.values import Duration
 from iobench.planner.plans import Plan, PlannedRun, SiteFacts
 from iobench.runner.sites import HostSite, Site
 from iobench.store.records import PointMeta
+from iobench.system import blockdevs, procfs
 from iobench.system.hostfs import SystemRoot, devno_text
 from iobench.system.hostmonitor import HostMonitor
 from iobench.system.pointfacts import NOT_LAID_OUT, collect, target_facts
@@ -51,7 +52,7 @@ def _watch_devices(
             notes.append(f"{path}: no block device under it (tmpfs?): no device counters")
             continue
         add(location.device, "target", path, location.home_node)
-        for below in system.devices_below(location.device)[1:]:
+        for below in blockdevs.devices_below(system, location.device)[1:]:
             add(below, "member", path, _home(plan, below))
         for disk in location.disks:
             add(disk, "disk", path, _home(plan, disk))
@@ -68,7 +69,7 @@ def _home(plan: SiteFacts, name: str) -> int | None:
 
 def _backing_disk(name: str, system: SystemRoot) -> str | None:
     """The block device holding a loop device's backing file, where its I/O finally lands."""
-    backing = system.loop_backing_file(name)
+    backing = blockdevs.loop_backing_file(system, name)
     if not backing or not system.live:  # a host's backing file is a path there, not here
         return None
     try:
@@ -76,8 +77,8 @@ def _backing_disk(name: str, system: SystemRoot) -> str | None:
     except OSError:
         return None
     if stat.S_ISBLK(info.st_mode):
-        return system.block_name(devno_text(info.st_rdev))
-    return system.block_name(devno_text(info.st_dev)) if os.major(info.st_dev) else None
+        return blockdevs.block_name(system, devno_text(info.st_rdev))
+    return blockdevs.block_name(system, devno_text(info.st_dev)) if os.major(info.st_dev) else None
 
 
 def _watch_irqs(
@@ -85,13 +86,17 @@ def _watch_irqs(
 ) -> dict[str, dict[str, Any]]:
     """The interrupt lines of the targets' disks (not of a loop device's backing disk)."""
     irqs: dict[str, dict[str, Any]] = {}
-    disks = [n for n, f in devices.items() if f["role"] in ("target", "disk") and not system.is_partition(n)]
-    table = system.interrupts() if disks else None
+    disks = [
+        n
+        for n, f in devices.items()
+        if f["role"] in ("target", "disk") and not blockdevs.is_partition(system, n)
+    ]
+    table = procfs.interrupts(system) if disks else None
     if disks and table is None:
         notes.append("/proc/interrupts cannot be read: no interrupt data (irq_remote_pct is NA)")
         return irqs
     for disk in disks:
-        lines = system.device_irqs(disk)
+        lines = blockdevs.device_irqs(system, disk)
         if not lines:
             directory = system.block_dir(disk)
             if directory is not None and not system.exists(directory / "device"):

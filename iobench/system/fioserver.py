@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from iobench.errors import IobenchError
+from iobench.system import procfs
 from iobench.system.hostfs import SystemRoot
 from iobench.system.process import stop_process
 from iobench.system.ssh import Transport, end_session, first_line
@@ -158,7 +159,7 @@ def _this_machine() -> tuple[str, str]:
 def server_token() -> str:
     """A name for the servers this process starts: machine, boot, pid and its start time, and a nonce."""
     machine, boot = _this_machine()
-    stat = SystemRoot().process_stat(os.getpid())
+    stat = procfs.process_stat(SystemRoot(), os.getpid())
     ticks = stat.start_ticks if stat and stat.start_ticks is not None else 0
     return f"{machine}-{boot}-{os.getpid()}-{ticks}-{random.randbytes(3).hex()}"
 
@@ -177,7 +178,7 @@ def token_stale(token: str) -> bool:
         return False
     if match["boot"] != boot:
         return True
-    stat = SystemRoot().process_stat(int(match["pid"]))
+    stat = procfs.process_stat(SystemRoot(), int(match["pid"]))
     return stat is None or stat.start_ticks != int(match["ticks"])
 
 

@@ -30,16 +30,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from iobench.errors import IobenchError
-from iobench.system.hostfs import (
-    Interrupts,
-    TaskStat,
+from iobench.system.hostfs import Interrupts, TaskStat
+from iobench.system.process import stop_process
+from iobench.system.procfs import (
     parse_cpu_times,
     parse_diskstats,
     parse_interrupts,
     parse_meminfo,
     parse_task_stat,
 )
-from iobench.system.process import stop_process
 from iobench.system.sampler import Snapshot, Watch
 from iobench.system.ssh import Transport
 

@@ -33,6 +33,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from iobench.errors import IobenchError
+from iobench.system import procfs
 from iobench.system.fioserver import (
     FioServer,
     ServerError,
@@ -477,7 +478,7 @@ class Fleet:
             hostname=hostname,
             kernel=snapshot.text("proc/sys/kernel/osrelease"),
             boot_id=snapshot.text("proc/sys/kernel/random/boot_id"),
-            cpu_model=snapshot.system.cpu_model(),
+            cpu_model=procfs.cpu_model(snapshot.system),
             fio_version=version,
             numactl="installed" if has_numactl else None,
             snapshot=snapshot,

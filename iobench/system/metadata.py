@@ -10,6 +10,7 @@ import subprocess
 from typing import Any
 
 from iobench.store.answers import recall, remember
+from iobench.system import procfs
 from iobench.system.hostfs import SystemRoot
 from iobench.system.process import CommandNotFound, run_process
 from iobench.system.stability import show
@@ -52,7 +53,7 @@ def collect_metadata(
         "kernel": uname.release,
         "os": f"{uname.system} {uname.version}",
         "machine": uname.machine,
-        "cpu_model": SystemRoot().cpu_model(),
+        "cpu_model": procfs.cpu_model(SystemRoot()),
         "cpu_count": os.cpu_count(),
         "python": platform.python_version(),
         "iobench_version": __version__,

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from iobench.errors import TopologyError
+from iobench.system import procfs
 from iobench.system.cpulist import format_cpulist, parse_cpulist
 from iobench.system.hostfs import SystemRoot
 from iobench.system.process import descendants
@@ -37,7 +38,7 @@ def memory_policy(pid: int, proc: str = "/proc") -> str | None:
     poll stays cheap however much fio has mapped (see
     :meth:`~iobench.system.hostfs.SystemRoot.memory_policies`).
     """
-    policies = SystemRoot(procfs=proc).memory_policies(pid, NUMA_MAPS_HEAD)
+    policies = procfs.memory_policies(SystemRoot(procfs=proc), pid, NUMA_MAPS_HEAD)
     return ",".join(policies or ()) or None
 
 
@@ -52,7 +53,7 @@ def observe_group(root: int, proc: str = "/proc", *, policies: bool = True) -> l
 def _observe(pids: list[int], root: int, system: SystemRoot, *, policies: bool) -> list[Observed]:
     found = []
     for pid in pids:
-        info = system.process_status(pid)
+        info = procfs.process_status(system, pid)
         if info is None:
             continue
         try:

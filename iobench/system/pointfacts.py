@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from iobench.errors import IobenchError
+from iobench.system import blockdevs, procfs
 from iobench.system.hostfs import SystemRoot, devno_text
 from iobench.system.topology import TargetLocation
 
@@ -180,11 +181,11 @@ def _stack(system: SystemRoot, device: str | None) -> list[dict[str, Any]]:
     if device is None:
         return []
     out = []
-    for name in system.devices_below(device):
+    for name in blockdevs.devices_below(system, device):
         directory = system.block_dir(name)
         if directory is None:
             continue
-        whole = system.block_dir(system.whole_disk(name)) or directory
+        whole = system.block_dir(blockdevs.whole_disk(system, name)) or directory
         out.append(
             {
                 "name": name,
@@ -198,7 +199,7 @@ def _stack(system: SystemRoot, device: str | None) -> list[dict[str, Any]]:
 
 def _mount_of(system: SystemRoot, devno: str, path: str) -> tuple[str | None, str | None]:
     """The file system (type, options) holding ``path``: by device number, else the longest mount point."""
-    mounts = system.mounts()
+    mounts = blockdevs.mounts(system)
     match = [m for m in mounts if m.devno == devno]
     if not match:
         match = sorted(
@@ -256,7 +257,7 @@ def target_facts(
         )
         return facts
     if location.kind == "block" and location.device is not None:
-        backing = system.loop_backing_file(location.device)
+        backing = blockdevs.loop_backing_file(system, location.device)
         if backing:
             directory = system.block_dir(location.device)
             sectors = system.read_int(directory / "size") if directory is not None else None
@@ -342,7 +343,7 @@ def _collect(
     if phase == "before":
         devices = [location.device for location in locations if location.device is not None]
         facts["disks"] = _disk_facts(system, list(dict.fromkeys([*devices, *disks])))
-        facts["mem_available"] = (system.meminfo() or {}).get("MemAvailable")
+        facts["mem_available"] = (procfs.meminfo(system) or {}).get("MemAvailable")
         facts["targets"] = {
             location.path: target_facts(system, location, (regions or {}).get(location.path, (0, None)))
             for location in locations

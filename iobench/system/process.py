@@ -7,6 +7,7 @@ whole tree (numactl → fio → fio's workers) with one signal to the group.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iobench.errors import IobenchError
+from iobench.system import procfs
 from iobench.system.hostfs import SystemRoot
 
 KILL_GRACE_S = 5.0
@@ -56,8 +58,8 @@ def descendants(pid: int, proc: str = "/proc") -> list[int]:
     """
     children_of: Callable[[int], list[int]]
     system = SystemRoot(procfs=proc)
-    if system.has_children_lists(pid):
-        children_of = system.task_children
+    if procfs.has_children_lists(system, pid):
+        children_of = functools.partial(procfs.task_children, system)
     else:
         children_of = _children_by_scan(proc).__getitem__
     found, todo = [], [pid]
@@ -71,7 +73,7 @@ def descendants(pid: int, proc: str = "/proc") -> list[int]:
 def _children_by_scan(proc: str) -> defaultdict[int, list[int]]:
     """Parent pid → child pids, from every process's ``stat``."""
     children: defaultdict[int, list[int]] = defaultdict(list)
-    for pid, ppid in SystemRoot(procfs=proc).parent_pids().items():
+    for pid, ppid in procfs.parent_pids(SystemRoot(procfs=proc)).items():
         children[ppid].append(pid)
     return children
 

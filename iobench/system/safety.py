@@ -33,6 +33,7 @@ from typing import Literal, Protocol
 
 from iobench.errors import SafetyError
 from iobench.store.files import atomic_write, state_dir
+from iobench.system import blockdevs
 from iobench.system.hostfs import SystemRoot, block_node_devno, devno_text
 from iobench.system.process import CommandNotFound, Completed, minimal_env, run_process
 from iobench.system.topology import TargetLocation
@@ -158,12 +159,16 @@ LOCAL = Machine()
 
 
 def _swap_devnos(system: SystemRoot, machine: Machine) -> set[str]:
-    return {machine.devno(name) or name for name in system.swaps()}
+    return {machine.devno(name) or name for name in blockdevs.swaps(system)}
 
 
 def _stack_and_disks(system: SystemRoot, name: str) -> set[str]:
     """``name``, every device under it (dm/md members, recursively) and the disk of each partition among them."""
-    return {n for device in system.devices_below(name) for n in (device, system.whole_disk(device))}
+    return {
+        n
+        for device in blockdevs.devices_below(system, name)
+        for n in (device, blockdevs.whole_disk(system, device))
+    }
 
 
 def root_disks(system: SystemRoot, machine: Machine | None = None) -> set[str]:
@@ -172,24 +177,24 @@ def root_disks(system: SystemRoot, machine: Machine | None = None) -> set[str]:
     ``machine`` answers for another host (its ``/``); ``system`` is then that host's sysfs.
     """
     machine = machine or LOCAL
-    root_mounts = [m for m in system.mounts() if m.point == "/"]
+    root_mounts = [m for m in blockdevs.mounts(system) if m.point == "/"]
     devnos = {m.devno for m in root_mounts}
     root = machine.root_devno()
     if root is not None:
         devnos.add(root)
     # btrfs and friends report an anonymous 0:N; the mount source names the device.
     devnos |= {d for m in root_mounts for d in [machine.devno(m.source)] if d}
-    names = {n for devno in devnos for n in [system.block_name(devno)] if n}
+    names = {n for devno in devnos for n in [blockdevs.block_name(system, devno)] if n}
     return {disk for name in names for disk in _stack_and_disks(system, name)}
 
 
 def _in_use(system: SystemRoot, name: str, mounted: set[str], swaps: set[str]) -> str | None:
-    devno = system.block_devno(name)
+    devno = blockdevs.block_devno(system, name)
     if devno is not None and devno in mounted:
         return f"{name} is mounted"
     if devno is not None and devno in swaps:
         return f"{name} is in use as swap"
-    holders = system.holders(name)
+    holders = blockdevs.holders(system, name)
     if holders:
         return f"{name} is held by {', '.join(holders)} (LVM, md or device-mapper)"
     return None
@@ -235,11 +240,11 @@ def device_refusal(
 def _device_refusal(location: TargetLocation, system: SystemRoot, machine: Machine) -> str | None:
     node = machine.realpath(location.path)
     name = location.device or Path(node).name
-    mounts = system.mounts()
+    mounts = blockdevs.mounts(system)
     sources = {m.source for m in mounts if m.source.startswith("/")}
     mounted = {m.devno for m in mounts} | {d for source in sources for d in [machine.devno(source)] if d}
     swaps = _swap_devnos(system, machine)
-    for device in (name, *system.partitions(name)):
+    for device in (name, *blockdevs.partitions(system, name)):
         reason = _in_use(system, device, mounted, swaps)
         if reason:
             return reason
@@ -442,7 +447,7 @@ def _describe(found: Iterable[Signature], node: str) -> str:
 
 def _node_of(system: SystemRoot, name: str, machine: Machine) -> str | None:
     """The /dev node of a block device, checked by device number."""
-    devno = system.block_devno(name)
+    devno = blockdevs.block_devno(system, name)
     for candidate in (f"/dev/{name}", f"/dev/block/{devno}"):
         if devno is not None and machine.devno(candidate) == devno:
             return candidate
@@ -451,7 +456,11 @@ def _node_of(system: SystemRoot, name: str, machine: Machine) -> str | None:
 
 def _to_probe(system: SystemRoot, name: str) -> list[str]:
     """``name``, its partitions and every device under it (dm/md members) with theirs, recursively."""
-    stack = (n for device in system.devices_below(name) for n in (device, *system.partitions(device)))
+    stack = (
+        n
+        for device in blockdevs.devices_below(system, name)
+        for n in (device, *blockdevs.partitions(system, device))
+    )
     return list(dict.fromkeys(stack))
 
 

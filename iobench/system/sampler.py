@@ -25,6 +25,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from iobench.system import procfs
 from iobench.system.hostfs import DiskStat, Interrupts, SystemRoot, TaskStat
 
 THREAD_NAME = "iobench-sample"
@@ -86,21 +87,21 @@ class Snapshot:
 def take_snapshot(system: SystemRoot, watch: Watch) -> Snapshot:
     """Read every counter ``watch`` asks for once."""
     now = time.monotonic()
-    cpu = system.cpu_times()
+    cpu = procfs.cpu_times(system)
     disks = None
     if watch.devices:
-        stats = system.diskstats()
+        stats = procfs.diskstats(system)
         disks = None if stats is None else {d: stats[d] for d in watch.devices if d in stats}
     irqs = None
     if watch.irqs:
-        table = system.interrupts()
+        table = procfs.interrupts(system)
         if table is not None:
             wanted = [i for i in watch.irqs if i in table.counts]
             irqs = Interrupts(
                 table.cpus, {i: table.counts[i] for i in wanted}, {i: table.names[i] for i in wanted}
             )
-    mem = system.meminfo()
-    tasks = {t.tid: t for t in system.tasks()} if watch.threads else None
+    mem = procfs.meminfo(system)
+    tasks = {t.tid: t for t in procfs.tasks(system)} if watch.threads else None
     return Snapshot(now, cpu, disks, irqs, mem, tasks)
 
 
@@ -237,7 +238,7 @@ def keep_thread_off(avoid_cpus: Sequence[int], system: SystemRoot) -> tuple[int,
 
 
 def _online(system: SystemRoot) -> tuple[int, ...]:
-    times = system.cpu_times()
+    times = procfs.cpu_times(system)
     if times:
         return tuple(sorted(times))
     with contextlib.suppress(OSError):

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from iobench.errors import IobenchError
+from iobench.system import procfs
 from iobench.system.hostfs import SystemRoot
 from iobench.system.process import Completed, minimal_env, run_process, spawn_process, stop_process
 
@@ -225,7 +226,7 @@ def control_dir() -> Path:
     it, so a later run can close what a killed one left (:func:`close_stale_masters`).
     """
     path = Path(tempfile.mkdtemp(prefix=CONTROL_PREFIX))
-    stat = SystemRoot().process_stat(os.getpid())
+    stat = procfs.process_stat(SystemRoot(), os.getpid())
     owner = {"pid": os.getpid(), "start_ticks": stat.start_ticks if stat else None}
     (path / "owner").write_text(json.dumps(owner))
     return path
@@ -237,7 +238,7 @@ def _owner_alive(folder: Path) -> bool:
         pid, ticks = int(owner["pid"]), owner.get("start_ticks")
     except (OSError, ValueError, KeyError, TypeError):
         return False
-    stat = SystemRoot().process_stat(pid)
+    stat = procfs.process_stat(SystemRoot(), pid)
     return stat is not None and stat.start_ticks == ticks
 
 

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from iobench.errors import TuningError
+from iobench.system import blockdevs, procfs
 from iobench.system.cpulist import format_cpulist, parse_cpulist
 from iobench.system.hostfs import SystemFileError, SystemRoot
 from iobench.system.topology import parse_scheduler
@@ -353,7 +354,7 @@ class IrqBalance(Setting):
     fixed = "it is a service: stop it with the service manager (systemctl stop irqbalance) for the run"
 
     def read(self, system: SystemRoot, disks: Sequence[str]) -> SettingState:
-        pids = system.pids()
+        pids = procfs.pids(system)
         if not pids:
             return self.state("–", "n/a", "procfs cannot be listed")
         running = [pid for pid in pids if system.read_text(f"proc/{pid}/comm") == "irqbalance"]
@@ -368,7 +369,7 @@ class IrqBalance(Setting):
 
 
 def _nvme_disks(system: SystemRoot, disks: Sequence[str]) -> list[str]:
-    names = disks or system.whole_disks()
+    names = disks or blockdevs.whole_disks(system)
     return [d for d in names if d.startswith("nvme")]
 
 
@@ -471,7 +472,9 @@ class WriteCache(Setting):
     fixed = "the kernel's write_cache only says whether it sends flushes, not what the device caches"
 
     def read(self, system: SystemRoot, disks: Sequence[str]) -> SettingState:
-        names = list(disks) or [d for d in system.whole_disks() if not d.startswith(("loop", "ram", "zram"))]
+        names = list(disks) or [
+            d for d in blockdevs.whole_disks(system) if not d.startswith(("loop", "ram", "zram"))
+        ]
         caches = {d: system.read_text(f"sys/block/{d}/queue/write_cache") for d in names}
         known = {d: v for d, v in caches.items() if v is not None}
         if not known:
@@ -498,7 +501,7 @@ class Swap(Setting):
         text = system.read_text("proc/swaps")
         if text is None:
             return self.state("–", "n/a", "proc/swaps cannot be read")
-        areas = system.swaps()
+        areas = blockdevs.swaps(system)
         swappiness = system.read_text("proc/sys/vm/swappiness")
         tail = f" (swappiness {swappiness})" if swappiness is not None else ""
         if not areas:

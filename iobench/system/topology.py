@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from iobench.errors import TopologyError
+from iobench.system import blockdevs
 from iobench.system.cpulist import parse_cpulist
 from iobench.system.hostfs import SystemRoot, devno_text
 from iobench.system.pcie import PcieFinding, PciePlacement, link_findings, read_placement, shared_root_ports
@@ -340,7 +341,7 @@ def discover_topology(fsroot: str | os.PathLike[str] = "/") -> Topology:
     cores = _read_cores(system, cpudir, online, nodes)
     devices = tuple(
         _read_device(system, name, nodes)
-        for name in system.whole_disks()
+        for name in blockdevs.whole_disks(system)
         if not _HIDDEN_DEVICES.fullmatch(name)
     )
     return Topology(nodes=nodes, cores=cores, devices=devices, fsroot=os.fspath(fsroot))
@@ -378,7 +379,7 @@ def locate_target(
         kind, device = _name_target(path, system)
     if device is None:
         return TargetLocation(path=path, kind=kind, device=None, disks=(), home_node=None)
-    disks = system.disks_under(device)
+    disks = blockdevs.disks_under(system, device)
     homes = {_home_node(system, system.block_dir(disk), topology.nodes) for disk in disks}
     home = homes.pop() if len(homes) == 1 else None
     return TargetLocation(path=path, kind=kind, device=device, disks=disks, home_node=home)
@@ -490,9 +491,9 @@ def _read_device(system: SystemRoot, name: str, nodes: tuple[Node, ...]) -> Devi
         rotational={"0": False, "1": True}.get(rotational or ""),
         model=system.read_text(path / "device" / "model") or None,
         size_bytes=sectors * 512 if sectors is not None else None,
-        partitions=system.partitions(name),
-        holders=system.holders(name),
-        slaves=system.slaves(name),
+        partitions=blockdevs.partitions(system, name),
+        holders=blockdevs.holders(system, name),
+        slaves=blockdevs.slaves(system, name),
         firmware=system.read_text(path / "device" / "firmware_rev")
         or system.read_text(path / "device" / "rev")
         or None,
@@ -579,7 +580,7 @@ def _stat_target(
     except OSError:
         info = None
     if info is not None and stat.S_ISBLK(info.st_mode):
-        return "block", system.block_name(devno_text(info.st_rdev))
+        return "block", blockdevs.block_name(system, devno_text(info.st_rdev))
     if info is not None and not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
         return "other", None
     while info is None:
@@ -594,7 +595,7 @@ def _stat_target(
         return "unknown", None
     if os.major(info.st_dev) == 0:
         return "file", None
-    return "file", system.block_name(devno_text(info.st_dev))
+    return "file", blockdevs.block_name(system, devno_text(info.st_dev))
 
 
 def _on_devtmpfs(info: os.stat_result, stat_of: Callable[[str], os.stat_result]) -> bool:
@@ -613,7 +614,7 @@ def _name_target(path: str, system: SystemRoot) -> tuple[TargetKind, str | None]
     # A snapshot's dev/ may hold symlinks such as disk/by-id/x -> ../../sda1.
     name = system.realpath(path.lstrip("/")).name
     if len(parts) == 4 and parts[2] == "mapper":
-        name = system.dm_device(parts[3]) or name
+        name = blockdevs.dm_device(system, parts[3]) or name
     if system.block_dir(name) is not None:
         return "block", name
     return "unknown", None

@@ -29,6 +29,7 @@ from typing import Any
 from iobench.errors import IobenchError, TuningError
 from iobench.store.files import fsync_directory, state_dir
 from iobench.store.records import JournalRecord, RecordError, read_record, write_record
+from iobench.system import blockdevs, procfs
 from iobench.system.hostfs import SystemFileError, SystemRoot
 from iobench.system.process import signals_held
 from iobench.system.topology import parse_scheduler
@@ -266,7 +267,7 @@ def journal_dir() -> Path:
 
 def _proc_start_ticks(pid: int) -> int | None:
     """Start time of ``pid`` in clock ticks since boot; tells a live owner from a reused pid."""
-    stat = SystemRoot().process_stat(pid)
+    stat = procfs.process_stat(SystemRoot(), pid)
     return stat.start_ticks if stat is not None else None
 
 
@@ -430,7 +431,7 @@ def _remove_journal(journal: Journal) -> None:
 
 
 def _dev_of(disk: str, sysfs: str | os.PathLike[str], system: SystemRoot | None = None) -> str | None:
-    return _root(sysfs, system).block_devno(disk)
+    return blockdevs.block_devno(_root(sysfs, system), disk)
 
 
 def pending_journals() -> list[Journal]:
