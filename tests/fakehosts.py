@@ -1,7 +1,7 @@
 """A fake SSH for the hosts tests: "hosts" that are this machine, reached without SSH.
 
 :class:`LocalConnection` stands where :class:`iobench.system.ssh.Ssh` does (a
-:data:`iobench.system.hosts.Connector` makes it): every remote command runs here,
+:data:`iobench.system.fleet.Connector` makes it): every remote command runs here,
 in the host's own "home" folder (where fio servers keep their pid files), and
 a socket forward is a symlink to the host's socket. Answers can be scripted per
 command to play a host without fio, with another fio, without numactl, or one
@@ -15,7 +15,7 @@ import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from iobench.system.hosts import PROBE_SCRIPT, Connector
+from iobench.system.fleet import PROBE_SCRIPT, Connector
 from iobench.system.process import Completed, minimal_env, run_process, spawn_process
 from iobench.system.ssh import COMMAND_TIMEOUT_S, HostUnreachable, SshTarget
 
@@ -130,7 +130,7 @@ class LocalConnection:
 
 
 class LocalHosts:
-    """A :data:`~iobench.system.hosts.Connector` of :class:`LocalConnection` hosts, remembered by label."""
+    """A :data:`~iobench.system.fleet.Connector` of :class:`LocalConnection` hosts, remembered by label."""
 
     def __init__(self, base: Path, **per_host: dict[str, object]) -> None:
         self.base = base

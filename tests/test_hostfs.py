@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sysfs_snapshots import FakeSysfs, SnapshotCache
 
-from iobench.store.files import atomic_replacing, atomic_write, fsync_directory, state_dir
+from iobench.store.atomic import atomic_replacing, atomic_write, fsync_directory, state_dir
 from iobench.system import blockdevs, procfs
 from iobench.system.hostfs import Mount, SystemFileError, SystemRoot, block_node_devno, devno_text
 

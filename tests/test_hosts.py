@@ -33,10 +33,10 @@ from iobench.results.fioout.clients import parse_client_output
 from iobench.results.points import point_totals
 from iobench.results.rundir import load
 from iobench.runner.sweep import run as run_hosts
-from iobench.system import hosts as hosts_mod
+from iobench.system import fleet as hosts_mod
 from iobench.system.fioserver import server_token, stop_stale, token_stale
+from iobench.system.fleet import Fleet, HostFacts, HostSpec, HostsRefused
 from iobench.system.hostfs import SystemFileError
-from iobench.system.hosts import Fleet, HostFacts, HostSpec, HostsRefused
 from iobench.system.process import run_process
 from iobench.system.remote import RemoteRoot, _records, _write_tree, fetch_snapshot, proc_table
 from iobench.system.ssh import HostUnreachable, Ssh, SshTarget, remote_command
@@ -1015,8 +1015,8 @@ def test_frame_of_a_failed_host_point_names_the_host(tmp_path: Path) -> None:
 
 
 def test_the_guard_asks_the_host_for_device_numbers(tmp_path: Path) -> None:
+    from iobench.system.fleet import Host
     from iobench.system.hostfs import block_node_devno
-    from iobench.system.hosts import Host
     from iobench.system.remoteguard import RemoteMachine
 
     disk = next(f"/dev/{d.name}" for d in discover_topology("/").devices if os.path.exists(f"/dev/{d.name}"))

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from iobench.errors import FioError
 from iobench.store.answers import answer_path, recall, remember
-from iobench.store.files import atomic_write
+from iobench.store.atomic import atomic_write
 from iobench.system.process import CommandNotFound, minimal_env, run_process
 
 OptionKind = Literal["int", "bool", "time", "choice", "float_list", "string"]

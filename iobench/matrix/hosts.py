@@ -2,7 +2,7 @@
 
 Only the shape and the words are checked here; whether a host answers, runs
 the same fio and may be written is the preflight's job
-(:mod:`iobench.system.hosts`), before anything runs.
+(:mod:`iobench.system.fleet`), before anything runs.
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ from iobench.matrix.values import IOBENCH_AXES, Duration, Value, fio_text
 from iobench.planner.jobfile import opened_problems, render_jobfile
 from iobench.planner.placement import Placement, Skip, job_binding, resolve_placement
 from iobench.system.cpulist import format_cpulist
+from iobench.system.fleet import Fleet, HostFacts, HostSpec
 from iobench.system.hostfs import SystemRoot
-from iobench.system.hosts import Fleet, HostFacts, HostSpec
 from iobench.system.pcie import PcieFinding, sweep_findings
 from iobench.system.remote import RemoteRoot
 from iobench.system.remoteguard import RemoteMachine

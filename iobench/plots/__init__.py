@@ -41,7 +41,7 @@ from iobench.plots.latency import latency_percentiles
 from iobench.plots.numa import local_vs_remote, smt
 from iobench.plots.options import ROLES
 from iobench.plots.ratios import ratios
-from iobench.plots.telemetry import busiest_threads, cpu_where, device_vs_fio
+from iobench.plots.resources import busiest_threads, cpu_where, device_vs_fio
 from iobench.plots.timeline import timeline
 from iobench.results.points import parameter_columns, point_totals
 

@@ -20,7 +20,7 @@ from iobench.plots.cpu import cpu_per_io
 from iobench.plots.heatmap import heatmap
 from iobench.plots.latency import latency_percentiles, percentile_layout
 from iobench.plots.numa import local_vs_remote, smt
-from iobench.plots.telemetry import busiest_threads, cpu_where, device_vs_fio
+from iobench.plots.resources import busiest_threads, cpu_where, device_vs_fio
 from iobench.plots.timeline import timeline
 
 #: ``iobench plot RESULTS KIND``: each kind's function.

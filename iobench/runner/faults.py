@@ -16,7 +16,7 @@ from iobench.matrix.model import Matrix
 from iobench.planner.plans import Plan
 from iobench.store.records import Manifest
 from iobench.store.rundir import RunDir, describe_counts, now, remedy
-from iobench.system.hosts import Fleet
+from iobench.system.fleet import Fleet
 
 
 def cannot_create(fault: RunStorageError, matrix: Matrix) -> RunStorageError:

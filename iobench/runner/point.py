@@ -423,7 +423,7 @@ def _remote_killed(host: HostSite, pids: list[int]) -> str:
 
 def _stop_jobs(hosts: Sequence[HostSite]) -> None:
     """Stop what a host's server still runs for this point (its children), keeping the server."""
-    from iobench.system.hosts import kill_trees
+    from iobench.system.fleet import kill_trees
 
     def stop(site: HostSite) -> None:
         server = site.node.server

@@ -6,7 +6,7 @@ journal, apply and restore device settings, tell whether its targets are
 still the ones the run started with, read settings back, drop its page
 cache, sample its counters while fio runs, and remember the files fio
 created. This machine is a fleet of one (:class:`LocalSite`); a host of the
-matrix is a :class:`HostSite` over its SSH connection (:mod:`iobench.system.hosts`).
+matrix is a :class:`HostSite` over its SSH connection (:mod:`iobench.system.fleet`).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import Any, Protocol
 
 from iobench.errors import SafetyError, TuningError
 from iobench.planner.plans import SiteFacts
+from iobench.system.fleet import Host
 from iobench.system.hostfs import SystemRoot, devno_text
 from iobench.system.hostmonitor import HostMonitor, point_edge
-from iobench.system.hosts import Host
 from iobench.system.locks import device_lock
 from iobench.system.remote import RemoteRoot
 from iobench.system.remoteguard import RemoteMachine
@@ -259,7 +259,7 @@ done
 
 @dataclass
 class HostSite:
-    """A host of the matrix, reached through its connection (:class:`~iobench.system.hosts.Host`)."""
+    """A host of the matrix, reached through its connection (:class:`~iobench.system.fleet.Host`)."""
 
     facts: SiteFacts
     node: Host

@@ -1,7 +1,7 @@
 """Run a matrix: every point × repeat in turn, each saved the moment it ends — on this machine or on hosts.
 
 :func:`run` is the one runner. It opens the sites the matrix runs on (this
-machine, or each host through :mod:`iobench.system.hosts`), plans against
+machine, or each host through :mod:`iobench.system.fleet`), plans against
 them (:func:`~iobench.planner.plans.plan_points`), locks their disks, and
 hands every point to :class:`~iobench.runner.point.PointRunner`. Progress
 reaches the caller through a :class:`Progress` object whose methods default
@@ -46,7 +46,7 @@ from iobench.runner.point import ClientLaunch, Executor, Launch, LocalLaunch, Po
 from iobench.runner.sites import HostSite, LocalSite, Site, site_disks
 from iobench.store.records import MachineFacts, Manifest
 from iobench.store.rundir import RunDir, describe_counts, now
-from iobench.system.hosts import Connector, Fleet, ssh_connector
+from iobench.system.fleet import Connector, Fleet, ssh_connector
 from iobench.system.metadata import collect_metadata
 from iobench.system.process import run_process
 from iobench.system.topology import discover_topology

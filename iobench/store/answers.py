@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from iobench.store.files import atomic_write
+from iobench.store.atomic import atomic_write
 
 
 def answer_path(binary: str, kind: str, extra: str = "") -> Path | None:

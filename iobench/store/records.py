@@ -49,7 +49,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from iobench.errors import ResultsError
-from iobench.store.files import atomic_write
+from iobench.store.atomic import atomic_write
 
 FRAME_VERSION = 3
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from iobench.errors import FULL, EnvironmentFault, HostLost, ResultsError, RunStorageError, TargetVanished
-from iobench.store.files import atomic_replacing, fsync_directory
+from iobench.store.atomic import atomic_replacing, fsync_directory
 from iobench.store.records import FRAME_VERSION, Manifest, PointMeta, read_record, record_json
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def storage(path: str | os.PathLike[str]) -> Iterator[None]:
 def replacing(final: str | os.PathLike[str]) -> Iterator[Path]:
     """A temporary path beside ``final`` (same suffix) that becomes ``final`` when the block ends.
 
-    :func:`iobench.store.files.atomic_replacing`, whose failures name ``final``: the
+    :func:`iobench.store.atomic.atomic_replacing`, whose failures name ``final``: the
     bytes are fsync'd before the rename (errors a file system reports late,
     such as quota on network file systems, stop it); on any failure the
     temporary file is removed and ``final`` is left as it was.

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from iobench.errors import SafetyError
-from iobench.store.files import state_dir
+from iobench.store.atomic import state_dir
 
 
 def lock_dir() -> Path:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from iobench.errors import SafetyError
-from iobench.store.files import atomic_write, state_dir
+from iobench.store.atomic import atomic_write, state_dir
 from iobench.system import blockdevs
 from iobench.system.hostfs import SystemRoot, block_node_devno, devno_text
 from iobench.system.process import CommandNotFound, Completed, minimal_env, run_process
@@ -91,7 +91,7 @@ class Machine:
     Everything the rules need beyond sysfs and procfs (which a
     :class:`~iobench.system.hostfs.SystemRoot` reads) goes through these
     methods: device numbers of nodes, ``/``, exclusive opens, the libblkid
-    tools, file facts. :class:`iobench.system.hosts.RemoteMachine` answers
+    tools, file facts. :class:`iobench.system.fleet.RemoteMachine` answers
     them for another host over SSH, so the same rules guard remote targets.
     """
 

@@ -27,7 +27,7 @@ from types import TracebackType
 from typing import Any
 
 from iobench.errors import IobenchError, TuningError
-from iobench.store.files import fsync_directory, state_dir
+from iobench.store.atomic import fsync_directory, state_dir
 from iobench.store.records import JournalRecord, RecordError, read_record, write_record
 from iobench.system import blockdevs, procfs
 from iobench.system.hostfs import SystemFileError, SystemRoot
