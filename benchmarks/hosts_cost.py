@@ -26,8 +26,11 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import math
 import os
 import resource
+import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -128,13 +131,37 @@ def reaper(argv: list[str], out: Path) -> dict[str, Any]:
     }
 
 
+# What `iobench run` does, through the library, with the moments that matter recorded: the run
+# starting (connected, checked, servers up), each point's start and end, the run's end.
+DRIVER = """
+import json, sys, time
+import iobench
+from iobench.runner.sweep import NullProgress
+t0 = time.monotonic()
+marks = {"points": []}
+class Timed(NullProgress):
+    def started(self, plan, todo, run_dir):
+        marks["started"] = time.monotonic() - t0
+    def point_started(self, run, index):
+        marks["points"].append([time.monotonic() - t0, None])
+    def point_finished(self, run, outcome):
+        marks["points"][-1][1] = time.monotonic() - t0
+    def finished(self, result):
+        marks["finished"] = time.monotonic() - t0
+r = iobench.run(iobench.load_matrix(sys.argv[1]), out=sys.argv[2], progress=Timed())
+marks["ended"] = time.monotonic() - t0
+marks["run_dir"] = str(r.run_dir)
+print(json.dumps(marks))
+"""
+
+
 def run_once(matrix: Path, hosts: NetnsHosts, out: Path) -> dict[str, Any]:
-    """One ``iobench run`` under a reaper; adds the hosts' side CPU."""
+    """One run under a reaper; adds the hosts' side CPU and the run's moments (setup, points, teardown)."""
     out.mkdir(parents=True)
-    # The sshd listeners (children of `unshare`) reap the sessions and, as pid 1, the daemonized fio servers.
+    # The sshd listeners (children of `unshare`) reap the sessions, and with them the fio servers.
     sshds = [c for h in hosts if h.sshd is not None for c in _children(h.sshd.pid)]
     before = sum(_stat_times(p)[1] for p in sshds)
-    argv = [sys.executable, "-m", "iobench", "run", str(matrix), "--out", str(out / "results"), "--quiet"]
+    argv = [sys.executable, "-c", DRIVER, str(matrix), str(out / "results")]
     done = subprocess.run(
         [sys.executable, __file__, "--reap", str(out), "--", *argv],
         capture_output=True,
@@ -146,7 +173,94 @@ def run_once(matrix: Path, hosts: NetnsHosts, out: Path) -> dict[str, Any]:
     # sshd reaps its sessions once they closed; give the last ones a moment.
     time.sleep(0.5)
     result["hosts_cpu_s"] = sum(_stat_times(p)[1] for p in sshds) - before
+    marks = json.loads(result["stdout"])
+    points = marks["points"]
+    result["setup_s"] = (
+        points[0][0] if points else math.nan
+    )  # connect, check, lock, start servers, the run dir
+    result["teardown_s"] = marks["ended"] - points[-1][1] if points else math.nan
+    starts = [p[0] for p in points]
+    result["point_spacing_s"] = (
+        statistics.median(b - a for a, b in zip(starts, starts[1:], strict=False))
+        if len(starts) > 1
+        else math.nan
+    )
+    result["run_dir"] = marks["run_dir"]
     return result
+
+
+# $1: the server's folder. A plain fio server on a private socket, for as long as the session's input lasts.
+PLAIN_SERVER = r"""
+d=$(mktemp -d /tmp/plain-fio.XXXXXX) || exit 1
+cd "$d" && fio --server="sock:$d/fio.sock" </dev/null >/dev/null 2>&1 &
+pid=$!
+while [ ! -S "$d/fio.sock" ]; do sleep 0.02; done
+echo "$d"
+cat >/dev/null
+kill "$pid"; wait "$pid" 2>/dev/null; rm -rf "$d"
+"""
+
+
+def plain_fio(hosts: list[NetnsHost], every: NetnsHosts, run_dir: Path, base: Path) -> dict[str, Any]:
+    """The same points as plain ``fio --client`` (no iobench) on servers of the same hosts: its wall and the hosts' CPU."""
+    sshds = [c for h in every if h.sshd is not None for c in _children(h.sshd.pid)]
+    before = sum(_stat_times(p)[1] for p in sshds)
+    control = Path(tempfile.mkdtemp(prefix="plain-", dir=base))
+    masters, sessions, walls = [], [], []
+    try:
+        for host in hosts:
+            ssh = ["ssh", "-F", str(every.ssh_config), "-o", f"ControlPath={control / host.name}.sock"]
+            masters.append(subprocess.Popen([*ssh, "-o", "ControlMaster=yes", "-N", f"root@{host.name}"]))
+        for host in hosts:
+            sock = control / f"{host.name}.sock"
+            while not sock.exists():
+                time.sleep(0.02)
+            ssh = ["ssh", "-F", str(every.ssh_config), "-o", f"ControlPath={sock}"]
+            session = subprocess.Popen(
+                [*ssh, f"root@{host.name}", "sh", "-c", shlex.quote(PLAIN_SERVER)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            assert session.stdout is not None
+            folder = session.stdout.readline().strip()
+            sessions.append(session)
+            subprocess.run(
+                [
+                    *ssh,
+                    "-O",
+                    "forward",
+                    "-L",
+                    f"{control / host.name}.fio:{folder}/fio.sock",
+                    f"root@{host.name}",
+                ],
+                check=True,
+                capture_output=True,
+            )
+        for point in sorted(p for p in (run_dir / "points").iterdir() if p.name[0].isdigit()):
+            work = base / f"plain-{point.name}"
+            work.mkdir()
+            argv = ["fio", "--output-format=json+", f"--output={work / 'fio.json'}"]
+            for host in hosts:
+                (work / f"host-{host.name}").symlink_to(control / f"{host.name}.fio")
+                shutil.copy(point / f"job-{host.name}.fio", work)
+                argv += [f"--client=sock:host-{host.name}", f"job-{host.name}.fio"]
+            started = time.monotonic()
+            subprocess.run(argv, cwd=work, check=True, capture_output=True, timeout=RUN_TIMEOUT_S)
+            walls.append(time.monotonic() - started)
+    finally:
+        for session in sessions:
+            assert session.stdin is not None
+            session.stdin.close()
+            session.wait(timeout=30)
+        for master in masters:
+            master.terminate()
+            master.wait(timeout=30)
+    time.sleep(0.5)
+    return {
+        "plain_point_s": statistics.median(walls),
+        "plain_hosts_cpu_s": sum(_stat_times(p)[1] for p in sshds) - before,
+    }
 
 
 def main() -> None:
@@ -178,16 +292,26 @@ def main() -> None:
                 result = run_once(matrix, hosts, base / f"run-{n}-{r}")
                 if result["exit"] != 0 or result["left_running"]:
                     raise SystemExit(f"{n} hosts, round {r}: {result}")
+                if n > 0:
+                    result.update(
+                        plain_fio(hosts.hosts[:n], hosts, Path(result["run_dir"]), base / f"run-{n}-{r}")
+                    )
+                else:
+                    result.update(plain_point_s=math.nan, plain_hosts_cpu_s=math.nan)
                 runs.append(result)
             rows.append((n, {k: statistics.median(float(x[k]) for x in runs) for k in MEASURES}))
             if not args.markdown:
                 print(n, rows[-1][1], flush=True)
-    print("| hosts | points | wall (s) | iobench CPU (s) | client CPU (s) | hosts' CPU (s) |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| hosts | points | setup (s) | teardown (s) | point spacing (s) | plain fio --client a point (s) "
+        "| iobench CPU (s) | client CPU (s) | hosts' CPU (s) | hosts' CPU, plain fio (s) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for n, m in rows:
         print(
-            f"| {n or 'this machine'} | {POINTS} | {m['wall_s']:.2f} | {m['iobench_cpu_s']:.2f} | "
-            f"{m['client_cpu_s']:.2f} | {m['hosts_cpu_s']:.2f} |"
+            f"| {n or 'this machine'} | {POINTS} | {m['setup_s']:.2f} | {m['teardown_s']:.2f} | "
+            f"{m['point_spacing_s']:.2f} | {m['plain_point_s']:.2f} | {m['iobench_cpu_s']:.2f} | "
+            f"{m['client_cpu_s']:.2f} | {m['hosts_cpu_s']:.2f} | {m['plain_hosts_cpu_s']:.2f} |"
         )
     remote = sorted((n, m) for n, m in rows if n > 0)
     if len(remote) >= 2:
@@ -198,9 +322,26 @@ def main() -> None:
             f"iobench CPU {1000 * (m1['iobench_cpu_s'] - m0['iobench_cpu_s']) / extra:.0f} ms, "
             f"client CPU {1000 * (m1['client_cpu_s'] - m0['client_cpu_s']) / extra:.0f} ms"
         )
+    for n, m in remote:
+        added = (m["hosts_cpu_s"] - m["plain_hosts_cpu_s"]) / (n * POINTS)
+        print(
+            f"{n} hosts: iobench adds {1000 * added:.0f} ms of each host's CPU a point over plain fio --client; "
+            f"points {m['point_spacing_s']:.2f} s apart against {m['plain_point_s']:.2f} s for plain fio "
+            f"({m['point_spacing_s'] / m['plain_point_s']:.2f}x)"
+        )
 
 
-MEASURES = ("wall_s", "iobench_cpu_s", "client_cpu_s", "hosts_cpu_s")
+MEASURES = (
+    "wall_s",
+    "iobench_cpu_s",
+    "client_cpu_s",
+    "hosts_cpu_s",
+    "setup_s",
+    "teardown_s",
+    "point_spacing_s",
+    "plain_point_s",
+    "plain_hosts_cpu_s",
+)
 
 
 if __name__ == "__main__":
