@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from iobench.errors import RunStorageError
 from iobench.plots import files
 from iobench.plots.figures import figure_builders
-from iobench.results.rundir import base_frame, build_frame
+from iobench.results.assemble import base_frame, build_frame
 from iobench.store.rundir import RunDir
 
 LAB = Path(__file__).resolve().parents[1] / "notebooks" / "lab-results"

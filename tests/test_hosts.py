@@ -29,8 +29,8 @@ from iobench.matrix.model import load_matrix
 from iobench.planner.hosts import client_argv, host_specs, plan_on_fleet
 from iobench.planner.placement import Placement, job_binding
 from iobench.results.fioout.clients import parse_client_output
+from iobench.results.loading import load
 from iobench.results.points import point_totals
-from iobench.results.rundir import load
 from iobench.runner.hosts import run_hosts
 from iobench.system import hosts as hosts_mod
 from iobench.system.hostfs import SystemFileError
@@ -816,7 +816,7 @@ def test_unreachable_host_leaves_no_run_directory(write_matrix: Callable[..., Pa
 
 
 def test_frame_of_a_failed_host_point_names_the_host(tmp_path: Path) -> None:
-    from iobench.results.rundir import point_frame
+    from iobench.results.assemble import point_frame
     from iobench.store.records import PointMeta
 
     process = {"argv": [], "jobfile_name": "j", "output": "fio.json", "targets": ["/x"], "sections": ["x"]}

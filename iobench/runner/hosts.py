@@ -35,8 +35,8 @@ from iobench.errors import IobenchError, ResultsError, RunStorageError, TuningEr
 from iobench.matrix.model import Matrix
 from iobench.planner.hosts import client_argv, host_specs, host_targets, plan_on_fleet
 from iobench.planner.plans import FioProcess, Plan, PlannedRun, target_facts
+from iobench.results.assemble import parsed_key
 from iobench.results.fioout.clients import client_key, parse_client_output
-from iobench.results.rundir import parsed_key
 from iobench.runner.sweep import (
     TOKEN_VAR,
     Executor,
@@ -435,6 +435,7 @@ def run_hosts(
             check_no_pending(sorted(disks), host=_host_record(host))
         fleet.start_servers()
         run_dir = resumed or _create(out, matrix)
+        stack.enter_context(run_dir.sweeping())  # readers can tell a running sweep from a killed one
         todo = [r for r in the_plan.runs if r.key not in run_dir.finished_keys()]
         manifest = _host_manifest(earlier, matrix, the_plan, fleet)
         try:

@@ -27,7 +27,7 @@ THREAD_NAME = "iobench-preload"
 #: then pyarrow's parquet (its import is one long stretch holding the GIL: seconds under emulation).
 RUN_MODULES: tuple[str, ...] = (
     "iobench.results.fioout",
-    "iobench.results.rundir",
+    "iobench.results.assemble",
     "iobench.results.points",
     "iobench.results.telemetry",
     "iobench.results.samples",

@@ -51,8 +51,8 @@ from iobench.system.tuning import DeviceTuner, check_no_pending, drop_caches, re
 if TYPE_CHECKING:
     import pandas as pd
 
+    from iobench.results.assemble import Parsed
     from iobench.results.fioout.rows import Row
-    from iobench.results.rundir import Parsed
 
 # pandas and the results modules load in the background while the first fio runs
 # (iobench.runner.preload): they are imported where used, not here.
@@ -676,6 +676,7 @@ def run(
     with _sigterm_as_interrupt(), contextlib.ExitStack() as stack:
         stack.enter_context(device_lock(disks))
         run_dir = resumed or _create(out, matrix)
+        stack.enter_context(run_dir.sweeping())  # readers can tell a running sweep from a killed one
         todo = [r for r in the_plan.runs if r.key not in run_dir.finished_keys()]
         manifest = start_manifest(earlier, matrix, the_plan)
         try:
@@ -799,11 +800,12 @@ def _stopped(
         fault.kept = "nothing: the directory and every point saved in it are gone"
         fault.finish = f"start again with `{shlex.join(['iobench', 'run', source])}`"
         return fault
-    from iobench.results.rundir import build_frame
+    from iobench.results.assemble import build_frame
+    from iobench.results.framecache import save_frame
 
     frame_saved = False
     with contextlib.suppress(OSError, IobenchError):
-        run_dir.write_frame(build_frame(run_dir, parsed))
+        save_frame(run_dir, build_frame(run_dir, parsed))
         frame_saved = True
     fault.counts = counts = _saved_counts(run_dir)
     with contextlib.suppress(OSError, IobenchError):
@@ -908,7 +910,8 @@ def _finish(
     interrupted: bool,
     show: Progress | None = None,
 ) -> RunResult:
-    from iobench.results.rundir import base_frame, build_frame
+    from iobench.results.assemble import base_frame, build_frame
+    from iobench.results.framecache import save_frame
 
     counts: dict[str, int] = dict(Counter(meta.status for _, meta in run_dir.point_metas()))
     base = base_frame(run_dir, parsed)
@@ -920,7 +923,7 @@ def _finish(
     manifest.finished, manifest.counts = now(), counts
     frame_saved = False
     try:
-        run_dir.write_frame(frame)
+        save_frame(run_dir, frame)
         frame_saved = True
         run_dir.write_manifest(manifest)
     except RunStorageError as fault:
