@@ -264,7 +264,8 @@ def test_bad_input_is_refused_with_the_fix(tmp_path: Path) -> None:
     b = tidy([({"bs": 8192}, {"iops": [10.0, 11.0]})])
     with pytest.raises(
         ResultsError,
-        match=r"no point of A \(run\) matches a point of B \(run\) on bs, direction: A has bs=4096, B has bs=8192.*--by",
+        match=r"no point of A \(run\) matches a point of B \(run\): they differ in bs \(matched on bs, direction\): "
+        r"A has bs=4096, B has bs=8192.*--by",
     ):
         iobench.compare(a, b)
     with pytest.raises(ResultsError, match=r"no manifest.json.*`iobench run`"):
@@ -283,6 +284,30 @@ def test_bad_input_is_refused_with_the_fix(tmp_path: Path) -> None:
     axis_only_in_b = tidy([({"bs": 4096, "numjobs": n}, {"iops": [10.0, 11.0]}) for n in (1, 2)])
     with pytest.raises(ResultsError, match="differ in numjobs, an axis A .* does not have"):
         iobench.compare(a, axis_only_in_b)
+
+
+def test_runs_that_differ_in_direction_say_so() -> None:
+    reads = tidy([({"bs": 4096}, {"iops": [10.0, 11.0]})])
+    writes = reads.assign(direction="write")
+    with pytest.raises(ResultsError) as refused:
+        iobench.compare(reads, writes)
+    assert "they differ in direction" in str(refused.value)
+    assert "A has direction=read, B has direction=write" in str(refused.value)
+
+
+def test_two_parsed_frames_name_what_differs(tmp_path: Path) -> None:
+    """Frames from `iobench parse` have no axes: what tells their points apart is said, not matched away."""
+    data = Path(__file__).parent / "data" / "fio" / "fio-3.33"
+    frames = {name: tmp_path / f"{name}.parquet" for name in ("read", "write", "randrw")}
+    for name, path in frames.items():
+        assert runner.invoke(app, ["parse", str(data / f"{name}.json"), "-o", str(path)]).exit_code == 0
+    refused = runner.invoke(app, ["compare", str(frames["read"]), str(frames["write"])])
+    assert refused.exit_code == 2
+    assert "they differ in direction" in refused.output and "direction=write" in refused.output
+    compared = iobench.compare(frames["read"], frames["randrw"])
+    facts = {f["fact"]: f for f in compared.attrs["machines"]}
+    jobs = facts["fio jobs"]
+    assert jobs["differs"] and jobs["a"] != jobs["b"]
 
 
 # --- figure and page -------------------------------------------------------------------------
