@@ -118,6 +118,19 @@ def test_an_unreadable_fio_output_makes_its_point_damaged_naming_the_file(
     assert "B:" in compared.output and "1 point-run damaged" in compared.output
 
 
+@pytest.mark.parametrize("damage", ["fio.json", "meta.json"])
+def test_the_command_given_runs_a_damaged_point_again(copy: Path, damage: str) -> None:
+    (copy / "points" / "0002-r1" / damage).write_text("")
+    said = " ".join(cli("report", copy, "-o", copy / "report").output.split())
+    argv = shlex.split(said.split("to finish: `")[1].split("`")[0])
+    resumed = subprocess.run(
+        [sys.executable, "-m", "iobench", *argv[1:], "--quiet"], capture_output=True, text=True, check=False
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    frame = iobench.load(copy)  # complete and whole again: no warning
+    assert frame["status"].eq("ok").all() and len(frame.drop_duplicates(["point", "repeat"])) == 8
+
+
 def test_a_point_without_its_record_is_a_damaged_row(copy: Path) -> None:
     (copy / "points" / "0003-r2" / "meta.json").unlink()
     with pytest.warns(RunWarning, match="meta.json: missing"):

@@ -32,7 +32,7 @@ from iobench.errors import ResultsError, RunStorageError
 from iobench.results.assemble import BUILT_FROM, BuiltFrom, build_frame, with_machine
 from iobench.results.framecache import read_cached, save_frame
 from iobench.store.inventory import RunState, run_state, take_inventory
-from iobench.store.rundir import RunDir
+from iobench.store.rundir import FINISHED, RunDir
 
 #: ``attrs`` keys of a loaded frame: the run's state (a dict of facts) and the notes (a list of str).
 RUN, NOTES = "run", "notes"
@@ -135,6 +135,22 @@ def open_run(path: str | os.PathLike[str], *, rebuild: bool = False) -> Loaded:
     return Loaded(frame, state, tuple(notes))
 
 
+def finished_keys(path: str | os.PathLike[str]) -> set[str]:
+    """The point-runs a resume keeps: those ``ok`` or ``skipped`` in the frame (a damaged point runs again).
+
+    :meth:`RunDir.finished_keys <iobench.store.rundir.RunDir.finished_keys>`
+    reads the records alone: an ``ok`` record whose fio output cannot be read
+    would count as finished.
+
+    Raises
+    ------
+    ResultsError
+        As :func:`open_run`.
+    """
+    loaded = open_run(path)
+    return {key for key, status in _statuses(loaded.frame).items() if status in FINISHED}
+
+
 def state_text(facts: Mapping[str, object]) -> str | None:
     """How far a run got, in words (None when it is complete): ``incomplete: 5 of 8 point-runs done, ...``.
 
@@ -150,18 +166,25 @@ def state_text(facts: Mapping[str, object]) -> str | None:
         f"{done} of {planned} point-runs done, {missing} missing" if planned else f"{done} point-runs done"
     )
     status = facts.get("status")
+    saved = facts.get("saved") or {}
+    damaged = int(saved.get("damaged", 0)) if isinstance(saved, Mapping) else 0
+    unsaved = max((missing if isinstance(missing, int) else 0) - damaged, 0)
+    whys = []
     if facts.get("points_folder_missing"):
-        why = "its points folder is gone"
+        whys.append("its points folder is gone")
     elif facts.get("running"):
-        why = "its sweep is still running"
+        whys.append("its sweep is still running")
     elif status == "running":
-        why = "its sweep ended without recording an end (no iobench process holds the run directory)"
+        whys.append("its sweep ended without recording an end (no iobench process holds the run directory)")
     elif status == "stopped":
-        why = f"it was stopped: {facts.get('stopped_by') or 'see manifest.json'}"
+        whys.append(f"it was stopped: {facts.get('stopped_by') or 'see manifest.json'}")
     elif status == "interrupted":
-        why = "it was interrupted"
-    else:
-        why = "it finished without them"
+        whys.append("it was interrupted")
+    elif unsaved:
+        whys.append(f"{unsaved} never ran")
+    if damaged:
+        whys.append(f"{damaged} damaged (files that cannot be read)")
+    why = "; ".join(whys) or "see its points"
     return f"incomplete: {counted}; {why}"
 
 

@@ -55,6 +55,7 @@ from iobench.runner.sweep import (
     _reap,
     _sigterm_as_interrupt,
     conclude,
+    kept_points,
     start_manifest,
 )
 from iobench.store.records import Manifest, PointMeta, ProcessRecord, Status
@@ -436,7 +437,7 @@ def run_hosts(
         fleet.start_servers()
         run_dir = resumed or _create(out, matrix)
         stack.enter_context(run_dir.sweeping())  # readers can tell a running sweep from a killed one
-        todo = [r for r in the_plan.runs if r.key not in run_dir.finished_keys()]
+        todo = [r for r in the_plan.runs if r.key not in kept_points(resumed)]
         manifest = _host_manifest(earlier, matrix, the_plan, fleet)
         try:
             run_dir.write_manifest(manifest)

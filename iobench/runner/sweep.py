@@ -592,6 +592,15 @@ def _ended(meta: PointMeta, status: Status, reason: str | None, started: float |
         meta.duration_s = round(time.monotonic() - started, 3)
 
 
+def kept_points(resumed: RunDir | None) -> set[str]:
+    """The point-runs a resume keeps (ok or skipped with readable files); none for a new run."""
+    if resumed is None:
+        return set()
+    from iobench.results.loading import finished_keys  # pandas: only a resume needs it this early
+
+    return finished_keys(resumed.path)
+
+
 def _open_resume(resume: str | Path, matrix: Matrix) -> tuple[RunDir, Manifest]:
     run_dir = RunDir.open(resume)
     manifest = run_dir.manifest()
@@ -677,7 +686,7 @@ def run(
         stack.enter_context(device_lock(disks))
         run_dir = resumed or _create(out, matrix)
         stack.enter_context(run_dir.sweeping())  # readers can tell a running sweep from a killed one
-        todo = [r for r in the_plan.runs if r.key not in run_dir.finished_keys()]
+        todo = [r for r in the_plan.runs if r.key not in kept_points(resumed)]
         manifest = start_manifest(earlier, matrix, the_plan)
         try:
             run_dir.write_manifest(manifest)
