@@ -117,6 +117,16 @@ def test_interval_excludes_one_exactly_when_welch_is_significant() -> None:
     assert seen == {True, False}
 
 
+def test_p_is_scipys_welch_test() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n_a, n_b = rng.integers(2, 8, size=2)
+        a = rng.normal(100, rng.uniform(0.1, 20), n_a)
+        b = rng.normal(rng.uniform(80, 120), rng.uniform(0.1, 20), n_b)
+        expected = stats.ttest_ind(b, a, equal_var=False).pvalue
+        assert judge(a, b, direction=1).p_value == pytest.approx(expected, rel=1e-9, abs=1e-15)
+
+
 def test_direction_decides_better_or_worse() -> None:
     a = tidy([({}, {"iops": [1000.0, 1010.0, 990.0], "lat_mean_us": [100.0, 101.0, 99.0]})])
     slower = tidy([({}, {"iops": [500.0, 505.0, 495.0], "lat_mean_us": [200.0, 202.0, 198.0]})])
