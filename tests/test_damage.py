@@ -30,7 +30,7 @@ from typer.testing import CliRunner, Result
 
 import iobench
 from iobench.cli.commands import app
-from iobench.errors import ResultsError
+from iobench.errors import ResultsError, SafetyError
 from iobench.results.loading import RunWarning
 from iobench.results.points import summarize
 from iobench.store.rundir import RunDir
@@ -262,6 +262,16 @@ def test_a_frame_is_not_saved_while_a_sweep_runs(copy: Path) -> None:
     assert not (copy / "results.parquet").exists()
     iobench.load(copy)  # the sweep has ended (its lock is gone): complete, saved
     assert (copy / "results.parquet").is_file()
+
+
+def test_two_sweeps_of_one_run_directory_are_refused(copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("iobench.store.rundir.SWEEP_LOCK_WAIT_S", 0.2)
+    with RunDir(copy).sweeping():
+        assert RunDir(copy).sweep_running()
+        with pytest.raises(SafetyError, match="another iobench run is sweeping this run directory"):
+            with RunDir(copy).sweeping():
+                pass
+    assert not RunDir(copy).sweep_running()
 
 
 @pytest.fixture
