@@ -396,7 +396,7 @@ def base_frame(
     re-reading outputs; ``inventory`` (:func:`~iobench.store.inventory.take_inventory`)
     spares listing the points again.
     """
-    inventory = inventory if inventory is not None else take_inventory(run)
+    inventory = inventory.with_records() if inventory is not None else take_inventory(run)
     manifest = run.manifest()
     run_id = run.path.name
     host = manifest.machine.host
@@ -433,7 +433,7 @@ def build_frame(
     their columns with the reason there; they are also listed in
     the notes of ``attrs[BUILT_FROM]``.
     """
-    inventory = inventory if inventory is not None else take_inventory(run)
+    inventory = inventory.with_records() if inventory is not None else take_inventory(run)
     frame = base_frame(run, parsed, inventory=inventory) if base is None else base.copy()
     found = frame.attrs.get(BUILT_FROM)
     built = found if isinstance(found, BuiltFrom) else BuiltFrom.of(inventory.stamps())

@@ -24,6 +24,8 @@ from iobench.store.rundir import RunDir
 
 SCHEMA_KEY = "iobench_schema"
 BUILT_KEY = "iobench_built_from"
+#: What a frame that does not say what it was built from records as its schema.
+UNKNOWN = "unknown"
 #: The key frames written before the cache recorded its points carried (an integer version).
 OLD_VERSION_KEY = b"iobench_schema_version"
 
@@ -41,7 +43,7 @@ def save_frame(run: RunDir, frame: pd.DataFrame) -> None:
         When it cannot be written; no ``results.parquet`` is left half written.
     """
     built = frame.attrs.get(BUILT_FROM)
-    metadata = {SCHEMA_KEY: "unknown"}
+    metadata = {SCHEMA_KEY: UNKNOWN}
     if isinstance(built, BuiltFrom):
         metadata = {SCHEMA_KEY: built.schema, BUILT_KEY: str(built)}
     run.write_frame(frame, metadata)
@@ -95,6 +97,8 @@ def read_cached(run: RunDir, inventory: Inventory) -> tuple[pd.DataFrame | None,
             if not written:
                 old = metadata.get(OLD_VERSION_KEY, b"?").decode()
                 return None, f"results.parquet was written by an older iobench (frame version {old})"
+            if written == UNKNOWN:
+                return None, "results.parquet does not say which points it was built from"
             if written != schema.fingerprint():
                 return None, (
                     f"results.parquet was written with another frame schema ({written}; "

@@ -63,7 +63,9 @@ def _some(lines: Sequence[str], what: str) -> list[str]:
 def _damage_notes(frame: pd.DataFrame) -> list[str]:
     if "status" not in frame or "reason" not in frame:
         return []
-    damaged = frame[frame["status"].eq("damaged").fillna(False)].drop_duplicates(["point", "repeat"])
+    damaged = frame[frame["status"].eq("damaged").fillna(False)].drop_duplicates(
+        ["point", "repeat", "reason"]
+    )
     if damaged.empty:
         return []
     count = len(damaged)
