@@ -75,7 +75,7 @@ PHASES: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "headline": (("iobench.results.points", "headline"),),
     "frame": (
-        ("iobench.results.rundir", "build_frame"),
+        ("iobench.results.assemble", "build_frame"),
         ("iobench.store.rundir", "RunDir.write_frame"),
     ),
     "figures": (("iobench.cli.commands", "run_figures"), ("iobench.plots.files", "run_figures")),

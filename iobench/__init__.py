@@ -33,7 +33,7 @@ _LAZY = {
     "run": "iobench.runner.sweep",
     "RunResult": "iobench.runner.sweep",
     "RunInterrupted": "iobench.runner.sweep",
-    "load": "iobench.results.rundir",
+    "load": "iobench.results.loading",
     "parse_fio": "iobench.results.fioout",
     "parse_fio_text": "iobench.results.fioout",
     "summarize": "iobench.results.points",
@@ -52,8 +52,8 @@ if TYPE_CHECKING:
     from iobench.planner.plans import Plan, plan
     from iobench.results.compare import compare
     from iobench.results.fioout import parse_fio, parse_fio_text
+    from iobench.results.loading import load
     from iobench.results.points import point_totals, summarize
-    from iobench.results.rundir import load
     from iobench.results.telemetry import telemetry
     from iobench.results.timeseries import timeseries
     from iobench.runner.sweep import RunInterrupted, RunResult, run

@@ -117,6 +117,16 @@ def test_interval_excludes_one_exactly_when_welch_is_significant() -> None:
     assert seen == {True, False}
 
 
+def test_p_is_scipys_welch_test() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n_a, n_b = rng.integers(2, 8, size=2)
+        a = rng.normal(100, rng.uniform(0.1, 20), n_a)
+        b = rng.normal(rng.uniform(80, 120), rng.uniform(0.1, 20), n_b)
+        expected = stats.ttest_ind(b, a, equal_var=False).pvalue
+        assert judge(a, b, direction=1).p_value == pytest.approx(expected, rel=1e-9, abs=1e-15)
+
+
 def test_direction_decides_better_or_worse() -> None:
     a = tidy([({}, {"iops": [1000.0, 1010.0, 990.0], "lat_mean_us": [100.0, 101.0, 99.0]})])
     slower = tidy([({}, {"iops": [500.0, 505.0, 495.0], "lat_mean_us": [200.0, 202.0, 198.0]})])
@@ -265,7 +275,8 @@ def test_bad_input_is_refused_with_the_fix(tmp_path: Path) -> None:
     b = tidy([({"bs": 8192}, {"iops": [10.0, 11.0]})])
     with pytest.raises(
         ResultsError,
-        match=r"no point of A \(run\) matches a point of B \(run\) on bs, direction: A has bs=4k, B has bs=8k.*--by",
+        match=r"no point of A \(run\) matches a point of B \(run\): they differ in bs \(matched on bs, direction\): "
+        r"A has bs=4k, B has bs=8k.*--by",
     ):
         iobench.compare(a, b)
     with pytest.raises(ResultsError, match=r"no manifest.json.*`iobench run`"):
@@ -284,6 +295,30 @@ def test_bad_input_is_refused_with_the_fix(tmp_path: Path) -> None:
     axis_only_in_b = tidy([({"bs": 4096, "numjobs": n}, {"iops": [10.0, 11.0]}) for n in (1, 2)])
     with pytest.raises(ResultsError, match="differ in numjobs, an axis A .* does not have"):
         iobench.compare(a, axis_only_in_b)
+
+
+def test_runs_that_differ_in_direction_say_so() -> None:
+    reads = tidy([({"bs": 4096}, {"iops": [10.0, 11.0]})])
+    writes = reads.assign(direction="write")
+    with pytest.raises(ResultsError) as refused:
+        iobench.compare(reads, writes)
+    assert "they differ in direction" in str(refused.value)
+    assert "A has direction=read, B has direction=write" in str(refused.value)
+
+
+def test_two_parsed_frames_name_what_differs(tmp_path: Path) -> None:
+    """Frames from `iobench parse` have no axes: what tells their points apart is said, not matched away."""
+    data = Path(__file__).parent / "data" / "fio" / "fio-3.33"
+    frames = {name: tmp_path / f"{name}.parquet" for name in ("read", "write", "randrw")}
+    for name, path in frames.items():
+        assert runner.invoke(app, ["parse", str(data / f"{name}.json"), "-o", str(path)]).exit_code == 0
+    refused = runner.invoke(app, ["compare", str(frames["read"]), str(frames["write"])])
+    assert refused.exit_code == 2
+    assert "they differ in direction" in refused.output and "direction=write" in refused.output
+    compared = iobench.compare(frames["read"], frames["randrw"])
+    facts = {f["fact"]: f for f in compared.attrs["machines"]}
+    jobs = facts["fio jobs"]
+    assert jobs["differs"] and jobs["a"] != jobs["b"]
 
 
 # --- figure and page -------------------------------------------------------------------------

@@ -31,6 +31,7 @@ import iobench
 from iobench.cli.commands import app
 from iobench.errors import EnvironmentFault, RunStorageError, TargetVanished
 from iobench.matrix.model import load_matrix
+from iobench.results.loading import RunWarning
 from iobench.runner.sweep import NullProgress, PointOutcome, run
 from iobench.system.process import Completed, descendants, run_process
 from iobench.system.tuning import read_settings
@@ -165,7 +166,8 @@ def test_disk_full_mid_sweep_keeps_every_finished_point_and_resume_finishes(
     assert_nothing_half_written(run_dir)
 
     filler.unlink()
-    frame = iobench.load(run_dir)
+    with pytest.warns(RunWarning, match="incomplete: 2 of 4 point-runs done, 2 missing"):
+        frame = iobench.load(run_dir)
     assert sorted(frame["point"].unique()) == [1, 2] and frame["status"].eq("ok").all()
     assert frame["iops"].gt(0).all()
     report = cli.invoke(app, ["report", str(run_dir)])
@@ -315,7 +317,8 @@ def test_run_directory_made_read_only_between_points(
     assert fault.remedy == f"make {disk} writable again"
     assert (fault.steps[0].action, fault.steps[0].matrix) == ("resume", matrix.source)
     assert sorted(saved_points(run_dir)) == ["0001-r1"]
-    frame = iobench.load(run_dir)  # a read-only run directory still reads
+    with pytest.warns(RunWarning, match="incomplete: 1 of 4 point-runs done, 3 missing"):
+        frame = iobench.load(run_dir)  # a read-only run directory still reads
     assert frame["point"].tolist() == [1] and not (run_dir / "results.parquet").exists()
 
     _sh("mount", "-o", "remount,rw", str(disk))

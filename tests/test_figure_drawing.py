@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from iobench.errors import RunStorageError
 from iobench.plots import files
 from iobench.plots.figures import figure_builders
-from iobench.results.rundir import base_frame, build_frame
+from iobench.results.assemble import base_frame, build_frame
 from iobench.store.rundir import RunDir
 
 LAB = Path(__file__).resolve().parents[1] / "notebooks" / "lab-results"
@@ -40,7 +40,7 @@ def test_each_figure_is_drawn_by_a_child_and_waited_for(tmp_path: Path) -> None:
     assert files.FigureDrawing(jobs, {}).wait() == [
         p for _, paths in jobs for p in paths
     ]  # no child: drawn here
-    frame = pd.read_parquet(LAB / "lab-numa" / "results.parquet")
+    frame = build_frame(RunDir.open(LAB / "lab-numa"))  # the frame, built in memory: nothing written
     drawing = files.start_figures(frame, tmp_path / "figs")
     assert len(drawing.children) == len(figure_builders(frame)) >= 2
     paths = drawing.wait()

@@ -30,8 +30,8 @@ from iobench.matrix.model import load_matrix
 from iobench.planner.placement import Placement, job_binding
 from iobench.planner.plans import client_argv, host_sites, host_specs, plan_points
 from iobench.results.fioout.clients import parse_client_output
+from iobench.results.loading import load
 from iobench.results.points import point_totals
-from iobench.results.rundir import load
 from iobench.runner.sweep import run as run_hosts
 from iobench.system import fleet as hosts_mod
 from iobench.system.fioserver import server_token, stop_stale, token_stale
@@ -991,7 +991,7 @@ def test_unreachable_host_leaves_no_run_directory(write_matrix: Callable[..., Pa
 
 
 def test_frame_of_a_failed_host_point_names_the_host(tmp_path: Path) -> None:
-    from iobench.results.rundir import point_frame
+    from iobench.results.assemble import point_frame
     from iobench.store.records import PointMeta
 
     process = {"argv": [], "jobfile_name": "j", "output": "fio.json", "targets": ["/x"], "sections": ["x"]}

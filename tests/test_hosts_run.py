@@ -26,7 +26,7 @@ import iobench
 from iobench.errors import HostLost, TargetVanished
 from iobench.matrix.model import load_matrix
 from iobench.planner.plans import PlannedRun
-from iobench.results.rundir import load
+from iobench.results.loading import load
 from iobench.runner.sweep import NullProgress, PointOutcome, run
 from iobench.system.tuning import pending_journals, read_settings
 

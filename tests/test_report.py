@@ -17,8 +17,9 @@ from iobench.cli.commands import app
 from iobench.errors import ResultsError
 from iobench.matrix.model import load_matrix
 from iobench.report.page import write_report
+from iobench.results.framecache import save_frame
+from iobench.results.loading import load
 from iobench.results.points import summarize
-from iobench.results.rundir import load
 from iobench.runner.sweep import run
 from iobench.store.rundir import RunDir
 
@@ -110,7 +111,7 @@ def test_user_text_on_the_page_is_escaped(run_dir: Path, tmp_path: Path) -> None
     frame = load(copy)
     frame["target"] = "/data/<b>target</b>.dat"
     frame["jobname"] = "<script>job</script>"
-    RunDir(copy).write_frame(frame)
+    save_frame(RunDir(copy), frame)
     page = write_report(copy, tmp_path / "out").html.read_text()
     assert "<script" not in page and "<b>" not in page
     assert '<p class="sub">&lt;script&gt;alert(1)&lt;/script&gt;</p>' in page

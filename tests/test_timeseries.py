@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import textwrap
 from collections.abc import Callable
@@ -34,7 +35,8 @@ def make_run(
     run = base / name
     (run / "points").mkdir(parents=True)
     machine = {"host": "testhost", "fio_version": "fio-3.33", "kernel": "6.1", "cpu_model": "test CPU"}
-    (run / "manifest.json").write_text(json.dumps({"schema_version": 1, "name": name, "machine": machine}))
+    manifest = {"schema_version": 1, "name": name, "machine": machine, "status": "finished"}
+    (run / "manifest.json").write_text(json.dumps(manifest))
     for spec in points:
         point, repeat = spec.get("point", 1), spec.get("repeat", 1)
         where = run / "points" / f"{point:04d}-r{repeat}"
@@ -180,13 +182,27 @@ def test_window_rounds_to_the_point_s_log_avg_msec(tmp_path: Path) -> None:
     assert ts.attrs["timing"][0]["window_s"] == 0.5
 
 
-def test_a_broken_log_names_its_file_and_line(tmp_path: Path) -> None:
-    run = make_run(tmp_path, [{"files": {"t_iops.1.log": "1000, 400, 0, 0, 0\n2000, lots, 0, 0, 0\n"}}])
-    with pytest.raises(ResultsError, match=r"t_iops\.1\.log:2: not a fio log line"):
-        timeseries(run)
+def test_a_broken_log_is_left_out_with_a_note_naming_its_file_and_line(tmp_path: Path) -> None:
+    good = "1000, 400, 0, 0, 0\n2000, 410, 0, 0, 0\n"
+    broken = {"t_iops.1.log": "1000, 400, 0, 0, 0\n2000, lots, 0, 0, 0\n", "t_lat.1.log": good}
+    run = make_run(tmp_path, [{"files": broken}, {"point": 2, "files": {"t_iops.1.log": good}}])
+    ts = timeseries(run)
+    [note] = ts.attrs["notes"]
+    assert re.search(r"points/0001-r1/t_iops\.1\.log:2: not a fio log line", note)
+    # the point's other log and the other point's are read
+    assert set(zip(ts["point"], ts["metric"], strict=True)) == {(1, "lat_mean_us"), (2, "iops")}
     run = make_run(tmp_path, [{"files": {"t_iops.1.log": "1000, 400, 7, 0, 0\n"}}], name="ddir")
-    with pytest.raises(ResultsError, match=r"t_iops\.1\.log: data direction 7"):
-        timeseries(run)
+    ts = timeseries(run)
+    assert ts.empty and "t_iops.1.log: data direction 7" in ts.attrs["notes"][0]
+
+
+def test_a_frame_is_not_a_run_and_the_message_does_not_print_it() -> None:
+    frame = pd.DataFrame({"iops": range(100), "point": range(100)})
+    with pytest.raises(ResultsError) as refused:
+        timeseries(frame)
+    message = str(refused.value)
+    assert message.startswith("a DataFrame is not a run directory: give its path")
+    assert "iops" not in message and "\n" not in message
 
 
 def test_points_not_ok_and_runs_without_logs(tmp_path: Path) -> None:

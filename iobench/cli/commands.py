@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import json
 import os
 import shlex
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -132,6 +134,45 @@ class _DrawLater:
         """The run failed after the figures were started: no child is left drawing."""
         if self.drawing is not None:
             self.drawing.cancel()
+
+
+def _note(lines: list[str]) -> None:
+    """What the library noted about a run (incomplete, damaged points, files that cannot be read), on stderr."""
+    if lines:
+        _err().print("[yellow]note:[/] " + _escape("\n  ".join(lines)), markup=True, soft_wrap=True)
+
+
+@contextlib.contextmanager
+def _closed_pipe_ends_quietly() -> Iterator[None]:
+    """Output to a reader that went away (``iobench compare A B | head``) ends the command quietly, with 0."""
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Nothing more can reach the reader; point stdout at /dev/null so that no later flush fails.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        raise typer.Exit(code=0) from None
+
+
+def _load(path: Path) -> Any:
+    """:func:`iobench.load`, its warnings (an incomplete run, damaged points) said as notes on stderr."""
+    import warnings
+
+    from iobench.report.runstate import run_lines
+    from iobench.results.loading import NOTES, RUN, RunWarning, load
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RunWarning)
+        frame = load(path)
+    _note(run_lines(frame.attrs[RUN], frame.attrs[NOTES]) if RUN in frame.attrs else [])
+    return frame
+
+
+def _broken_pipe() -> None:
+    """For rich's console: a closed pipe is :func:`_closed_pipe_ends_quietly`'s to handle."""
+    raise BrokenPipeError
 
 
 def _print_json(data: Any) -> None:
@@ -433,10 +474,9 @@ def plot(
     from iobench.plots import draw
     from iobench.plots.figures import RUN_KINDS
     from iobench.plots.files import save_figure_file
-    from iobench.results.rundir import load
 
     try:
-        data = results if kind in RUN_KINDS else load(results)
+        data = results if kind in RUN_KINDS else _load(results)
         save_figure_file(draw(kind, data, x=x, y=y, hue=hue, col=col, row=row), output)
     except IobenchError as exc:
         raise _fail(exc) from None
@@ -456,6 +496,7 @@ def report(
 ) -> None:
     """Every figure that fits the run, plus a self-contained HTML page (summary with CIs, machine, matrix)."""
     from iobench.report.page import write_report
+    from iobench.report.runstate import run_lines
 
     try:
         written = write_report(results, out, formats=formats or ["png"])
@@ -463,10 +504,12 @@ def report(
         raise _fail(exc) from None
     except OSError as exc:
         raise _os_fault(exc) from None
-    print(f"report:  {written.html}")
-    print(f"summary: {written.summary}")
-    if written.figures:
-        print("figures: " + "  ".join(str(f) for f in written.figures))
+    _note(run_lines(written.run, written.notes))
+    with _closed_pipe_ends_quietly():
+        print(f"report:  {written.html}")
+        print(f"summary: {written.summary}")
+        if written.figures:
+            print("figures: " + "  ".join(str(f) for f in written.figures))
 
 
 @app.command()
@@ -527,12 +570,14 @@ def compare(
     from rich.console import Console
 
     console = Console(highlight=False) if sys.stdout.isatty() else Console(highlight=False, width=200)
-    show_comparison(console, result)
-    if page is not None:
-        print(f"page:    {page.html}")
-        print(f"table:   {page.table}")
-        if page.figures:
-            print("figures: " + "  ".join(str(f) for f in page.figures))
+    console.on_broken_pipe = _broken_pipe  # type: ignore[method-assign]  # rich would exit with 1
+    with _closed_pipe_ends_quietly():
+        show_comparison(console, result)
+        if page is not None:
+            print(f"page:    {page.html}")
+            print(f"table:   {page.table}")
+            if page.figures:
+                print("figures: " + "  ".join(str(f) for f in page.figures))
 
 
 @app.command()

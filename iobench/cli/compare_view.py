@@ -7,15 +7,25 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from iobench.report.compare_page import comparison_rows, correction_text, machine_rows, verdict_counts
+from iobench.report.compare_page import (
+    comparison_rows,
+    correction_text,
+    machine_rows,
+    run_notes,
+    verdict_counts,
+)
 
 STYLES = {"better": "bold green", "worse": "bold red", "no change": "", "not tested": "dim"}
+#: The most rows the terminal table shows (the changed ones first when there are more).
+MAX_ROWS = 200
 
 
 def show_comparison(console: Console, comparison: pd.DataFrame) -> None:
     """Print the runs, the facts that differ between them, the table and the verdict counts."""
     a, b = comparison.attrs.get("a", "A"), comparison.attrs.get("b", "B")
     console.print(f"[bold]A[/] {escape(str(a))}  →  [bold]B[/] {escape(str(b))}   (ratio = B / A)")
+    for side, lines in run_notes(comparison):
+        console.print(f"[bold yellow]{side}:[/] " + escape("\n  ".join(lines)))
     differ, same = machine_rows(comparison)
     if differ:
         facts = Table(title="what differs between the runs", title_justify="left", box=None, padding=(0, 2))
@@ -27,7 +37,7 @@ def show_comparison(console: Console, comparison: pd.DataFrame) -> None:
         console.print(facts)
     if same:
         console.print(f"[dim]the same in both: {escape(', '.join(fact for fact, _ in same))}[/]")
-    rows = comparison_rows(comparison)
+    rows = comparison_rows(comparison, limit=MAX_ROWS)
     table = Table(show_lines=False, header_style="bold")
     for key in rows.keys:
         table.add_column(escape(key), no_wrap=True)
@@ -53,9 +63,18 @@ def show_comparison(console: Console, comparison: pd.DataFrame) -> None:
             escape(row.reason),
         )
     console.print(table)
-    for label, points in (("only in A", rows.only_a), ("only in B", rows.only_b)):
+    if rows.omitted:
+        console.print(
+            f"{rows.matched} rows: shown, {len(rows.rows)} of those that changed (better or worse); "
+            "every row: compare.csv (-o DIR writes it)"
+        )
+    for label, points, total in (
+        ("only in A", rows.only_a, rows.only_a_total),
+        ("only in B", rows.only_b, rows.only_b_total),
+    ):
         if points:
-            console.print(f"{label} (not compared): {escape('; '.join(points))}")
+            more = f" and {total - len(points)} more" if total > len(points) else ""
+            console.print(f"{label} (not compared): {escape('; '.join(points))}{more}")
     for metric, counts in verdict_counts(comparison):
         text = ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
         console.print(f"{metric}: {text}")

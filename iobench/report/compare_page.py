@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from iobench.errors import ResultsError
 from iobench.matrix.display import format_value
 from iobench.plots.files import save_figure_file
 from iobench.report.html import inline_png, template
+from iobench.report.runstate import run_lines
 from iobench.results.compare import VERDICTS, key_columns
 from iobench.store.rundir import replacing, storage
 
@@ -45,6 +46,8 @@ METRIC_TEXT: dict[str, tuple[str, float]] = {
 }
 #: What an NA verdict reads as.
 UNTESTED = "not tested"
+#: The most rows the page's table shows (the changed ones first); ``compare.csv`` has all of them.
+MAX_ROWS = 500
 
 
 @dataclass(frozen=True)
@@ -75,14 +78,28 @@ class Row:
     detectable: str = "–"
 
 
-@dataclass(frozen=True)
+@dataclass
 class Rows:
-    """A comparison as text: the header of the label columns, matched rows and one-sided points."""
+    """A comparison as text: the header of the label columns, matched rows and one-sided points.
+
+    With a limit, ``rows`` holds at most that many: every row when they fit,
+    else the changed ones (better, worse) first in key order; ``matched`` counts
+    them all. ``only_a``/``only_b`` are cut at the limit likewise
+    (``only_a_total``, ``only_b_total`` count them).
+    """
 
     keys: list[str]
     rows: list[Row] = field(default_factory=list)
     only_a: list[str] = field(default_factory=list)
     only_b: list[str] = field(default_factory=list)
+    matched: int = 0
+    only_a_total: int = 0
+    only_b_total: int = 0
+
+    @property
+    def omitted(self) -> int:
+        """Matched rows not in :attr:`rows`."""
+        return self.matched - len(self.rows)
 
 
 def metric_title(metric: str) -> str:
@@ -160,7 +177,7 @@ def _label_columns(comparison: pd.DataFrame, keys: Sequence[str]) -> list[str]:
     return varying or list(keys[:1])
 
 
-def _describe(row: pd.Series, columns: Sequence[str]) -> str:
+def _describe(row: Mapping[Any, Any], columns: Sequence[str]) -> str:
     return " ".join(f"{c}={format_value(c, row[c], missing='–')}" for c in columns) or "all"
 
 
@@ -170,13 +187,17 @@ def _plain(value: object) -> str:
     return str(value)
 
 
-def comparison_rows(comparison: pd.DataFrame) -> Rows:
+def comparison_rows(comparison: pd.DataFrame, limit: int | None = None) -> Rows:
     """The comparison as the terminal and the page show it: text cells, one-sided points apart.
 
     Parameters
     ----------
     comparison
         A frame from :func:`iobench.compare`.
+    limit
+        The most matched rows (and one-sided points) to give as text: past it,
+        the changed rows (better, worse) come first and the rest are counted
+        (``compare.csv`` has every row). None: all of them.
 
     Returns
     -------
@@ -187,13 +208,13 @@ def comparison_rows(comparison: pd.DataFrame) -> Rows:
     """
     keys = _label_columns(comparison, key_columns(comparison))
     out = Rows(keys)
-    for _, row in comparison.iterrows():
-        if row["match"] != "both":
-            where = out.only_a if row["match"] == "A only" else out.only_b
-            text = _describe(row, keys)
-            if text not in where:
-                where.append(text)
-            continue
+    match = comparison["match"].astype("string")
+    matched = comparison[match.eq("both").fillna(False).to_numpy()]
+    out.matched = len(matched)
+    if limit is not None and len(matched) > limit:
+        changed = matched["verdict"].isin(("better", "worse")).fillna(False).to_numpy()
+        matched = matched[changed].head(limit)
+    for row in matched.to_dict("records"):
         ratio, low, high = (_float(row[c]) for c in ("ratio", "ratio_ci_low", "ratio_ci_high"))
         verdict = row["verdict"]
         out.rows.append(
@@ -210,9 +231,17 @@ def comparison_rows(comparison: pd.DataFrame) -> Rows:
                 p_adjusted=_p_text(row.get("p_adjusted")),
                 detectable=_detectable_text(row.get("detectable")),
                 reason=_plain(row["reason"]) if row["reason"] else "",
-                match=str(row["match"]),
+                match="both",
             )
         )
+    for side, where in (("A only", out.only_a), ("B only", out.only_b)):
+        one = comparison[match.eq(side).fillna(False).to_numpy()]
+        texts = list(dict.fromkeys(_describe(row, keys) for row in one[keys].to_dict("records")))
+        where.extend(texts if limit is None else texts[:limit])
+        if side == "A only":
+            out.only_a_total = len(texts)
+        else:
+            out.only_b_total = len(texts)
     return out
 
 
@@ -287,12 +316,28 @@ def write_compare(
     return ComparePage(page, table, written)
 
 
+def run_notes(comparison: pd.DataFrame) -> list[tuple[str, list[str]]]:
+    """Per run compared that is incomplete or lost something: its side (``A``, ``B``) and what to say about it."""
+    runs = comparison.attrs.get("runs") or {}
+    out = []
+    for side, facts in runs.items():
+        lines = run_lines(facts, facts.get("notes") or [])
+        if lines:
+            out.append((str(side), lines))
+    return out
+
+
 def render_compare(comparison: pd.DataFrame, figure: str = "") -> str:
-    """The page's HTML: runs, what differs, verdicts per metric, the figure (base64 PNG), the table."""
+    """The page's HTML: runs, what differs, verdicts per metric, the figure (base64 PNG), the table.
+
+    The table holds at most :data:`MAX_ROWS` rows (the changed ones first when
+    there are more); ``compare.csv`` has every row.
+    """
     differ, same = machine_rows(comparison)
-    rows = comparison_rows(comparison)
+    rows = comparison_rows(comparison, limit=MAX_ROWS)
     attrs: dict[Any, Any] = comparison.attrs
     return template("compare.html.j2").render(
+        runs=run_notes(comparison),
         a=str(attrs.get("a", "A")),
         b=str(attrs.get("b", "B")),
         min_effect=f"{float(attrs.get('min_effect', 0.01)):.0%}",

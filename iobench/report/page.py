@@ -1,26 +1,34 @@
 """``iobench report``: every figure that fits a run, and one self-contained HTML page about it.
 
 The page needs nothing but itself to open offline: figures are inline PNGs,
-the style is inline, there is no script. It holds the figures, a summary table
+the style is inline, there is no script. It holds how far the run got (and
+the command that finishes an incomplete one), the notes made while loading it
+(damaged points, files that cannot be read), the figures, a summary table
 (mean ± 95 % CI per point), the points that did not run or failed and why, the
 points that were not steady (with their throughput and latency over time), the
 machine (host, kernel, CPU, software versions, NUMA nodes), each target's
 devices with their original settings, and the matrix as given.
 
 The summary is data first: :func:`iobench.summarize` of the run, written as
-``summary.csv`` beside the page, whose table shows those same numbers. The page
-comes from the jinja2 template ``iobench/report/templates/report.html.j2`` with
-autoescaping on: names, descriptions, reasons and paths are user text.
+``summary.csv`` beside the page, whose table shows those same numbers. A
+table longer than :data:`MAX_ROWS` shows its first rows and links its CSV
+file (``summary.csv``, ``bottlenecks.csv``, ``problems.csv``,
+``unsteady.csv``), so a sweep of thousands of points still makes a page a
+browser opens. Each figure is drawn once: the page inlines the PNG file
+written beside it. The page comes from the jinja2 template
+``iobench/report/templates/report.html.j2`` with autoescaping on: names,
+descriptions, reasons and paths are user text.
 """
 
 from __future__ import annotations
 
+import base64
 import math
 import os
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -29,13 +37,20 @@ from iobench.matrix.display import format_value
 from iobench.plots.files import save_figure_file
 from iobench.report.findings import validity_flags, validity_section
 from iobench.report.html import inline_png, template
+from iobench.report.runstate import run_lines
 from iobench.report.verdicts import HEADER as VERDICT_HEADER
 from iobench.report.verdicts import verdict_groups
+from iobench.results.loading import Loaded, open_run
 from iobench.results.points import parameter_columns, summarize
-from iobench.results.rundir import load
 from iobench.results.telemetry import telemetry
 from iobench.store.records import Manifest
 from iobench.store.rundir import RunDir, remedy, replacing, storage
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+#: A page table longer than this shows its first rows and links the CSV file with all of them.
+MAX_ROWS = 200
 
 SUMMARY_METRICS = (
     ("iops", "IOPS", 1.0),
@@ -48,11 +63,17 @@ SUMMARY_METRICS = (
 
 @dataclass(frozen=True)
 class Report:
-    """What :func:`write_report` wrote: the HTML page, the figure files and the summary table."""
+    """What :func:`write_report` wrote: the HTML page, the figure files and the summary table.
+
+    ``run``: how far the run got (:meth:`RunState.facts <iobench.store.inventory.RunState.facts>`);
+    ``notes``: what was noted while loading it (as on the page).
+    """
 
     html: Path
     figures: list[Path]
     summary: Path | None = None
+    run: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 def write_report(
@@ -75,39 +96,52 @@ def write_report(
     Raises
     ------
     ResultsError
-        When ``run_dir`` is not a run directory or a format is unknown.
+        When ``run_dir`` is not a run directory (a frame file: the message says
+        what to give instead), ``out`` is a file, or a format is unknown.
     RunStorageError
         When a file cannot be written (disk full, read-only...); no file is
         left half written under its final name.
     """
-    from iobench.plots import figures_for
-    from iobench.plots.figures import FORMATS
+    from iobench.plots.figures import FORMATS, figure_builders
     from iobench.plots.timeline import unsteady_timeline
 
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         raise ResultsError(f"unknown figure format {unknown[0]!r}; use one of {', '.join(FORMATS)}")
+    if Path(run_dir).is_file():
+        raise ResultsError(
+            f"{run_dir}: a file; `iobench report` takes a run directory (made by `iobench run`). "
+            "For a frame saved by `iobench parse -o`, draw figures with `iobench plot FRAME KIND -o FILE`"
+        )
+    target = Path(out) if out is not None else Path(run_dir) / "report"
+    if target.exists() and not target.is_dir():
+        raise ResultsError(
+            f"-o {target}: a file is there; give a directory (made when missing) for the report"
+        )
     run = RunDir.open(run_dir)
-    frame = load(run.path)
-    target = Path(out) if out is not None else run.path / "report"
-    figures = figures_for(frame, telemetry(run))
-    not_steady = unsteady_timeline(run.path, frame)
-    if not_steady is not None:
-        figures["timeline-not-steady"] = not_steady
+    loaded = open_run(run.path)
+    frame = loaded.frame
+    builders: dict[str, Callable[[], Figure | None]] = dict(figure_builders(frame, telemetry(run)))
+    builders["timeline-not-steady"] = lambda: unsteady_timeline(run.path, frame)
     written: list[Path] = []
     inline: list[tuple[str, str]] = []
     try:
         with storage(target):
             target.mkdir(parents=True, exist_ok=True)
-        for name, fig in figures.items():
-            written += [save_figure_file(fig, target / f"{name}.{fmt}") for fmt in formats]
-            inline.append((name, inline_png(fig)))
+        for name, build in builders.items():
+            fig = build()  # one figure at a time: drawn, written, inlined, let go
+            if fig is None:
+                continue
+            files = [save_figure_file(fig, target / f"{name}.{fmt}") for fmt in formats]
+            written += files
+            png = next((f for f in files if f.suffix == ".png"), None)
+            inline.append((name, base64.b64encode(png.read_bytes()).decode() if png else inline_png(fig)))
         summary = summarize(frame, by=_split_by(frame))
         table = target / "summary.csv"
         with replacing(table) as tmp:
             summary.to_csv(tmp, index=False)
         page = target / "report.html"
-        text = render_page(run, frame, inline, summary)
+        text = render_page(run, frame, inline, summary, loaded=loaded, out=target)
         with replacing(page) as tmp:
             tmp.write_text(text, encoding="utf-8")
     except RunStorageError as fault:
@@ -117,7 +151,7 @@ def write_report(
         fault.remedy = remedy(fault)
         fault.steps = [NextStep("report", run_dir=str(run.path), out=None if out is None else os.fspath(out))]
         raise
-    return Report(page, written, table)
+    return Report(page, written, table, loaded.state.facts(), list(loaded.notes))
 
 
 def render_page(
@@ -125,8 +159,11 @@ def render_page(
     frame: pd.DataFrame,
     figures: Iterable[tuple[str, str]],
     summary: pd.DataFrame | None = None,
+    *,
+    loaded: Loaded | None = None,
+    out: Path | None = None,
 ) -> str:
-    """The HTML text: title, counts, figures (base64 PNG), summary, bottlenecks, problems, machine, targets, matrix.
+    """The HTML text: title, counts, how far the run got, figures (base64 PNG), summary, problems, machine, matrix.
 
     Parameters
     ----------
@@ -138,23 +175,33 @@ def render_page(
         ``(name, base64 PNG)`` pairs, in page order.
     summary
         :func:`iobench.summarize` of ``frame`` (computed when omitted): the table shows its numbers.
+    loaded
+        What :func:`~iobench.results.loading.open_run` gave for the run (read when omitted).
+    out
+        Where the page goes: the full tables too long for the page are written there as CSV.
     """
     manifest = run.manifest()
+    loaded = loaded if loaded is not None else open_run(run.path)
     matrix_path = run.path / "matrix.yaml"
     matrix_text = matrix_path.read_text(errors="replace") if matrix_path.is_file() else ""
+    facts = loaded.state.facts()
+    full = summarize(frame, by=_split_by(frame)) if summary is None else summary
+    bottlenecks = verdict_groups(frame)
+    problems = _problems(frame)
+    unsteady = _unsteady(frame)
     return template("report.html.j2").render(
         title=run.path.name,
         description=_description(manifest, matrix_text),
-        counts=_counts(manifest, frame),
+        counts=sorted(loaded.state.saved.items()),
         when=" → ".join(str(when) for when in (manifest.started, manifest.finished) if when),
+        state=run_lines(facts, []),
+        notes=list(loaded.notes),
         figures=list(figures),
-        summary=_summary_table(
-            summarize(frame, by=_split_by(frame)) if summary is None else summary, validity_flags(frame)
-        ),
-        verdicts=verdict_groups(frame),
+        summary=_summary_table(full, validity_flags(frame)),
+        verdicts=_bounded_groups(bottlenecks, out),
         verdict_header=VERDICT_HEADER,
-        problems=_problems(frame),
-        unsteady=_unsteady(frame),
+        problems=_bounded(problems, ("point", "repeat", "status", "reason"), out, "problems.csv"),
+        unsteady=_bounded(unsteady, ("point", "repeat", "parameters", "why"), out, "unsteady.csv"),
         validity=validity_section(frame),
         machine=_machine_rows(manifest),
         targets=_target_rows(manifest),
@@ -163,19 +210,52 @@ def render_page(
     )
 
 
+def _write_csv(out: Path | None, name: str, rows: pd.DataFrame) -> str | None:
+    """Write ``rows`` as ``out/name``; the name to link, or None when there is nowhere to write."""
+    if out is None:
+        return None
+    with replacing(out / name) as tmp:
+        rows.to_csv(tmp, index=False)
+    return name
+
+
+def _bounded(
+    rows: Sequence[tuple[str, ...]], header: Sequence[str], out: Path | None, name: str
+) -> dict[str, Any]:
+    """A page table: at most :data:`MAX_ROWS` rows, and the CSV of all of them when there are more."""
+    csv = _write_csv(out, name, pd.DataFrame(rows, columns=list(header))) if len(rows) > MAX_ROWS else None
+    return {"rows": rows[:MAX_ROWS], "total": len(rows), "csv": csv}
+
+
+def _bounded_groups(groups: list[dict[str, Any]], out: Path | None) -> dict[str, Any]:
+    """The bottleneck tables, cut after :data:`MAX_ROWS` rows in all, with ``bottlenecks.csv`` when cut."""
+    total = sum(len(g["rows"]) for g in groups)
+    csv = None
+    if total > MAX_ROWS:
+        records = [
+            {
+                "group": g["title"],
+                g["x"]: r["label"],
+                **dict(zip(VERDICT_HEADER, [*r["cells"], r["verdict"], r["why"]], strict=True)),
+            }
+            for g in groups
+            for r in g["rows"]
+        ]
+        csv = _write_csv(out, "bottlenecks.csv", pd.DataFrame(records))
+    shown, left = [], MAX_ROWS
+    for group in groups:
+        if left <= 0:
+            break
+        shown.append({**group, "rows": group["rows"][:left]})
+        left -= len(group["rows"])
+    return {"groups": shown, "total": total, "shown": min(total, MAX_ROWS), "csv": csv}
+
+
 def _description(manifest: Manifest, matrix_text: str) -> str:
     for line in matrix_text.splitlines():
         if line.startswith("description:"):
             return line.partition(":")[2].strip()
     return manifest.name
-
-
-def _counts(manifest: Manifest, frame: pd.DataFrame) -> list[tuple[str, int]]:
-    counts = manifest.counts
-    if not counts and "status" in frame:
-        per_point = frame.drop_duplicates(["point", "repeat"])["status"]
-        counts = {str(k): int(v) for k, v in per_point.value_counts().items()}
-    return sorted((str(status), int(n)) for status, n in counts.items())
 
 
 def _mean_ci(row: pd.Series, metric: str, scale: float) -> str:
@@ -206,7 +286,7 @@ def _summary_table(summary: pd.DataFrame, validity: dict[object, list[str]] | No
     ]
     metrics = [(m, title, scale) for m, title, scale in SUMMARY_METRICS if f"{m}_mean" in summary]
     rows = []
-    for _, row in summary.iterrows():
+    for _, row in summary.head(MAX_ROWS).iterrows():
         flags = [name for name in ("noisy", "short_runtime") if row.get(name) is True]
         if row.get("pct_exact") is False:
             flags.append("approx. percentiles")
@@ -229,6 +309,7 @@ def _summary_table(summary: pd.DataFrame, validity: dict[object, list[str]] | No
         "rows": rows,
         "approximate": bool(summary["pct_exact"].eq(False).any()),
         "csv": "summary.csv",
+        "total": len(summary),
     }
 
 

@@ -41,6 +41,12 @@ def _percent(value: object) -> str:
     return "–" if dt.is_missing(value) else f"{float(value):.0f} %"  # type: ignore[arg-type]
 
 
+def _ranks(column: str, values: pd.Series) -> list[int]:
+    """Each value's place in ``column``'s reading order (:func:`iobench.plots._data.ordered`)."""
+    place = {dt.key(v): i for i, v in enumerate(dt.ordered(column, values))}
+    return [place[dt.key(v)] for v in values.tolist()]
+
+
 def verdict_groups(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """The section's tables: ``[{"title", "x", "rows": [{"label", "cells", "verdict"}]}]``; empty without telemetry.
 
@@ -61,14 +67,19 @@ def verdict_groups(frame: pd.DataFrame) -> list[dict[str, Any]]:
     axes = [a for a in dt.splitting_axes(points.drop(columns=["direction"]), []) if a != "repeat"]
     x = main_axis([a for a in axes if a != "point"]) or "point"
     others = [a for a in axes if a not in (x, "point")]
+    # One sort in reading order (each axis' own order, then the repeat) and one pass over the rows:
+    # a filter per group and per value would cost groups × rows.
+    ranks = pd.DataFrame({c: _ranks(c, points[c]) for c in (*others, x)})
+    ranks["_repeat"] = points["repeat"].to_numpy()
+    order = ranks.sort_values([*others, x, "_repeat"], kind="stable").index
+    points = points.iloc[order].reset_index(drop=True)
+    keys = list(zip(*(ranks[c].to_numpy()[order] for c in others), strict=True)) if others else []
+    starts = [0] + [i for i in range(1, len(keys)) if keys[i] != keys[i - 1]]
     groups = []
-    for combo in dt.combos(points, others):
-        part = dt.select(points, others, combo)
-        ordered = [
-            row
-            for value in dt.ordered(x, part[x])
-            for _, row in dt.select(part, [x], [value]).sort_values("repeat").iterrows()
-        ]
+    for begin, end in zip(starts, [*starts[1:], len(points)], strict=True):
+        part = points.iloc[begin:end]
+        combo = tuple(part.iloc[0][c] for c in others)
+        ordered = [row for _, row in part.iterrows()]
         rows = []
         for row in ordered:
             cells = [

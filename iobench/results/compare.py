@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import math
 import os
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +52,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import special
 
 from iobench.errors import ResultsError
 from iobench.matrix.display import format_value
@@ -65,15 +65,16 @@ from iobench.results.discoveries import (
     family_alpha,
 )
 from iobench.results.fioout.model import PERCENTILES
+from iobench.results.loading import load, open_run
 from iobench.results.points import (
     CONTEXT,
     LATENCY_KINDS,
+    TELEMETRY,
     over_repeats,
     parameter_columns,
     percentile_column,
     point_totals,
 )
-from iobench.results.rundir import load
 from iobench.store.rundir import RunDir
 from iobench.system.stability import setting_facts
 
@@ -149,6 +150,8 @@ class _Side:
     manifest: Mapping[str, Any] = field(default_factory=dict)
     matrix: Mapping[str, Any] = field(default_factory=dict)
     totals: pd.DataFrame = field(default_factory=pd.DataFrame)
+    run: dict[str, Any] | None = None
+    """How far the run got (a loaded frame's ``attrs["run"]``, with its ``notes``); None for a frame file."""
 
 
 @dataclass(frozen=True)
@@ -241,7 +244,9 @@ def compare(
         ``a``, ``b`` (labels), ``keys``, ``metrics``, ``min_effect``, ``alpha``,
         ``correction``, ``tests`` (how many were made), ``power`` and
         ``machines``: a list of ``{"fact", "a", "b", "differs"}`` for the
-        machines and settings of both runs.
+        machines and settings of both runs, and ``runs``: per side given as a
+        run directory (``"A"``, ``"B"``), how far that run got (as a loaded
+        frame's ``attrs["run"]``) with its ``notes``.
 
     Raises
     ------
@@ -264,7 +269,7 @@ def compare(
     split = list(dict.fromkeys(by or ()))
     for side in sides:
         _check_columns(side, split)
-        side.totals = point_totals(side.frame, by=split)
+        side.totals = point_totals(_compared_columns(side.frame, metrics), by=split)
         if side.totals.empty:
             raise ResultsError(
                 f"{side.name} ({side.label}): no point finished ok, nothing to compare; "
@@ -294,8 +299,25 @@ def compare(
         tests=tests,
         power=POWER,
         machines=_machine_facts(sides[0], sides[1]),
+        runs={side.name: side.run for side in sides if side.run is not None},
     )
     return out
+
+
+def _compared_columns(frame: pd.DataFrame, metrics: Sequence[str] | None) -> pd.DataFrame:
+    """``frame`` without what no comparison of ``metrics`` reads: the telemetry, the histograms of other latencies.
+
+    Merging histograms is most of what point totals cost; only the kinds whose
+    percentiles are compared need it (``clat`` for the default metrics).
+    """
+    wanted = list(metrics) if metrics is not None else list(DEFAULT_METRICS)
+    kinds = {kind for kind in LATENCY_KINDS if any(m.startswith(f"{kind}_p") for m in wanted)}
+    unread = [
+        c
+        for c in frame.columns
+        if c in TELEMETRY or (c.endswith("_bins") and c.removesuffix("_bins") not in kinds)
+    ]
+    return frame.drop(columns=unread) if unread else frame
 
 
 def judge(
@@ -356,14 +378,9 @@ def judge(
         low = high = ratio
         notes.append("no spread in either run's repeats: p is the test's limit")
     else:
-        from scipy import stats
-
-        with warnings.catch_warnings():
-            # scipy warns about precision when one side's repeats are equal; the test stays valid.
-            warnings.simplefilter("ignore", RuntimeWarning)
-            p = float(stats.ttest_ind(y, x, equal_var=False).pvalue)
+        p = _welch_p(x, y)
         dof = (va + vb) ** 2 / ((va**2 / (na - 1) if va else 0.0) + (vb**2 / (nb - 1) if vb else 0.0))
-        low, high = _fieller(am, bm, va, vb, float(stats.t.ppf(1 - ALPHA / 2, dof)))
+        low, high = _fieller(am, bm, va, vb, float(special.stdtrit(dof, 1 - ALPHA / 2)))
         low = max(low, 0.0) if math.isfinite(low) else low  # every judged metric is >= 0, so is the ratio
         if math.isnan(low) and math.isfinite(ratio):
             notes.append("A's mean is not clear of zero: the CI is unbounded")
@@ -380,6 +397,22 @@ def judge(
         return result(low, high, p, "no change", "; ".join(notes))
     verdict = "better" if (bm > am) == (direction > 0) else "worse"
     return result(low, high, p, verdict, "; ".join(notes))
+
+
+def _welch_p(x: np.ndarray, y: np.ndarray) -> float:
+    """The two-sided p of Welch's t-test of ``y`` against ``x``: ``scipy.stats.ttest_ind(y, x, equal_var=False)``.
+
+    Its formulas, with scipy's Student t distribution function (``stdtr``)
+    called directly: a comparison of thousands of points calls this once per
+    point and metric, and ``ttest_ind`` costs a hundred times more per call.
+    """
+    va, vb = float(np.var(x, ddof=1)) / len(x), float(np.var(y, ddof=1)) / len(y)
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return math.nan
+    t = (float(np.mean(y)) - float(np.mean(x))) / se
+    dof = (va + vb) ** 2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1))
+    return float(2 * special.stdtr(dof, -abs(t)))
 
 
 def _spread(std: float, mean: float) -> float:
@@ -420,7 +453,9 @@ def _open(source: Source, name: str) -> _Side:
             raise ResultsError(
                 f"{name}: {exc}; give a directory made by `iobench run` (or a frame file from `iobench parse -o`)"
             ) from None
-        return _Side(name, path.name, load(path), _manifest(run), _matrix_data(run))
+        loaded = open_run(path)
+        facts = {**loaded.state.facts(), "notes": list(loaded.notes)}
+        return _Side(name, path.name, loaded.frame, _manifest(run), _matrix_data(run), run=facts)
     if path.is_file():
         frame = load(path)
         return _Side(name, path.name, frame, {"machine": frame.attrs.get("machine") or {}})
@@ -548,37 +583,62 @@ class _Group:
 
 
 def _groups(side: _Side, keys: Sequence[str], metrics: Sequence[str]) -> dict[tuple[str, ...], _Group]:
-    """Each key's point and its repeats per metric: means and stds from ``over_repeats`` (as ``summarize``)."""
+    """Each key's point and its repeats per metric: means and stds from ``over_repeats`` (as ``summarize``).
+
+    One grouping of the point totals, in the order ``over_repeats`` groups
+    them; each group's rows are a slice of the totals sorted by group (no
+    filter of the whole frame per group).
+    """
     totals = side.totals.reset_index(drop=True)
+    if totals.empty:
+        return {}
     point = "point" if "point" in totals else "source" if "source" in totals else None
     ids = totals.groupby(list(keys), dropna=False, sort=True).ngroup().to_numpy()
     summary = over_repeats(totals, keys, metrics)
+    count = len(summary)
+    order = np.argsort(ids, kind="stable")
+    bounds = np.searchsorted(ids[order], np.arange(count + 1))
+    first = order[bounds[:-1]]
+    if point is not None:
+        points = _point_ids(totals, point)
+        several = pd.Series(points).groupby(ids).nunique().to_numpy() > 1
+        if several.any():
+            index = int(np.flatnonzero(several)[0])
+            raise ResultsError(_ambiguous(side, keys, totals[ids == index], totals.iloc[first[index]]))
+    texts = list(zip(*(map(_key_text, totals[k].to_numpy(dtype=object)[first]) for k in keys), strict=True))
+    values = {
+        metric: np.split(
+            totals[metric].astype("Float64").to_numpy(dtype=float, na_value=np.nan)[order], bounds[1:-1]
+        )
+        for metric in metrics
+    }
+    means = {m: summary[f"{m}_mean"].to_numpy(dtype=float) for m in metrics}
+    stds = {m: summary[f"{m}_std"].to_numpy(dtype=float) for m in metrics}
+    steady = (
+        totals["steady"].astype("boolean") if "steady" in totals else pd.Series(pd.NA, index=totals.index)
+    )
+    unsteady = np.bincount(ids, weights=steady.eq(False).fillna(False).to_numpy(dtype=float), minlength=count)
+    counted = np.bincount(ids, weights=steady.notna().to_numpy(dtype=float), minlength=count)
+    key_values = [
+        {str(k): v for k, v in r.items()} for r in totals[list(keys)].iloc[first].to_dict("records")
+    ]
+    number = totals[point].to_numpy(dtype=object)[first] if point is not None else [None] * count
     out: dict[tuple[str, ...], _Group] = {}
-    for index in range(ids.max() + 1 if len(ids) else 0):
-        rows = totals[ids == index]
-        first = rows.iloc[0]
-        text = tuple(_key_text(first[k]) for k in keys)
-        stats = summary.iloc[index]
-        if tuple(_key_text(stats[k]) for k in keys) != text:  # both group the same way; never differs
-            raise ResultsError(f"{side.name}: internal error: repeats grouped out of order at {text}")
-        points = list(dict.fromkeys(_point_ids(rows, point)))
-        if len(points) > 1:
-            raise ResultsError(_ambiguous(side, keys, rows, first))
+    for index in range(count):
         repeats = {}
         for metric in metrics:
-            values = rows[metric].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+            group = values[metric][index]
             repeats[metric] = Repeats(
-                values[~np.isnan(values)], float(stats[f"{metric}_mean"]), float(stats[f"{metric}_std"])
+                group[~np.isnan(group)], float(means[metric][index]), float(stds[metric][index])
             )
-        steady = rows["steady"].astype("boolean") if "steady" in rows else pd.Series(dtype="boolean")
-        unsteady = int(steady.eq(False).fillna(False).sum())
-        out[text] = _Group({k: first[k] for k in keys}, points, repeats, unsteady, int(steady.notna().sum()))
+        out[texts[index]] = _Group(
+            key_values[index], [number[index]], repeats, int(unsteady[index]), int(counted[index])
+        )
     return out
 
 
-def _point_ids(rows: pd.DataFrame, point: str | None) -> list[object]:
-    if point is None:
-        return [None]
+def _point_ids(rows: pd.DataFrame, point: str) -> list[object]:
+    """Each row's point, told apart across runs (a frame may hold several): ``(run_id, point)``."""
     if "run_id" in rows:
         return list(zip(rows["run_id"].astype("string"), rows[point], strict=True))
     return list(rows[point])
@@ -689,8 +749,7 @@ def _finite(value: object) -> bool:
 def _point_number(group: _Group | None) -> object:
     if group is None or not group.points:
         return None
-    point = group.points[0]
-    return point[1] if isinstance(point, tuple) else point
+    return group.points[0]
 
 
 def _frame(rows: list[dict[str, Any]], keys: Sequence[str]) -> pd.DataFrame:
@@ -730,8 +789,9 @@ def _missing(value: object) -> bool:
 def _no_common_points(
     sides: Sequence[_Side], keys: Sequence[str], groups: Sequence[dict[tuple[str, ...], _Group]]
 ) -> str:
-    shown = [k for k in keys if k != "direction"] or list(keys)
-    index = [keys.index(k) for k in shown]
+    """Why nothing matched: the key columns whose values differ between the runs, with each run's values."""
+    seen = [[{text[i] for text in found} for i in range(len(keys))] for found in groups]
+    index = [i for i in range(len(keys)) if seen[0][i] != seen[1][i]] or list(range(len(keys)))
 
     def values(found: dict[tuple[str, ...], _Group]) -> str:
         texts = sorted(
@@ -741,9 +801,10 @@ def _no_common_points(
         return "; ".join(texts[:4]) + more
 
     return (
-        f"no point of A ({sides[0].label}) matches a point of B ({sides[1].label}) on {', '.join(keys)}: "
-        f"A has {values(groups[0])}, B has {values(groups[1])}. Compare runs of the same matrix axes, "
-        "or match on fewer columns with --by (by=)"
+        f"no point of A ({sides[0].label}) matches a point of B ({sides[1].label}): they differ in "
+        f"{', '.join(keys[i] for i in index)} (matched on {', '.join(keys)}): A has {values(groups[0])}, "
+        f"B has {values(groups[1])}. Compare runs of the same matrix axes, or match on fewer columns "
+        "with --by (by=)"
     )
 
 
@@ -796,6 +857,11 @@ def _facts(side: _Side) -> dict[str, str]:
         for key, label in _DISK:
             if any(d.get(key) is not None for d in disks):
                 facts[f"target {number} {label}"] = ", ".join(_text(d.get(key)) for d in disks)
+        if target.get("kind") == "file":  # a file's size is its own; its disk's is the disk's
+            disk_size = facts.pop(f"target {number} size (bytes)", None)
+            if disk_size is not None:
+                facts[f"target {number} disk size (bytes)"] = disk_size
+            facts[f"target {number} size (bytes)"] = _text(target.get("size"))
     for key, label in _RUN:
         if key in side.manifest:
             facts[label] = _text(side.manifest[key])
@@ -806,6 +872,8 @@ def _facts(side: _Side) -> dict[str, str]:
     totals = side.totals
     params = [c for c in parameter_columns(totals) if totals[c].notna().any()]
     facts["matrix axes"] = ", ".join(params) or "none"
+    if "jobname" in side.frame:  # what fio ran, where nothing else names it (frames from `iobench parse`)
+        facts["fio jobs"] = ", ".join(sorted(side.frame["jobname"].dropna().astype(str).unique())) or "–"
     for column, label in (
         ("scheduler", "scheduler during the points"),
         ("readahead_kb", "readahead KiB during the points"),

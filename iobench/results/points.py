@@ -44,33 +44,17 @@ import numpy as np
 import pandas as pd
 
 from iobench.errors import ResultsError
+from iobench.results import schema
 from iobench.results.fioout.bins import decode
 from iobench.results.fioout.frame import FRAME_HISTOGRAMS, FRAME_IDENTITY, FRAME_METRICS
 from iobench.results.fioout.model import PERCENTILES
 
-#: Columns that identify a row (its run, point, repeat, job, direction, outcome).
-IDENTITY: tuple[str, ...] = (
-    "run_id",
-    "point",
-    "repeat",
-    "host",
-    "jobname",
-    "job_index",
-    "direction",
-    "status",
-)
+#: Columns that identify a row (its run, point, repeat, job, direction, outcome): the schema's ``identity``.
+IDENTITY: tuple[str, ...] = schema.group("identity")
 #: Where and how a point ran, as recorded per row; not parameters.
-PLACEMENT: tuple[str, ...] = (
-    "target",
-    "target_node",
-    "cpu_node",
-    "cpus",
-    "cpus_observed",
-    "scheduler",
-    "readahead_kb",
-)
+PLACEMENT: tuple[str, ...] = schema.group("placement")
 #: Run bookkeeping columns.
-EXTRA: tuple[str, ...] = ("reason", "runtime_requested_ms")
+EXTRA: tuple[str, ...] = schema.group("run")
 #: Placement columns that can differ from point to point: :func:`point_totals` keeps them
 #: (the distinct values joined with ``+`` where a point spans several).
 CONTEXT: tuple[str, ...] = ("target", "scheduler", "readahead_kb")
@@ -78,34 +62,14 @@ CONTEXT: tuple[str, ...] = ("target", "scheduler", "readahead_kb")
 ADDED: tuple[str, ...] = ("jobs", "pct_exact")
 #: The steady-state verdict of each point × repeat (:mod:`iobench.results.steady`), and the
 #: count :func:`summarize` makes of it: not parameters.
-STEADY: tuple[str, ...] = ("steady", "steady_reason")
+STEADY: tuple[str, ...] = schema.group("steady")
 #: How ``steady_reason`` begins when fio's own steady-state detection (``steadystate=``) judged.
 FIO_STEADY = "fio steadystate"
 #: The telemetry summary of a point (:mod:`iobench.results.telemetry`, docs/telemetry.md), in frame
 #: order: the ``dev_*`` numbers are the row's direction's, the rest the point × repeat's.
-TELEMETRY: tuple[str, ...] = (
-    "dev_iops",
-    "dev_bw_bytes",
-    "dev_await_ms",
-    "dev_util_pct",
-    "dev_fio_ratio",
-    "cpu_busy_pct",
-    "cpu_busy_max_pct",
-    "cpu_sys_pct",
-    "cpu_other_pct",
-    "cpu_other_max_pct",
-    "cpu_other_top",
-    "irq_remote_pct",
-    "top_thread",
-    "top_thread_pct",
-    "bottleneck",
-    "bottleneck_reason",
-    "telemetry_note",
-)
+TELEMETRY: tuple[str, ...] = schema.group("telemetry")
 #: The text columns among :data:`TELEMETRY`.
-TELEMETRY_TEXT: frozenset[str] = frozenset(
-    {"top_thread", "cpu_other_top", "bottleneck", "bottleneck_reason", "telemetry_note"}
-)
+TELEMETRY_TEXT: frozenset[str] = frozenset(c for c in TELEMETRY if schema.dtype(c) == "string")
 #: What :func:`summarize` keeps of them over repeats: the numbers' means, the verdicts and busiest threads seen.
 TELEMETRY_SUMMARY: tuple[str, ...] = tuple(c for c in TELEMETRY if c not in TELEMETRY_TEXT) + (
     "top_thread",
@@ -114,7 +78,7 @@ TELEMETRY_SUMMARY: tuple[str, ...] = tuple(c for c in TELEMETRY if c not in TELE
 
 #: Is the number real? The validity checks' verdict per point × repeat (:mod:`iobench.results.validity`,
 #: docs/validity.md): codes found, one sentence each, the checks that could not run.
-VALIDITY: tuple[str, ...] = ("validity", "validity_detail", "validity_na")
+VALIDITY: tuple[str, ...] = schema.group("validity")
 
 #: The percentiles a point carries, by latency kind: ``clat_p99_us``, ``lat_p99_9_us``, ...
 LATENCY_KINDS: tuple[str, ...] = ("clat", "lat", "slat")
@@ -219,22 +183,9 @@ _PERCENTILES = _percentile_columns()
 
 def _not_parameters() -> frozenset[str]:
     percentiles = {c for columns in _PERCENTILES.values() for c in columns.values()}
+    # Every column the schema declares, fio's row columns, the percentiles point_totals adds.
     return frozenset(
-        {
-            *IDENTITY,
-            *FRAME_IDENTITY,
-            *PLACEMENT,
-            *EXTRA,
-            *FRAME_METRICS,
-            *FRAME_HISTOGRAMS,
-            *ADDED,
-            *STEADY,
-            "unsteady",
-            *TELEMETRY,
-            *VALIDITY,
-            *percentiles,
-            "source",
-        }
+        {*schema.BY_NAME, *FRAME_IDENTITY, *FRAME_METRICS, *FRAME_HISTOGRAMS, *percentiles, "source"}
     )
 
 

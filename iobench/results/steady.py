@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -278,7 +279,12 @@ def fio_verdict(point_dir: Path, meta: PointMeta) -> tuple[bool | None, str] | N
     return True, f"{FIO_STEADY} {criterion} attained{within} (reached {reached})"
 
 
-def verdicts(run: str | os.PathLike[str] | RunDir | Any, logs: RunLogs | None = None) -> pd.DataFrame:
+def verdicts(
+    run: str | os.PathLike[str] | RunDir | Any,
+    logs: RunLogs | None = None,
+    *,
+    points: Iterable[tuple[Path, PointMeta]] | None = None,
+) -> pd.DataFrame:
     """The steady-state verdict of every ``ok`` point × repeat of a run.
 
     Parameters
@@ -288,16 +294,19 @@ def verdicts(run: str | os.PathLike[str] | RunDir | Any, logs: RunLogs | None = 
         :func:`iobench.run` returned).
     logs
         Its logs already read (:func:`iobench.results.timeseries.read_run_logs`).
+    points
+        Its saved points, already read (when ``logs`` is not given).
 
     Returns
     -------
     pandas.DataFrame
         :data:`VERDICT_COLUMNS`, one row per ``ok`` point × repeat: fio's verdict
         where the point used fio's steady-state detection, else the time
-        series' (module docstring); NA with the reason when neither can judge.
+        series' (module docstring); NA with the reason when neither can judge,
+        or when one of the point's logs cannot be read (naming it).
     """
     run_dir = run_dir_of(run)
-    logs = logs if logs is not None else read_run_logs(run_dir)
+    logs = logs if logs is not None else read_run_logs(run_dir, points)
     if not logs.points:
         return _typed(pd.DataFrame(columns=list(VERDICT_COLUMNS)))
     series = logs.series
@@ -330,6 +339,8 @@ def verdicts(run: str | os.PathLike[str] | RunDir | Any, logs: RunLogs | None = 
             if key in last:  # fio judged the rolling window that ended when the job did
                 duration = float(timing["steadystate_s"])
                 row.update(judged_from_s=max(0.0, last[key] - duration), judged_to_s=last[key])
+        elif key in logs.problems:
+            row.update(steady=None, steady_reason=f"not judged: {logs.problems[key]}")
         elif key not in has_logs:
             row.update(steady=None, steady_reason=NO_LOGS)
         else:
@@ -345,14 +356,25 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
 _TYPES = ("Int64", "Int64", "boolean", "string", "float64", "float64")
 
 
-def with_steady(frame: pd.DataFrame, run: RunDir) -> pd.DataFrame:
+def with_steady(
+    frame: pd.DataFrame,
+    run: RunDir,
+    *,
+    points: Iterable[tuple[Path, PointMeta]] | None = None,
+    notes: list[str] | None = None,
+) -> pd.DataFrame:
     """``frame`` (a run's tidy frame) with ``steady`` and ``steady_reason`` from :func:`verdicts`.
 
-    Rows of points that did not finish ``ok`` get NA.
+    Rows of points that did not finish ``ok`` get NA. ``points``: the run's
+    saved points, already read. Each log that cannot be read is appended to
+    ``notes`` (its point's verdict is NA, with the reason).
     """
     if frame.empty or "point" not in frame or "repeat" not in frame:
         return frame
-    found = verdicts(run)
+    logs = read_run_logs(run, points)
+    if notes is not None:
+        notes += list(dict.fromkeys(logs.problems.values()))
+    found = verdicts(run, logs)
     index = pd.MultiIndex.from_arrays([found["point"], found["repeat"]])
     rows = index.get_indexer(pd.MultiIndex.from_arrays([frame["point"], frame["repeat"]]))
     return frame.assign(

@@ -23,16 +23,19 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from iobench.errors import ResultsError
 from iobench.results.points import TELEMETRY, TELEMETRY_TEXT, parameter_columns, rate_totals
 from iobench.results.samples import (
     point_files,
     read_point,
 )
+from iobench.store.inventory import take_inventory
 from iobench.store.records import PointMeta
 from iobench.store.rundir import RunDir
 from iobench.system.pcie import link_bandwidth
@@ -103,11 +106,24 @@ def _empty() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in types.items()})
 
 
-def _point_tables(run: RunDir) -> Iterable[tuple[PointMeta, str | None, Any, dict[str, Any]]]:
-    """Every site's samples of every point: its meta, the site's host (None: this machine), table, context."""
-    for point_dir, meta in run.point_metas():
+Points = Iterable[tuple[Path, PointMeta]]
+"""A run's saved points with their records (:meth:`RunDir.point_metas`, or an inventory's)."""
+
+
+def _point_tables(
+    run: RunDir, points: Points | None, unreadable: dict[tuple[int, int], str]
+) -> Iterable[tuple[PointMeta, str | None, Any, dict[str, Any]]]:
+    """Every site's samples of every point: its meta, the site's host (None: this machine), table, context.
+
+    A file that cannot be read goes to ``unreadable``, with why.
+    """
+    for point_dir, meta in take_inventory(run).readable() if points is None else points:
         for host, path in point_files(point_dir):
-            table, context = read_point(path)
+            try:
+                table, context = read_point(path)
+            except ResultsError as exc:
+                unreadable[(meta.point, meta.repeat)] = str(exc)
+                continue
             yield meta, host, table, context
 
 
@@ -129,11 +145,13 @@ def telemetry(run: Any) -> pd.DataFrame:
         CPU's, the device's home node, the node of the CPU that served the
         interrupt; NA for memory), ``metric`` and ``value``. Empty (with these
         columns) when the run recorded none (``telemetry: false``).
+        ``attrs["notes"]`` names each telemetry file left out because it
+        cannot be read.
 
     Raises
     ------
     ResultsError
-        When ``run`` is not a run directory or a telemetry file is unreadable.
+        When ``run`` is not a run directory.
 
     Examples
     --------
@@ -142,18 +160,19 @@ def telemetry(run: Any) -> pd.DataFrame:
     """
     import pyarrow as pa
 
+    unreadable: dict[tuple[int, int], str] = {}
     tables = [
         table.add_column(2, "host", pa.array([host] * table.num_rows, pa.string()))
-        for _, host, table, _ in _point_tables(_run_dir(run))
+        for _, host, table, _ in _point_tables(_run_dir(run), None, unreadable)
     ]
-    if not tables:
-        return _empty()
-    frame: pd.DataFrame = pa.concat_tables(tables).to_pandas()
+    frame: pd.DataFrame = pa.concat_tables(tables).to_pandas() if tables else _empty()
     for column in ("point", "repeat", "node"):
         frame[column] = frame[column].astype("Int64")
     for column in ("host", "source", "entity", "metric"):
         frame[column] = frame[column].astype("string")
-    return frame.reset_index(drop=True)
+    frame = frame.reset_index(drop=True)
+    frame.attrs["notes"] = list(unreadable.values())
+    return frame
 
 
 # --- the summary -----------------------------------------------------------------------
@@ -275,7 +294,7 @@ def _means(table: Any, context: Mapping[str, Any]) -> tuple[Means, Nodes]:
     return means, nodes
 
 
-def _load_points(run: RunDir) -> list[_Point]:
+def _load_points(run: RunDir, points: Points | None, unreadable: dict[tuple[int, int], str]) -> list[_Point]:
     return [
         _Point(
             meta.point,
@@ -285,7 +304,7 @@ def _load_points(run: RunDir) -> list[_Point]:
             *_means(table, context),
             [str(n) for n in context.get("notes") or []],
         )
-        for meta, host, table, context in _point_tables(run)
+        for meta, host, table, context in _point_tables(run, points, unreadable)
     ]
 
 
@@ -637,7 +656,12 @@ def _depth_notes(totals: pd.DataFrame, params: Sequence[str]) -> dict[tuple[int,
     return found
 
 
-def summaries(run: RunDir, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def summaries(
+    run: RunDir,
+    frame: pd.DataFrame,
+    points: Points | None = None,
+    unreadable: dict[tuple[int, int], str] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The telemetry summary of every point × repeat (× host) of ``run`` (the one place it is computed).
 
     Parameters
@@ -646,6 +670,10 @@ def summaries(run: RunDir, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFr
         The run directory.
     frame
         Its tidy frame without the telemetry columns (fio's numbers, to compare with the device's).
+    points
+        Its saved points, already read (default: read them).
+    unreadable
+        Receives, per point × repeat, why its telemetry file cannot be read.
 
     Returns
     -------
@@ -656,14 +684,14 @@ def summaries(run: RunDir, frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFr
         ``repeat``, ``host`` and :data:`POINT_COLUMNS`. A host's devices are
         compared with that host's share of fio's numbers.
     """
-    points = _load_points(run)
+    loaded = _load_points(run, points, {} if unreadable is None else unreadable)
     manifest = run.manifest()
     links: dict[str | None, dict[str, dict[str, Any]]] = {None: _links(manifest.machine.facts())}
     links.update({str(h.get("host")): _links(h) for h in manifest.hosts if isinstance(h, dict)})
     per_direction: list[dict[str, Any]] = []
     judges = []
-    fio = _fio_numbers(frame, by_host=any(p.host is not None for p in points))
-    for p in points:
+    fio = _fio_numbers(frame, by_host=any(p.host is not None for p in loaded))
+    for p in loaded:
         judge = _Judge(p, links.get(p.host, {}))
         judge.cpu()
         judge.threads()
@@ -737,17 +765,25 @@ def _with_params(rows: pd.DataFrame, frame: pd.DataFrame, params: Sequence[str])
     return rows.merge(first, on="point", how="left")
 
 
-def with_telemetry(frame: pd.DataFrame, run: RunDir) -> pd.DataFrame:
+def with_telemetry(
+    frame: pd.DataFrame, run: RunDir, *, points: Points | None = None, notes: list[str] | None = None
+) -> pd.DataFrame:
     """The tidy frame with the telemetry summary columns (:data:`SUMMARY_COLUMNS`), NA where none was recorded.
 
     ``dev_iops``, ``dev_bw_bytes``, ``dev_await_ms`` and ``dev_fio_ratio`` are
     the row's direction's; the others are the point × repeat's (on hosts: its
     host's), the same on every row of it. An ok point that was sampled always
-    has a ``bottleneck``; one that was not has ``bottleneck_reason`` saying what is known of why.
+    has a ``bottleneck``; one that was not has ``bottleneck_reason`` saying what
+    is known of why. A telemetry file that cannot be read leaves its point's
+    columns NA, its ``telemetry_note`` naming the file and why, and is appended
+    to ``notes``. ``points``: the run's saved points, already read.
     """
     if "point" not in frame or "repeat" not in frame:
         return frame
-    per_direction, per_point = summaries(run, frame)
+    unreadable: dict[tuple[int, int], str] = {}
+    per_direction, per_point = summaries(run, frame, points, unreadable)
+    if notes is not None:
+        notes += list(unreadable.values())
     by_direction: dict[tuple[Any, ...], Any] = {
         (int(r["point"]), int(r["repeat"]), _host(r["host"]), str(r["direction"])): r
         for r in per_direction.to_dict("records")
@@ -756,7 +792,7 @@ def with_telemetry(frame: pd.DataFrame, run: RunDir) -> pd.DataFrame:
         (int(r["point"]), int(r["repeat"]), _host(r["host"])): r for r in per_point.to_dict("records")
     }
     sampled_hosts = any(key[2] is not None for key in by_point)
-    points = [None if pd.isna(v) else int(v) for v in frame["point"]]
+    numbers = [None if pd.isna(v) else int(v) for v in frame["point"]]
     repeats = [None if pd.isna(v) else int(v) for v in frame["repeat"]]
     hosts = [_host(v) for v in frame["host"]] if sampled_hosts and "host" in frame else [None] * len(frame)
     directions = (
@@ -767,7 +803,9 @@ def with_telemetry(frame: pd.DataFrame, run: RunDir) -> pd.DataFrame:
     status = frame["status"].tolist() if "status" in frame else ["ok"] * len(frame)
     missing = _why_unsampled(run)
     columns: dict[str, list[Any]] = {c: [] for c in SUMMARY_COLUMNS}
-    for point, repeat, host, direction, state in zip(points, repeats, hosts, directions, status, strict=True):
+    for point, repeat, host, direction, state in zip(
+        numbers, repeats, hosts, directions, status, strict=True
+    ):
         whole = by_point.get((point, repeat, host)) if point is not None and repeat is not None else None
         part = by_direction.get((point, repeat, host, direction)) if whole is not None and direction else None
         for column in SUMMARY_COLUMNS:
@@ -776,7 +814,10 @@ def with_telemetry(frame: pd.DataFrame, run: RunDir) -> pd.DataFrame:
             columns[column].append(
                 None if value is None or (isinstance(value, float) and math.isnan(value)) else value
             )
-        if whole is None and state == "ok":
+        problem = unreadable.get((point, repeat)) if point is not None and repeat is not None else None
+        if problem is not None:
+            columns["telemetry_note"][-1] = problem
+        elif whole is None and state == "ok":
             columns["bottleneck_reason"][-1] = missing
     out = frame.copy()
     for column, values in columns.items():

@@ -50,7 +50,8 @@ from __future__ import annotations
 
 import io
 import os
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,7 @@ from iobench.errors import ResultsError
 from iobench.matrix.units import parse_seconds
 from iobench.planner.timelogs import DEFAULT_LOG_AVG_MSEC, LOG_FILE
 from iobench.results.points import PLACEMENT
+from iobench.store.inventory import take_inventory
 from iobench.store.records import PointMeta
 from iobench.store.rundir import RunDir
 
@@ -183,11 +185,16 @@ def timing_of(options: dict[str, str]) -> dict[str, Any]:
 
 @dataclass
 class RunLogs:
-    """A run's logs as read: the long frame (no parameter columns), the timing table, the points."""
+    """A run's logs as read: the long frame (no parameter columns), the timing table, the points.
+
+    ``problems``: per point × repeat, why one of its logs could not be read
+    (naming the file); its other logs are in ``series``.
+    """
 
     series: pd.DataFrame
     timing: pd.DataFrame
     points: list[tuple[Path, PointMeta]]
+    problems: dict[tuple[int, int], str] = field(default_factory=dict)
 
 
 def _log_files(point_dir: Path, index: int, timing: dict[str, Any], max_value: bool) -> list[_File]:
@@ -217,30 +224,36 @@ def _log_files(point_dir: Path, index: int, timing: dict[str, Any], max_value: b
     return files
 
 
-def read_run_logs(run: RunDir) -> RunLogs:
+def read_run_logs(run: RunDir, points: Iterable[tuple[Path, PointMeta]] | None = None) -> RunLogs:
     """Every log of every ``ok`` point of ``run``, and each point × repeat's timing.
 
-    Raises
-    ------
-    ResultsError
-        A log file is not fio's log format (naming the file and line).
+    ``points``: the run's saved points, already read (default: read them).
+    A log that cannot be read, or is not in fio's format, is left out and
+    named (file and line) in ``RunLogs.problems``.
     """
     files: list[_File] = []
     rows: list[dict[str, Any]] = []
-    points: list[tuple[Path, PointMeta]] = []
-    for point_dir, meta in run.point_metas():
+    chosen: list[tuple[Path, PointMeta]] = []
+    for point_dir, meta in take_inventory(run).readable() if points is None else points:
         if meta.status != "ok":
             continue
         options = job_options(point_dir, meta)
         timing = timing_of(options)
         rows.append({"point": meta.point, "repeat": meta.repeat, **timing})
-        files += _log_files(point_dir, len(points), timing, _truthy(options.get("log_max_value")))
-        points.append((point_dir, meta))
+        files += _log_files(point_dir, len(chosen), timing, _truthy(options.get("log_max_value")))
+        chosen.append((point_dir, meta))
     timing_frame = pd.DataFrame(rows, columns=list(TIMING))
-    return RunLogs(parse_logs(files, timing_frame), timing_frame, points)
+    bad: dict[int, str] = {}
+    series = parse_logs(files, timing_frame, bad)
+    problems: dict[tuple[int, int], str] = {}
+    for number, problem in bad.items():
+        meta = chosen[files[number].index][1]
+        problems.setdefault((meta.point, meta.repeat), problem)
+    return RunLogs(series, timing_frame, chosen, problems)
 
 
-def _read_bytes(path: str) -> bytes:
+def _read_bytes(path: str, bad: dict[int, str], number: int) -> bytes:
+    """The bytes of log ``number`` (at ``path``); nothing, with the reason in ``bad``, when it cannot be read."""
     try:
         # os.read without a buffered file object: a third faster over thousands of small logs.
         fd = os.open(path, os.O_RDONLY)
@@ -252,7 +265,8 @@ def _read_bytes(path: str) -> bytes:
             os.close(fd)
         data = b"".join(chunks)
     except OSError as exc:
-        raise ResultsError(f"{path}: cannot read the log: {exc.strerror}") from None
+        bad[number] = f"{path}: cannot read the log: {exc.strerror}"
+        return b""
     if data and not data.endswith(b"\n"):
         data += b"\n"
     return data
@@ -306,9 +320,9 @@ def _one_file(path: str, data: bytes) -> pd.DataFrame:
     return typed
 
 
-def _read_lines(files: list[_File]) -> tuple[np.ndarray, pd.DataFrame]:
-    """The rows of every file, parsed in one call, and each row's file."""
-    chunks = [_read_bytes(f.path) for f in files]
+def _read_lines(files: list[_File], bad: dict[int, str]) -> tuple[np.ndarray, pd.DataFrame]:
+    """The rows of every file, parsed in one call, and each row's file; a file that is no fio log goes to ``bad``."""
+    chunks = [_read_bytes(f.path, bad, number) for number, f in enumerate(files)]
     counts = np.array([c.count(b"\n") for c in chunks], dtype=np.int64)
     data = b"".join(chunks)
     owner = np.repeat(np.arange(len(files)), counts)
@@ -321,10 +335,20 @@ def _read_lines(files: list[_File]) -> tuple[np.ndarray, pd.DataFrame]:
     except (ValueError, pd.errors.ParserError):
         pass
     # Something is off: parse file by file, which names the culprit (or copes with ragged widths).
-    tables = [_one_file(f.path, c) for f, c in zip(files, chunks, strict=True) if c]
+    tables, used = [], []
+    for number, (f, chunk) in enumerate(zip(files, chunks, strict=True)):
+        if not chunk:
+            continue
+        try:
+            tables.append(_one_file(f.path, chunk))
+        except ResultsError as exc:
+            bad[number] = str(exc)
+            continue
+        used.append(number)
+    if not tables:
+        return np.zeros(0, dtype=np.int64), pd.DataFrame({0: [], 1: [], 2: []})
     sizes = np.array([len(t) for t in tables], dtype=np.int64)
-    used = np.array([i for i, c in enumerate(chunks) if c], dtype=np.int64)
-    return np.repeat(used, sizes), pd.concat(tables, ignore_index=True)
+    return np.repeat(np.array(used, dtype=np.int64), sizes), pd.concat(tables, ignore_index=True)
 
 
 def _strings(codes: np.ndarray, names: list[str] | np.ndarray) -> pd.api.extensions.ExtensionArray:
@@ -346,17 +370,34 @@ def _repeated(segment: np.ndarray, ddir: np.ndarray, t_ms: np.ndarray) -> np.nda
     return pd.DataFrame({"s": segment, "d": ddir, "t": t_ms}).duplicated().to_numpy()
 
 
-def parse_logs(files: list[_File], timing: pd.DataFrame) -> pd.DataFrame:
-    """The long frame of ``files`` (columns :data:`COLUMNS`; ``point`` and ``repeat`` from ``timing``)."""
-    owner, table = _read_lines(files)
+def parse_logs(files: list[_File], timing: pd.DataFrame, bad: dict[int, str] | None = None) -> pd.DataFrame:
+    """The long frame of ``files`` (columns :data:`COLUMNS`; ``point`` and ``repeat`` from ``timing``).
+
+    A file that cannot be read or is not a fio log is left out, with the
+    reason (naming the file, and the line where there is one) in ``bad`` under
+    its index in ``files``.
+
+    Raises
+    ------
+    ResultsError
+        Only without ``bad``: the first file left out, and why.
+    """
+    left_out: dict[int, str] = {} if bad is None else bad
+    owner, table = _read_lines(files, left_out)
     t_ms = table[0].to_numpy(dtype=np.int64)
     raw = table[1].to_numpy(dtype=np.float64)
     ddir = table[2].to_numpy(dtype=np.int64)
-    if len(ddir) and ((ddir < 0) | (ddir > 2)).any():
-        row = int(np.flatnonzero((ddir < 0) | (ddir > 2))[0])
-        raise ResultsError(
-            f"{files[owner[row]].path}: data direction {ddir[row]} is not 0, 1 or 2 (read/write/trim)"
-        )
+    wrong = (ddir < 0) | (ddir > 2)
+    if len(ddir) and wrong.any():
+        for row in np.flatnonzero(wrong):
+            left_out.setdefault(
+                int(owner[row]),
+                f"{files[owner[row]].path}: data direction {ddir[row]} is not 0, 1 or 2 (read/write/trim)",
+            )
+        keep = ~np.isin(owner, np.array(sorted(left_out), dtype=np.int64))
+        owner, t_ms, raw, ddir = owner[keep], t_ms[keep], raw[keep], ddir[keep]
+    if bad is None and left_out:
+        raise ResultsError(left_out[min(left_out)])
     # A job ends where the time stamps of a file start again (per_job_logs=0 appends jobs).
     start = np.ones(len(t_ms), dtype=bool)
     start[1:] = (owner[1:] != owner[:-1]) | (t_ms[1:] < t_ms[:-1])
@@ -430,7 +471,10 @@ def run_dir_of(run: Any) -> RunDir:
         return run
     path = getattr(run, "run_dir", run)
     if not isinstance(path, str | os.PathLike):
-        raise ResultsError(f"{run!r} is not a run directory (a path, or the result of iobench.run)")
+        # The type, not the value: a frame's repr would fill the screen.
+        raise ResultsError(
+            f"a {type(run).__name__} is not a run directory: give its path (or what iobench.run returned)"
+        )
     return RunDir.open(path)
 
 
@@ -438,6 +482,7 @@ def series_frame(logs: RunLogs, run: RunDir | None = None) -> pd.DataFrame:
     """The long frame of :func:`timeseries` from logs already read (``run`` adds the machine facts)."""
     series = _with_params(logs.series, logs)
     series.attrs["timing"] = logs.timing.to_dict("records")
+    series.attrs["notes"] = list(dict.fromkeys(logs.problems.values()))
     if run is not None:
         machine = run.manifest().machine.facts()
         series.attrs["machine"] = {k: machine.get(k) for k in ("host", "cpu_model", "kernel", "fio_version")}
@@ -465,12 +510,14 @@ def timeseries(run: str | os.PathLike[str] | RunDir | Any) -> pd.DataFrame:
         (``log_avg_msec``), ``ramp_s`` (``ramp_time``: before the logs begin),
         ``steadystate_ramp_s``, ``steadystate_s`` and ``steadystate`` (fio's
         steady-state options, when the point used them); ``attrs["machine"]``
-        the host, CPU, kernel and fio version for captions.
+        the host, CPU, kernel and fio version for captions; ``attrs["notes"]``
+        each log left out because it cannot be read or is not in fio's format
+        (naming the file and line).
 
     Raises
     ------
     ResultsError
-        When ``run`` is not a run directory or a log is not in fio's format.
+        When ``run`` is not a run directory.
 
     Examples
     --------

@@ -49,8 +49,8 @@ from iobench.system.tuning import DeviceTuner
 if TYPE_CHECKING:
     import pandas as pd
 
+    from iobench.results.assemble import Parsed
     from iobench.results.fioout.rows import Row
-    from iobench.results.rundir import Parsed
 
 Executor = Callable[..., Completed]
 """Runs one argv like :func:`iobench.system.process.run_process` (tests pass a fake)."""
@@ -848,7 +848,7 @@ def _sample(edges: dict[str | None, PointEdge], host: str | None) -> Snapshot | 
 
 
 def _parsed_key(point: str, process: FioProcess) -> str:
-    from iobench.results.rundir import parsed_key
+    from iobench.results.assemble import parsed_key
 
     return parsed_key(point, process)
 

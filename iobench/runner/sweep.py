@@ -55,7 +55,7 @@ from iobench.system.tuning import DeviceTuner, check_no_pending
 if TYPE_CHECKING:
     import pandas as pd
 
-    from iobench.results.rundir import Parsed
+    from iobench.results.assemble import Parsed
 
 __all__ = [
     "NullProgress",
@@ -171,6 +171,15 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def kept_points(resumed: RunDir | None) -> set[str]:
+    """The point-runs a resume keeps (ok or skipped with readable files); none for a new run."""
+    if resumed is None:
+        return set()
+    from iobench.results.loading import finished_keys  # pandas: only a resume needs it this early
+
+    return finished_keys(resumed.path)
+
+
 def _open_resume(resume: str | Path, matrix: Matrix) -> tuple[RunDir, Manifest]:
     run_dir = RunDir.open(resume)
     manifest = run_dir.manifest()
@@ -279,7 +288,8 @@ def run(
         if fleet is not None:
             fleet.start_servers()
         run_dir = resumed or _create(out, matrix)
-        todo = [r for r in the_plan.runs if r.key not in run_dir.finished_keys()]
+        stack.enter_context(run_dir.sweeping())  # readers can tell a running sweep from a killed one
+        todo = [r for r in the_plan.runs if r.key not in kept_points(resumed)]
         manifest = start_manifest(earlier, matrix, the_plan, fleet)
         try:
             run_dir.write_manifest(manifest)
@@ -377,12 +387,13 @@ def _stopped(
     fault: EnvironmentFault, run_dir: RunDir, the_plan: Plan, manifest: Manifest, parsed: Parsed
 ) -> EnvironmentFault:
     """Save the frame of what was kept (where the disk takes it) and complete the fault."""
-    from iobench.results.rundir import build_frame
+    from iobench.results.assemble import build_frame
+    from iobench.results.framecache import save_frame
 
     frame_saved = False
     if run_dir.path.is_dir():
         with contextlib.suppress(OSError, IobenchError):
-            run_dir.write_frame(build_frame(run_dir, parsed))
+            save_frame(run_dir, build_frame(run_dir, parsed))
             frame_saved = True
     return faults.stopped(fault, run_dir, the_plan, manifest, frame_saved)
 
@@ -480,7 +491,8 @@ def _finish(
     interrupted: bool,
     show: Progress | None = None,
 ) -> RunResult:
-    from iobench.results.rundir import base_frame, build_frame
+    from iobench.results.assemble import base_frame, build_frame
+    from iobench.results.framecache import save_frame
 
     counts: dict[str, int] = dict(Counter(meta.status for _, meta in run_dir.point_metas()))
     base = base_frame(run_dir, parsed)
@@ -492,7 +504,7 @@ def _finish(
     manifest.finished, manifest.counts = now(), counts
     frame_saved = False
     try:
-        run_dir.write_frame(frame)
+        save_frame(run_dir, frame)
         frame_saved = True
         run_dir.write_manifest(manifest)
     except RunStorageError as fault:

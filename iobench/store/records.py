@@ -26,8 +26,10 @@ Settings journal (``version``):
 2. ``journal``: ``disk`` (absent, as in 1) or ``system``: machine files ``iobench system tune``
    changed, keyed by their path from ``/``; ``dev`` then holds the boot id.
 
-The frame (``results.parquet``, metadata ``iobench_schema_version``) follows
-:data:`FRAME_VERSION`: a cache, rebuilt from the points when its version differs.
+The frame (``results.parquet``) is not a record but a cache of the points:
+its columns and version are :mod:`iobench.results.schema`'s, and
+:mod:`iobench.results.framecache` rebuilds it whenever it differs from what
+it was built from.
 """
 
 from __future__ import annotations
@@ -50,8 +52,6 @@ from pydantic_core import ErrorDetails
 
 from iobench.errors import ResultsError
 from iobench.store.atomic import atomic_write
-
-FRAME_VERSION = 3
 
 Status = Literal["ok", "failed", "timeout", "skipped", "interrupted"]
 RunStatus = Literal["running", "finished", "interrupted", "stopped"]

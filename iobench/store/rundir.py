@@ -14,23 +14,35 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import shutil
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from iobench.errors import FULL, EnvironmentFault, HostLost, ResultsError, RunStorageError, TargetVanished
+from iobench.errors import (
+    FULL,
+    EnvironmentFault,
+    HostLost,
+    ResultsError,
+    RunStorageError,
+    SafetyError,
+    TargetVanished,
+)
 from iobench.store.atomic import atomic_replacing, fsync_directory
-from iobench.store.records import FRAME_VERSION, Manifest, PointMeta, read_record, record_json
+from iobench.store.records import Manifest, PointMeta, RecordError, read_record, record_json
 
 if TYPE_CHECKING:
     import pandas as pd
 
 FINISHED = ("ok", "skipped")
 PROBE_BYTES = 64 * 1024
+#: How long a sweep waits for a reader's look at its run directory (:meth:`RunDir.sweeping`).
+SWEEP_LOCK_WAIT_S = 2.0
 
 
 @contextlib.contextmanager
@@ -267,27 +279,86 @@ class RunDir:
         """Remove the whole run directory, as far as the file system allows (a run that never started)."""
         shutil.rmtree(self.path, ignore_errors=True)
 
-    def point_metas(self) -> Iterator[tuple[Path, PointMeta]]:
-        """Every saved point with its ``meta.json``, in key order.
+    @contextlib.contextmanager
+    def sweeping(self) -> Iterator[None]:
+        """Mark the run directory as being swept for the duration of the block (:meth:`sweep_running`).
 
-        Raises
-        ------
-        RecordError
-            Naming the file and field of a corrupt or truncated ``meta.json``.
+        An ``flock`` on the directory itself, released by the kernel when the
+        process ends however it ends: a killed sweep leaves no lock behind. A
+        file system without ``flock`` leaves the run unmarked.
+        """
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise RunStorageError.from_os_error(exc, self.path) from None
+        try:
+            self._lock(fd)
+            yield
+        finally:
+            os.close(fd)
+
+    def _lock(self, fd: int) -> None:
+        # A reader holds its shared lock only for the instant it takes to look: wait that long.
+        deadline = time.monotonic() + SWEEP_LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise SafetyError(
+                        f"{self.path}: another iobench run is sweeping this run directory; "
+                        "wait for it to end, or resume it once it has"
+                    ) from None
+                time.sleep(0.05)
+            except OSError:
+                return  # no flock on this file system: the run goes on unmarked
+
+    def sweep_running(self) -> bool:
+        """Whether a sweep holds this run directory now (:meth:`sweeping`), in this process or another."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False  # no flock on this file system: nothing can be known, nothing is claimed
+        finally:
+            os.close(fd)  # closing releases the shared lock
+        return False
+
+    def point_metas(self) -> Iterator[tuple[Path, PointMeta]]:
+        """Every saved point whose ``meta.json`` can be read, with it, in key order.
+
+        A point directory whose record cannot be read is not yielded: it did
+        not finish as far as a resume is concerned, and
+        :func:`iobench.store.inventory.take_inventory` accounts for it (a
+        ``damaged`` row of the frame, naming the file).
         """
         if not self.points.is_dir():
             return
         for path in sorted(self.points.iterdir()):
             if path.name.startswith(".") or not (path / "meta.json").is_file():
                 continue
-            yield path, read_record(PointMeta, path / "meta.json")
+            try:
+                meta = read_record(PointMeta, path / "meta.json")
+            except RecordError:
+                continue
+            yield path, meta
 
     def finished_keys(self) -> set[str]:
         """Points that need not run again on resume (``ok`` or ``skipped``)."""
         return {meta.key for _, meta in self.point_metas() if meta.status in FINISHED}
 
-    def write_frame(self, frame: pd.DataFrame) -> None:
-        """Save ``results.parquet`` atomically, tagged with the schema version.
+    def write_frame(self, frame: pd.DataFrame, metadata: Mapping[str, str]) -> None:
+        """Save ``results.parquet`` atomically, with ``metadata`` in the file's schema.
+
+        What the metadata says (the schema and the points the frame was built
+        from) is :mod:`iobench.results.framecache`'s; the frame's ``attrs`` are
+        not saved (they describe the run, which is read again with the frame).
 
         Raises
         ------
@@ -297,10 +368,12 @@ class RunDir:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        table = pa.Table.from_pandas(frame, preserve_index=False)
-        metadata = dict(table.schema.metadata or {})
-        metadata[b"iobench_schema_version"] = str(FRAME_VERSION).encode()
-        table = table.replace_schema_metadata(metadata)
+        bare = frame.copy(deep=False)
+        bare.attrs = {}
+        table = pa.Table.from_pandas(bare, preserve_index=False)
+        merged = dict(table.schema.metadata or {})
+        merged.update({key.encode(): value.encode() for key, value in metadata.items()})
+        table = table.replace_schema_metadata(merged)
         with replacing(self.frame_path) as tmp:
             pq.write_table(table, tmp)
 

@@ -1,25 +1,35 @@
-"""Saved points → the tidy frame of SPEC §6, and :func:`load` for notebooks."""
+"""Saved points → the tidy frame: one row per point × repeat × job × direction (docs/frame.md).
+
+Every point directory becomes rows, readable or not (:mod:`iobench.store.inventory`):
+a point whose ``meta.json`` cannot be read, or whose fio output an ``ok``
+point cannot do without is missing, empty or not fio's, is one row with status
+``damaged`` and the reason naming the file; its parameters come from another
+repeat of the same point where one is readable. The frame carries what it
+was built from (:class:`BuiltFrom`, in ``attrs``) for the cache that saves it
+(:mod:`iobench.results.framecache`).
+"""
 
 from __future__ import annotations
 
-import contextlib
-import os
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 import pandas as pd
 
-from iobench.errors import ResultsError, RunStorageError
-from iobench.results.fioout import parse_fio_text
+from iobench.errors import ResultsError
+from iobench.results import schema
+from iobench.results.fioout import read_jobs
 from iobench.results.fioout.clients import client_key, parse_client_output
-from iobench.results.fioout.frame import FRAME_METRICS, FrameBuilder
-from iobench.results.fioout.rows import FRAME_COLUMNS, Row
-from iobench.results.points import EXTRA, IDENTITY, PLACEMENT, STEADY, TELEMETRY, VALIDITY, parameter_columns
+from iobench.results.fioout.frame import FrameBuilder
+from iobench.results.fioout.rows import FRAME_COLUMNS, Row, job_rows
+from iobench.results.points import IDENTITY, PLACEMENT, parameter_columns
 from iobench.results.steady import with_steady
 from iobench.results.telemetry import with_telemetry
 from iobench.results.validity import with_validity
-from iobench.store.records import FRAME_VERSION, Manifest, PointMeta, ProcessRecord
+from iobench.store.inventory import DAMAGED, Inventory, SavedPoint, take_inventory
+from iobench.store.records import Manifest, PointMeta, ProcessRecord
 from iobench.store.rundir import RunDir
 
 Parsed = dict[str, "pd.DataFrame | list[Row]"]
@@ -45,13 +55,30 @@ def parsed_key(point: str, process: _Share) -> str:
     return f"{point}/{process.output}@{process.host}/" + ",".join(process.sections)
 
 
-def host_shares(point_dir: Path, processes: list[ProcessRecord], parsed: Parsed) -> Parsed:
+def _unreadable(output: Path, exc: OSError | ResultsError) -> str:
+    """Why a fio output cannot give rows, naming it: missing, empty, unreadable or not fio's."""
+    if isinstance(exc, FileNotFoundError):
+        return f"{output}: missing"
+    if isinstance(exc, OSError):
+        return f"{output}: cannot read: {exc.strerror}"
+    try:
+        if output.stat().st_size == 0:
+            return f"{output}: empty"
+    except OSError:
+        pass
+    return f"{output}: not fio output ({str(exc).removeprefix(f'{output}: ')})"
+
+
+def host_shares(
+    point_dir: Path, processes: list[ProcessRecord], parsed: Parsed, problems: list[str] | None = None
+) -> Parsed:
     """Each host's rows of a fio client's output, keyed as :func:`parsed_key`; the output parsed once.
 
     A host's rows are those of its client (``client``: address and port, see
     :func:`~iobench.results.fioout.clients.client_key`) and of its job
     sections: with ``launch: per-target`` one host runs several job files
-    through the same client.
+    through the same client. An output that cannot be parsed gives no rows;
+    why (naming it) is appended to ``problems``.
     """
     shares: Parsed = {}
     by_output: dict[str, list[ProcessRecord]] = {}
@@ -64,7 +91,13 @@ def host_shares(point_dir: Path, processes: list[ProcessRecord], parsed: Parsed)
             text = output.read_text(errors="replace")
             clients = {client_key(p.client): str(p.host) for p in group if p.client}
             frame = parse_client_output(text, clients, origin=str(output))
-        except (OSError, ValueError, ResultsError):
+        except (OSError, ResultsError) as exc:
+            if problems is not None:
+                problems.append(_unreadable(output, exc))
+            continue
+        except ValueError as exc:
+            if problems is not None:
+                problems.append(f"{output}: not fio output ({exc})")
             continue
         for p in group:
             mine = frame["host"].eq(str(p.host)) & frame["jobname"].isin(p.sections)
@@ -140,17 +173,22 @@ def _values(fio: pd.DataFrame | list[Row], column: str) -> list[Any]:
 
 
 def _process_rows(
-    point_dir: Path, meta: PointMeta, process: ProcessRecord, parsed: Parsed
+    point_dir: Path, meta: PointMeta, process: ProcessRecord, parsed: Parsed, problems: list[str]
 ) -> tuple[pd.DataFrame | list[Row], dict[str, list[Any]]] | None:
-    """fio's rows of one process of a point, and the placement and settings columns iobench adds to them."""
+    """fio's rows of one process of a point, and the placement and settings columns iobench adds to them.
+
+    None when the process left no rows; why, when its output cannot be read, is appended to ``problems``.
+    """
     output = point_dir / process.output
     fio = parsed.get(parsed_key(point_dir.name, process))
     if fio is None:
-        if not output.is_file() or process.client is not None:
+        if process.client is not None:
             return None  # a host's share comes from host_shares, or not at all
         try:
-            fio = parse_fio_text(output.read_text(errors="replace"), origin=str(output))
-        except ResultsError:
+            # Rows, not a frame per point: the run's frame is built once from every point's rows.
+            fio = job_rows(read_jobs(output.read_text(errors="replace"), origin=str(output)), process.output)
+        except (OSError, ResultsError) as exc:
+            problems.append(_unreadable(output, exc))
             return None
     if len(fio) == 0:
         return None
@@ -204,11 +242,22 @@ def _empty_rows(processes: list[ProcessRecord]) -> dict[str, list[Any]]:
 def _add_point(
     rows: _Rows, point_dir: Path, meta: PointMeta, run_id: str, host: str | None, parsed: Parsed
 ) -> None:
-    """The rows of one saved point × repeat (one row without fio numbers when fio reported nothing)."""
-    known = {**parsed, **host_shares(point_dir, meta.processes, parsed)}
-    parts = [_process_rows(point_dir, meta, p, known) for p in meta.processes]
+    """The rows of one saved point × repeat (one row without fio numbers when fio reported nothing).
+
+    An ``ok`` point whose fio output cannot be read is ``damaged``: its
+    numbers would be some of the point's, or none, and neither is the point's.
+    """
+    problems: list[str] = []
+    known = {**parsed, **host_shares(point_dir, meta.processes, parsed, problems)}
+    parts = [_process_rows(point_dir, meta, p, known, problems) for p in meta.processes]
     found = [p for p in parts if p is not None]
     silent = [p for p, part in zip(meta.processes, parts, strict=True) if part is None and p.host is not None]
+    status: str = meta.status
+    reason = meta.reason
+    if status == "ok" and (problems or not meta.processes):
+        status = DAMAGED
+        reason = "; ".join(problems) or f"{point_dir / 'meta.json'}: an ok point without a fio process"
+        found, silent = [], []
     pieces: list[tuple[pd.DataFrame | list[Row] | None, dict[str, list[Any]]]] = list(found)
     if not found or silent:  # hosts that reported nothing keep a row each, as a job without I/O does
         pieces.append((None, _empty_rows(silent if found else meta.processes)))
@@ -220,8 +269,8 @@ def _add_point(
         "run_id": run_id,
         "point": meta.point,
         "repeat": meta.repeat,
-        "status": meta.status,
-        "reason": meta.reason,
+        "status": status,
+        "reason": reason,
         "runtime_requested_ms": meta.runtime_requested_ms,
         # scheduler/readahead_kb of PLACEMENT: what the device had, read during the point
         **{name: value for name, value in meta.params.items() if name not in PLACEMENT},
@@ -229,6 +278,22 @@ def _add_point(
     for fio, columns in pieces:
         size = len(columns["host"])
         rows.add(fio, {**columns, **{name: [value] * size for name, value in point.items()}})
+
+
+def _add_damaged(
+    rows: _Rows, saved: SavedPoint, run_id: str, host: str | None, params: dict[str, Any]
+) -> None:
+    """One row for a point directory whose ``meta.json`` cannot be read: status ``damaged``, the reason."""
+    point = {
+        "run_id": run_id,
+        "point": saved.point,
+        "repeat": saved.repeat,
+        "status": DAMAGED,
+        "reason": saved.problem,
+        "host": host,
+        **{name: value for name, value in params.items() if name not in PLACEMENT},
+    }
+    rows.add(None, {name: [value] for name, value in point.items()})
 
 
 def point_frame(
@@ -241,13 +306,17 @@ def point_frame(
 
 
 def _tidy_types(frame: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
-    ints = ("point", "repeat", "target_node", "cpu_node", "readahead_kb", "runtime_requested_ms")
-    for column in ints:
-        if column in frame:
+    """Each column in its schema dtype; an axis gets the type of its values."""
+    for column in frame.columns:
+        if column in axes or column not in schema.BY_NAME:
+            continue
+        wanted = schema.dtype(column)
+        if str(frame[column].dtype) == wanted:
+            continue
+        if wanted == "Int64":
             frame[column] = frame[column].astype("Float64").round().astype("Int64")
-    for column in ("run_id", "status", "reason", "target", "cpus", "cpus_observed", "scheduler", "host"):
-        if column in frame:
-            frame[column] = frame[column].astype("string")
+        else:
+            frame[column] = frame[column].astype(pd.api.types.pandas_dtype(wanted))
     for column in axes:
         kinds = {type(v) for v in frame[column].dropna()}
         if kinds <= {int, bool} and kinds:
@@ -259,50 +328,140 @@ def _tidy_types(frame: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
     return frame
 
 
-def base_frame(run: RunDir, parsed: Parsed | None = None) -> pd.DataFrame:
-    """The tidy frame of every saved point of ``run`` before the telemetry and steady-state columns are added.
+class BuiltFrom(str):
+    """What a frame was built from: each point directory's stamp, the schema, and notes made on the way.
+
+    Kept in the frame's ``attrs`` (:data:`BUILT_FROM`) for the cache that
+    saves it. It is a string (JSON) that is never copied: pandas deep-copies
+    ``attrs`` at every operation and writes them into parquet files as JSON,
+    and a dict of thousands of stamps would cost both.
+    """
+
+    __slots__ = ()
+
+    @classmethod
+    def of(
+        cls, stamps: dict[str, str], schema_print: str | None = None, notes: Sequence[str] = ()
+    ) -> BuiltFrom:
+        """The record of ``stamps`` (:meth:`Inventory.stamps <iobench.store.inventory.Inventory.stamps>`)."""
+        data = {"schema": schema_print or schema.fingerprint(), "points": stamps, "notes": list(notes)}
+        return cls(json.dumps(data, separators=(",", ":")))
+
+    def _data(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self)
+        return data
+
+    @property
+    def stamps(self) -> dict[str, str]:
+        """Each point directory's name and stamp."""
+        return dict(self._data()["points"])
+
+    @property
+    def schema(self) -> str:
+        """The schema's fingerprint (:func:`iobench.results.schema.fingerprint`)."""
+        return str(self._data()["schema"])
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """Supporting files that could not be read, each naming the file."""
+        return tuple(str(n) for n in self._data()["notes"])
+
+    def with_notes(self, notes: Sequence[str]) -> BuiltFrom:
+        """The same record with ``notes`` added."""
+        data = self._data()
+        return BuiltFrom.of(data["points"], data["schema"], [*data["notes"], *notes])
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> BuiltFrom:
+        return self
+
+
+#: The ``attrs`` key of a frame's :class:`BuiltFrom`.
+BUILT_FROM = "iobench_built_from"
+
+
+def _sibling_params(inventory: Inventory) -> dict[int, dict[str, Any]]:
+    """Each point number's parameters, from its first readable repeat (for repeats that lost their record)."""
+    params: dict[int, dict[str, Any]] = {}
+    for _, meta in inventory.readable():
+        params.setdefault(meta.point, meta.params)
+    return params
+
+
+def base_frame(
+    run: RunDir, parsed: Parsed | None = None, *, inventory: Inventory | None = None
+) -> pd.DataFrame:
+    """The tidy frame of every point directory of ``run`` before the telemetry and steady-state columns are added.
 
     What the default figures need (they draw neither): the CLI starts drawing
     them from it while :func:`build_frame` adds the rest. ``parsed`` spares
-    re-reading outputs.
+    re-reading outputs; ``inventory`` (:func:`~iobench.store.inventory.take_inventory`)
+    spares listing the points again.
     """
+    inventory = inventory.with_records() if inventory is not None else take_inventory(run)
     manifest = run.manifest()
     run_id = run.path.name
     host = manifest.machine.host
     rows, axes = _Rows(), []
-    for point_dir, meta in run.point_metas():
-        _add_point(rows, point_dir, meta, run_id, host, parsed or {})
+    siblings = _sibling_params(inventory) if inventory.damaged() else {}
+    for saved in inventory.points:
+        if saved.meta is None:
+            params = siblings.get(saved.point, {}) if saved.point is not None else {}
+            _add_damaged(rows, saved, run_id, host, params)
+            continue
+        meta = saved.meta
+        _add_point(rows, saved.path, meta, run_id, host, parsed or {})
         axes += [a for a in meta.params if a not in axes and a not in PLACEMENT and a not in IDENTITY]
     if not rows.size:
-        return pd.DataFrame({c: pd.Series([], dtype="object") for c in IDENTITY})
-    return _ordered(_tidy_types(rows.frame(), axes), axes, manifest)
+        frame = pd.DataFrame({c: pd.Series([], dtype=schema.dtype(c)) for c in IDENTITY})
+    else:
+        frame = _ordered(_tidy_types(rows.frame(), axes), axes, manifest)
+    frame.attrs[BUILT_FROM] = BuiltFrom.of(inventory.stamps())
+    return frame
 
 
-def build_frame(run: RunDir, parsed: Parsed | None = None, base: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Assemble the tidy frame from every saved point of ``run`` (``parsed`` spares re-reading outputs).
+def build_frame(
+    run: RunDir,
+    parsed: Parsed | None = None,
+    base: pd.DataFrame | None = None,
+    *,
+    inventory: Inventory | None = None,
+) -> pd.DataFrame:
+    """Assemble the tidy frame from every point directory of ``run`` (``parsed`` spares re-reading outputs).
 
-    ``base``: what :func:`base_frame` returned for the same points, to finish instead of starting again.
+    ``base``: what :func:`base_frame` returned for the same points, to finish
+    instead of starting again. ``inventory``: the points, already listed.
+    Supporting files that cannot be read (telemetry, fio's logs) leave NA in
+    their columns with the reason there; they are also listed in
+    the notes of ``attrs[BUILT_FROM]``.
     """
-    frame = base_frame(run, parsed) if base is None else base.copy()
-    if "point" not in frame:
+    inventory = inventory.with_records() if inventory is not None else take_inventory(run)
+    frame = base_frame(run, parsed, inventory=inventory) if base is None else base.copy()
+    found = frame.attrs.get(BUILT_FROM)
+    built = found if isinstance(found, BuiltFrom) else BuiltFrom.of(inventory.stamps())
+    if "point" not in frame or frame.empty:
         return frame
     manifest = run.manifest()
     axes = parameter_columns(frame)  # the matrix's axes, in the order base_frame put them
-    frame = with_steady(with_telemetry(frame, run), run)
-    return _ordered(with_validity(frame, run), axes, manifest)
+    points = list(inventory.readable())
+    notes: list[str] = []
+    frame = with_steady(
+        with_telemetry(frame, run, points=points, notes=notes), run, points=points, notes=notes
+    )
+    frame = _ordered(with_validity(frame, run), axes, manifest)
+    frame.attrs[BUILT_FROM] = built.with_notes(notes)
+    return frame
 
 
 def _ordered(frame: pd.DataFrame, axes: list[str], manifest: Manifest) -> pd.DataFrame:
-    order = [
-        c
-        for c in (*IDENTITY, *axes, *PLACEMENT, *FRAME_METRICS, *EXTRA, *STEADY, *TELEMETRY, *VALIDITY)
-        if c in frame
-    ]
-    rest = [c for c in frame.columns if c not in order and c != "source"]
-    return _with_machine(frame[order + rest], manifest)
+    """The schema's order, the matrix's axes after the identity columns; then anything else (never ``source``)."""
+    identity = schema.group("identity")
+    rest = [c for c in schema.FRAME if c not in identity]
+    order = [c for c in (*identity, *axes, *rest) if c in frame]
+    others = [c for c in frame.columns if c not in order and c != "source"]
+    return with_machine(frame[order + others], manifest)
 
 
-def _with_machine(frame: pd.DataFrame, manifest: Manifest) -> pd.DataFrame:
+def with_machine(frame: pd.DataFrame, manifest: Manifest) -> pd.DataFrame:
     """Carry the machine facts (host, kernel, CPU model, versions) in ``frame.attrs["machine"]`` for captions."""
     frame.attrs["machine"] = {
         k: v for k, v in manifest.machine.facts().items() if k not in ("topology", "targets", "system")
@@ -315,56 +474,3 @@ def _with_machine(frame: pd.DataFrame, manifest: Manifest) -> pd.DataFrame:
             found = dict.fromkeys(str(h.get(key)) for h in manifest.hosts if h.get(key))
             frame.attrs["machine"][key] = ", ".join(found)
     return frame
-
-
-def load(path: str | os.PathLike[str], *, rebuild: bool = False) -> pd.DataFrame:
-    """The tidy frame of a run directory (or of a ``.parquet``/``.csv`` frame file).
-
-    Reads ``results.parquet``; when it is missing (a run killed before the
-    end, or stopped by a full disk) or ``rebuild`` is set, the frame is rebuilt
-    from the saved points and written back when the disk allows.
-
-    Parameters
-    ----------
-    path
-        A directory made by ``iobench run``, or a frame saved by ``iobench parse -o``.
-    rebuild
-        Ignore ``results.parquet`` and parse the raw fio outputs again.
-
-    Raises
-    ------
-    ResultsError
-        When ``path`` is neither, or its schema is newer than this iobench.
-    """
-    if Path(path).is_file():
-        return _load_frame_file(Path(path))
-    run = RunDir.open(path)
-    if run.frame_path.is_file() and not rebuild:
-        import pyarrow.parquet as pq
-
-        metadata = pq.read_schema(run.frame_path).metadata or {}
-        version = int(metadata.get(b"iobench_schema_version", b"0"))
-        if version == FRAME_VERSION:
-            return _with_machine(pd.read_parquet(run.frame_path), run.manifest())
-        if version > FRAME_VERSION:
-            raise ResultsError(
-                f"{run.frame_path}: frame schema version {version} was written by a newer iobench "
-                f"(this one reads {FRAME_VERSION}); upgrade iobench, or `iobench.load(path, rebuild=True)` "
-                "rebuilds it from the points"
-            )
-    frame = build_frame(run)
-    # Saving is only a cache: a full or read-only disk must not keep anyone from their results.
-    with contextlib.suppress(RunStorageError):
-        run.write_frame(frame)
-    return frame
-
-
-def _load_frame_file(path: Path) -> pd.DataFrame:
-    try:
-        if path.suffix == ".parquet":
-            return pd.read_parquet(path)
-        if path.suffix == ".csv":
-            return pd.read_csv(path)
-    except (OSError, ValueError) as exc:
-        raise ResultsError(f"{path}: cannot read the frame: {exc}") from None
-    raise ResultsError(f"{path}: not a run directory nor a .parquet/.csv frame (see `iobench parse -o`)")
