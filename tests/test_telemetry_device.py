@@ -18,7 +18,7 @@ from loopdev import LoopFactory
 import iobench
 from iobench.matrix.model import load_matrix
 from iobench.report.page import write_report
-from iobench.results.telemetry import FILE_NAME, read_point
+from iobench.results.samples import FILE_NAME, read_point
 from iobench.runner.sweep import run
 
 BURNER = "iob-burner"
