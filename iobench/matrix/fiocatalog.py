@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from iobench.errors import FioError
+from iobench.matrix.fiooptions import allowed_engine
 from iobench.store.answers import answer_path, recall, remember
 from iobench.store.files import atomic_write
 from iobench.system.process import CommandNotFound, minimal_env, run_process
@@ -145,7 +146,14 @@ class FioCatalog:
         return self._options[name]
 
     def engine_options(self, engine: str) -> dict[str, FioOption]:
-        """Options the ioengine ``engine`` adds (``fio --enghelp=ENGINE``)."""
+        """Options the ioengine ``engine`` adds (``fio --enghelp=ENGINE``); none for an engine iobench refuses.
+
+        fio loads a name that is none of its own engines as a library, running
+        its code, so only the engines of iobench's table are ever asked about.
+        """
+        if not allowed_engine(engine):
+            return {}
+        engine = engine.strip().lower()
         if engine not in self._engines:
             found: dict[str, FioOption] = {}
             for line in self._ask(f"--enghelp={engine}").splitlines():

@@ -27,6 +27,7 @@ from iobench.matrix.fiooptions import (
     OPTIONS,
     PLACEMENT_OPTIONS,
     TRIM_OPTIONS,
+    allowed_engine,
     filename_problem,
     rule,
     value_problem,
@@ -297,10 +298,16 @@ class _Checker:
     issues: _Issues
 
     def engines(self) -> tuple[str, ...]:
+        """The allowed engines the matrix names, whose own options it may use.
+
+        Only these are ever handed to fio (``--enghelp``): fio loads a name that
+        is not one of its engines as a library (``dlopen``), running its code.
+        """
         found = [self.model.fio.get("ioengine")]
         found += list(self.model.matrix.__pydantic_extra__.get("ioengine", []))
         found += [entry.get("ioengine") for entry in self.model.matrix.include]
-        return tuple(dict.fromkeys(str(e) for e in found if e is not None))
+        names = (str(e).strip().lower() for e in found if e is not None)
+        return tuple(dict.fromkeys(name for name in names if allowed_engine(name)))
 
     def refusal(self, loc: tuple[str | int, ...], name: str) -> bool:
         """Record why option ``name`` may not be set, per :mod:`iobench.matrix.fiooptions`; False if it may."""
