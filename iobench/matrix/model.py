@@ -32,7 +32,14 @@ from iobench.matrix.fiooptions import (
     rule,
     value_problem,
 )
-from iobench.matrix.hosts import NAME_PATTERN, Host, destination_problem, parse_server, ssh_option_problem
+from iobench.matrix.hosts import (
+    NAME_PATTERN,
+    Host,
+    destination_problem,
+    host_ssh_options_problem,
+    parse_server,
+    ssh_option_problem,
+)
 from iobench.matrix.targets import COMMAND_LINE, Target
 from iobench.matrix.units import parse_seconds, parse_size
 from iobench.matrix.values import (
@@ -610,6 +617,9 @@ def _hosts(checker: _Checker, axes: dict[str, tuple[Value, ...]], entries: list[
                 issues.add((*loc, "ssh_options", i), *refused)
             else:
                 _check_text(issues, (*loc, "ssh_options", i), option, "ssh option")
+        together = host_ssh_options_problem(model.ssh_options)
+        if together:
+            issues.add((*loc, "ssh_options"), *together)
         server = None
         if model.server is not None:
             try:
