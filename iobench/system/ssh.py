@@ -22,6 +22,7 @@ import os
 import select
 import shlex
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -242,7 +243,7 @@ def _owner_alive(folder: Path) -> bool:
 
 
 def close_stale_masters(executor: Executor = run_process) -> list[str]:
-    """Close the control connections (and their forwards) of iobench runs that died without closing them.
+    """Close the control connections (and their forwards) of this user's iobench runs that died without closing them.
 
     Returns
     -------
@@ -251,7 +252,13 @@ def close_stale_masters(executor: Executor = run_process) -> list[str]:
     """
     closed = []
     for folder in sorted(Path(tempfile.gettempdir()).glob(f"{CONTROL_PREFIX}*")):
-        if not folder.is_dir() or _owner_alive(folder):
+        # Only this user's own folders (not a link to one): anyone can make a folder of that name in
+        # the shared temporary folder, with a socket of their own for ssh to talk to.
+        try:
+            info = folder.lstat()
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or _owner_alive(folder):
             continue
         for sock in sorted(folder.glob("*.sock")):
             argv = [ssh_binary(), "-o", f"ControlPath={sock}", "-O", "exit", "iobench-stale"]
