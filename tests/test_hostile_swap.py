@@ -13,6 +13,7 @@ the runner gives a caller (``Progress.started``, once planning is done, and
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -116,3 +117,40 @@ def test_a_new_file_that_appears_as_another_file_is_not_written(tmp_path: Path) 
     message = run_swapped(text, tmp_path, SwapAt(lambda: new.symlink_to(precious)))
     assert sha256_of(precious) == before, f"{precious} was written"
     assert str(new) in message, message
+
+
+def test_a_device_given_a_file_system_and_mounted_during_the_run_is_not_written(
+    loops: LoopFactory, tmp_path: Path
+) -> None:
+    """Someone makes a file system on the device between two points and mounts it (an automounter).
+
+    The target is spelled as a link (a ``/dev/disk/by-id`` name): fio's own
+    refusal to write a mounted device compares its file name with the mount
+    table's device names, so it does not see this one.
+    """
+    device = loops.attach()
+    link = tmp_path / "by-id-disk"
+    link.symlink_to(device.path)
+    tried: list[str] = []
+
+    def mount_it() -> None:
+        try:
+            loops.mkfs_ext4(device)
+            mounted = loops.mount(device)
+            (mounted / "data").write_bytes(os.urandom(1 << 16))
+            tried.append("mounted")
+        except RuntimeError as exc:  # the kernel refused: the device is busy
+            tried.append(str(exc))
+
+    text = MATRIX.format(path=link, allow="true", size="")
+    matrix = parse_matrix(text, str(tmp_path / "matrix.yaml"))
+    try:
+        run(matrix, out=tmp_path / "results", progress=SwapAt(mount_it, 2))
+    except IobenchError:
+        pass
+    assert tried, "the second point never started"
+    if tried == ["mounted"]:  # if the kernel let it happen, the file system must have survived
+        done = subprocess.run(["fsck.ext4", "-n", "-f", device.path], capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+    else:
+        assert "in use" in tried[0] or "busy" in tried[0], tried[0]
