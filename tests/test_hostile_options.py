@@ -121,3 +121,15 @@ def test_an_allowed_engine_written_in_capitals_still_finds_its_options(
     done = iobench("plan", str(write_matrix(text)))
     assert done.returncode == 0, done.stderr
     assert "ioengine=libaio" in done.stdout and "userspace_reap=1" in done.stdout
+
+
+@pytest.mark.parametrize("name", ["all", ""], ids=["all", "empty"])
+def test_a_name_fio_s_help_reads_as_every_option_is_no_option(
+    name: str, write_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    """``fio --cmdhelp=all`` (and an empty name) lists every option, the first being ``description``."""
+    text = ENGINE_MATRIX.format(target=tmp_path / "t.dat", fio=f'  "{name}": hello', matrix="")
+    done = iobench("plan", str(write_matrix(text)))
+    assert done.returncode == 2, done.stdout
+    assert f"unknown fio option `{name}`" in done.stderr
+    assert "description=hello" not in done.stdout
