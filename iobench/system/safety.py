@@ -35,7 +35,7 @@ from iobench.errors import SafetyError
 from iobench.store.files import atomic_write, state_dir
 from iobench.system.hostfs import SystemRoot, block_node_devno, devno_text
 from iobench.system.process import CommandNotFound, Completed, minimal_env, run_process
-from iobench.system.topology import TargetLocation
+from iobench.system.topology import TargetLocation, per_process_link
 
 
 def _registry_path() -> Path:
@@ -138,6 +138,10 @@ class Machine:
         except OSError:
             size = None
         return FileInfo(target.exists(), target.is_dir(), str(target.parent), target.parent.is_dir(), size)
+
+    def per_process_link(self, path: str) -> str | None:
+        """Where ``path`` goes through a ``/proc`` link each process reads as its own (see :func:`~iobench.system.topology.per_process_link`)."""
+        return per_process_link(path)
 
     def inode(self, path: str) -> int | None:
         """The file's inode number, or None."""
@@ -616,7 +620,14 @@ def check_targets(
     problems: list[str] = []
     for target in targets:
         location = locations[target.path]
-        if location.kind == "block":
+        link = machine.per_process_link(target.path)
+        if link is not None:
+            problem: str | None = (
+                f"target {target.path} goes through {link}, which each process reads as its own: fio, "
+                "opening it in its own process, would open another file than the one judged; "
+                "name the file or device itself"
+            )
+        elif location.kind == "block":
             problem = _check_block(target, location, allow_write, system, machine) if writes else None
         elif location.kind == "other":
             problem = (

@@ -30,6 +30,7 @@ __all__ = [
     "Topology",
     "discover_topology",
     "locate_target",
+    "per_process_link",
 ]
 
 TargetKind = Literal["block", "file", "other", "unknown"]
@@ -627,3 +628,60 @@ def _name_target(path: str, system: SystemRoot) -> tuple[TargetKind, str | None]
     if system.block_dir(name) is not None:
         return "block", name
     return "unknown", None
+
+
+def per_process_link(path: str) -> str | None:
+    """The place in ``/proc`` on the way to ``path`` that each process reads as its own, or None.
+
+    ``/proc/self/cwd``, ``/proc/self/fd/3``, ``/dev/fd/3`` and ``/dev/stdout``
+    (links to ``/proc/self/fd``), or a link to any of them, lead in iobench to
+    iobench's working folder and descriptors and in fio, which opens the path
+    in its own process, to fio's: the write guard cannot judge what fio will
+    open. The path is resolved a component at a time as the kernel does
+    (``lstat`` and ``readlink``); the first component below a process's folder
+    (``/proc/<pid>`` or ``/proc/<pid>/task/<tid>``) other than ``root``, which
+    is one and the same for every process here, is returned.
+    """
+    pending = list(Path(os.path.abspath(path)).parts[1:])
+    current = Path("/")
+    hops = 0
+    while pending:
+        part = pending.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            current = current.parent
+            continue
+        if _process_folder(current) and part != "root":
+            return str(current / part)
+        candidate = current / part
+        try:
+            info = os.lstat(candidate)
+        except OSError:
+            return None  # missing: nothing further to follow, fio creates it where it is
+        if not stat.S_ISLNK(info.st_mode):
+            current = candidate
+            continue
+        hops += 1
+        if hops > 40:  # the kernel's own limit: fio would get ELOOP
+            return None
+        try:
+            text = str(candidate.readlink())
+        except OSError:
+            return None
+        if text.startswith("/"):
+            current = Path("/")
+        pending = [p for p in Path(text).parts if p != "/"] + pending
+    return None
+
+
+def _process_folder(folder: Path) -> bool:
+    """``/proc/<pid>`` or ``/proc/<pid>/task/<tid>``."""
+    parts = folder.parts
+    return (len(parts) == 3 and parts[1] == "proc" and parts[2].isdigit()) or (
+        len(parts) == 5
+        and parts[1] == "proc"
+        and parts[2].isdigit()
+        and parts[3] == "task"
+        and parts[4].isdigit()
+    )
