@@ -154,3 +154,14 @@ def test_a_device_given_a_file_system_and_mounted_during_the_run_is_not_written(
         assert done.returncode == 0, done.stdout + done.stderr
     else:
         assert "in use" in tried[0] or "busy" in tried[0], tried[0]
+
+
+def test_one_device_named_twice_is_held_once_and_written(loops: LoopFactory, tmp_path: Path) -> None:
+    device = loops.attach()
+    link = tmp_path / "same-disk"
+    link.symlink_to(device.path)
+    text = MATRIX.format(path=device.path, allow="true", size="").replace(
+        "fio:", f"  - path: {link}\n    allow_write: true\nfio:", 1
+    )
+    result = run(parse_matrix(text, str(tmp_path / "matrix.yaml")), out=tmp_path / "results")
+    assert result.counts == {"ok": 2}

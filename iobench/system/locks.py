@@ -124,13 +124,17 @@ def exclusive_hold(devices: dict[str, int | None]) -> Iterator[None]:
         another device than the one judged. Devices held so far are let go.
     """
     fds: list[int] = []
+    held: set[int] = set()
     try:
         for path, judged in sorted(devices.items()):
+            if judged is not None and judged in held:
+                continue  # another spelling of a device already held (a second O_EXCL open would fail)
             try:
                 fd = os.open(path, os.O_RDONLY | os.O_EXCL | os.O_CLOEXEC)
             except OSError as exc:
                 why = (
-                    "is in use by the kernel (mounted, swap, or part of a RAID, LVM or btrfs volume)"
+                    "is in use by the kernel (mounted, swap, part of a RAID, LVM or btrfs volume, "
+                    "or the disk of another target of the run, or one of its partitions)"
                     if exc.errno == errno.EBUSY
                     else f"cannot be opened ({exc.strerror})"
                 )
@@ -138,6 +142,7 @@ def exclusive_hold(devices: dict[str, int | None]) -> Iterator[None]:
                     f"target {path} {why} since the write guard judged it; nothing was run"
                 ) from None
             fds.append(fd)
+            held.add(os.fstat(fd).st_rdev)
             if judged is not None and os.fstat(fd).st_rdev != judged:
                 raise SafetyError(
                     f"target {path} leads to another device than the one the write guard judged "
