@@ -26,6 +26,7 @@ import errno
 import json
 import os
 import shutil
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,9 +43,24 @@ def _registry_path() -> Path:
     return state_dir() / "created-files.json"
 
 
-def _registry() -> dict[str, int]:
+def _own_and_private(path: Path) -> bool:
+    """Whether only this user can have written ``path``: it and its folder are theirs, writable by no one else."""
     try:
-        data = json.loads(_registry_path().read_text())
+        for info in (os.lstat(path), os.stat(path.parent)):
+            if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+                return False
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _registry() -> dict[str, int]:
+    """The created-files registry, when only this user can have written it (it grants writes)."""
+    path = _registry_path()
+    if not _own_and_private(path):
+        return {}
+    try:
+        data = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
     return {str(k): int(v) for k, v in data.items()} if isinstance(data, dict) else {}
