@@ -22,6 +22,7 @@ from loopdev import sha256_of
 from netns_hosts import NetnsHost
 
 from iobench.matrix.hosts import host_ssh_options_problem, ssh_option_problem
+from iobench.system.ssh import Ssh, SshTarget
 
 PAYLOAD = "x;sh</tmp/iobench-hostile;"
 
@@ -97,3 +98,37 @@ ALONE = {
 @pytest.mark.parametrize("options", ALONE.values(), ids=ALONE.keys())
 def test_a_chosen_known_hosts_file_read_only_or_the_default_one_written_is_fine(options: list[str]) -> None:
     assert host_ssh_options_problem(options) is None
+
+
+QUOTED = {
+    "double-quoted": ["UserKnownHostsFile=/tmp/f", 'StrictHostKeyChecking="accept-new"'],
+    "single-quoted": ["UserKnownHostsFile=/tmp/f", "StrictHostKeyChecking='no'"],
+    "spaced-quoted": ["UserKnownHostsFile /tmp/f", 'UpdateHostKeys "yes"'],
+}
+
+
+@pytest.mark.parametrize("options", QUOTED.values(), ids=QUOTED.keys())
+def test_a_quoted_value_is_read_as_ssh_reads_it(options: list[str]) -> None:
+    problem = host_ssh_options_problem(options)
+    assert problem is not None and "writes host keys" in problem[0]
+
+
+def test_a_named_known_hosts_file_is_pinned_read_only_before_any_config() -> None:
+    """~/.ssh/config may say accept-new: iobench's own -o options, read first, win over it."""
+    ssh = Ssh(SshTarget("root@a", ("UserKnownHostsFile=/tmp/f", "CheckHostIP=no")), Path("/tmp/x.sock"))
+    argv = ssh.argv(["true"])
+    user = argv.index("UserKnownHostsFile=/tmp/f")
+    for pinned in ("StrictHostKeyChecking=yes", "UpdateHostKeys=no"):
+        assert pinned in argv and argv.index(pinned) < user, argv
+    assert argv.count("CheckHostIP=no") == 1  # the matrix's own, not given twice
+    plain = Ssh(SshTarget("root@a", ("Port=22",)), Path("/tmp/x.sock")).argv(["true"])
+    assert not any(a.startswith(("StrictHostKeyChecking", "UpdateHostKeys")) for a in plain)
+
+
+def test_options_spelled_with_a_blank_count_as_given() -> None:
+    """``Key Value`` is ssh_config's own spelling: the pins and the user's own timeouts see it too."""
+    argv = Ssh(
+        SshTarget("root@a", ("UserKnownHostsFile /tmp/f", "ConnectTimeout 60")), Path("/tmp/x.sock")
+    ).argv(["true"])
+    assert "StrictHostKeyChecking=yes" in argv
+    assert not any(a.startswith("ConnectTimeout=") for a in argv), argv  # the user's 60 s wins

@@ -235,7 +235,8 @@ def host_ssh_options_problem(options: Sequence[str]) -> tuple[str, str] | None:
     for option in options:
         match = _OPTION.match(option.strip())
         if match:
-            keys.setdefault(match.group(1).lower(), match.group(2).strip().lower())
+            # ssh reads a quoted value without its quotes ("accept-new" is accept-new).
+            keys.setdefault(match.group(1).lower(), match.group(2).strip().strip("\"'").lower())
     if "userknownhostsfile" not in keys:
         return None
     writers = [
