@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from iobench.errors import FioError
+from iobench.matrix.fiooptions import allowed_engine
 from iobench.store.answers import answer_path, recall, remember
 from iobench.store.atomic import atomic_write
 from iobench.system.process import CommandNotFound, minimal_env, run_process
@@ -52,8 +53,8 @@ def _kind_of(type_line: str, has_choices: bool) -> OptionKind:
     return "string"
 
 
-def _parse_cmdhelp(text: str) -> FioOption | None:
-    """Read one ``fio --cmdhelp=NAME`` block."""
+def _parse_cmdhelp(text: str, asked: str) -> FioOption | None:
+    """Read one ``fio --cmdhelp=NAME`` block; None unless it describes ``asked`` (by name or alias)."""
     # For an unknown name fio shows the closest option and says "No such command" on stderr.
     if "No such command" in text:
         return None
@@ -61,6 +62,14 @@ def _parse_cmdhelp(text: str) -> FioOption | None:
     if not lines:
         return None
     name = lines[0].split(":", 1)[0].strip()
+    aliases = {
+        rest.strip()
+        for key, _, rest in (line.partition(":") for line in lines[1:3])
+        if key.strip() == "alias"
+    }
+    # `--cmdhelp=all` (or an empty name) lists every option: the first one is not the one asked for.
+    if asked != name and asked not in aliases:
+        return None
     type_line = ""
     choices: list[str] = []
     minimum = maximum = None
@@ -140,12 +149,19 @@ class FioCatalog:
     def option(self, name: str) -> FioOption | None:
         """The core option ``name`` (or alias) as fio describes it, or None if fio has none."""
         if name not in self._options:
-            self._options[name] = _parse_cmdhelp(self._ask(f"--cmdhelp={name}"))
+            self._options[name] = _parse_cmdhelp(self._ask(f"--cmdhelp={name}"), name)
             self._dirty = True
         return self._options[name]
 
     def engine_options(self, engine: str) -> dict[str, FioOption]:
-        """Options the ioengine ``engine`` adds (``fio --enghelp=ENGINE``)."""
+        """Options the ioengine ``engine`` adds (``fio --enghelp=ENGINE``); none for an engine iobench refuses.
+
+        fio loads a name that is none of its own engines as a library, running
+        its code, so only the engines of iobench's table are ever asked about.
+        """
+        if not allowed_engine(engine):
+            return {}
+        engine = engine.strip().lower()
         if engine not in self._engines:
             found: dict[str, FioOption] = {}
             for line in self._ask(f"--enghelp={engine}").splitlines():

@@ -87,9 +87,15 @@ def _anonymous_memory(value: str) -> str | None:
     return None
 
 
+def allowed_engine(value: str) -> bool:
+    """Whether ``value`` names an I/O engine the matrix may use (as fio spells it: lower case)."""
+    name = value.strip().lower()
+    return name in ENGINES and ENGINES[name] is None
+
+
 def _engine(value: str) -> str | None:
     name = value.strip().lower()
-    if name in ENGINES and ENGINES[name] is None:
+    if allowed_engine(name):
         return None
     why = (
         ENGINES.get(name) or "it is not in iobench's engine table (a newer fio, or a name fio does not know)"

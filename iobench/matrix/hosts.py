@@ -213,6 +213,46 @@ def ssh_option_problem(option: str) -> tuple[str, str] | None:
     return f"ssh option `{match.group(1)}` is refused: {why}", _allowed_list()
 
 
+# The options under which ssh adds host keys to the first UserKnownHostsFile, and their values that do.
+_KEY_WRITERS = {
+    "stricthostkeychecking": {"no", "off", "false", "accept-new"},
+    "updatehostkeys": {"yes", "true"},
+    "checkhostip": {"yes", "true"},
+}
+
+
+def host_ssh_options_problem(options: Sequence[str]) -> tuple[str, str] | None:
+    """Why one host's ``ssh_options``, each accepted alone, are refused together; None when they are fine.
+
+    ssh appends each host key it accepts to the first ``UserKnownHostsFile``,
+    as a line that starts with the host's name or ``HostKeyAlias``; with both
+    chosen by the matrix, that is a line of the matrix's choosing appended to
+    any file this user may write (a shell's start-up file runs it). So a
+    matrix may name its known-hosts file, or let ssh write host keys into the
+    user's own, not both.
+    """
+    keys: dict[str, str] = {}
+    for option in options:
+        match = _OPTION.match(option.strip())
+        if match:
+            # ssh reads a quoted value without its quotes ("accept-new" is accept-new).
+            keys.setdefault(match.group(1).lower(), match.group(2).strip().strip("\"'").lower())
+    if "userknownhostsfile" not in keys:
+        return None
+    writers = [
+        f"{_SPELLED[key]}={keys[key]}" for key, values in _KEY_WRITERS.items() if keys.get(key, "") in values
+    ]
+    if not writers:
+        return None
+    return (
+        f"ssh options {', '.join(writers)} with UserKnownHostsFile are refused: ssh writes host keys "
+        "into the file UserKnownHostsFile names, a line starting with the host's name or HostKeyAlias, "
+        "and a matrix must not choose a file ssh appends to",
+        "keep UserKnownHostsFile read-only (StrictHostKeyChecking=yes), or let ssh learn the key "
+        "in ~/.ssh/known_hosts (drop UserKnownHostsFile)",
+    )
+
+
 def user_overrides(options: Sequence[str]) -> set[str]:
     """Which of iobench's own ssh options a host's (accepted) ``ssh_options`` set, as lower-case keys.
 

@@ -27,11 +27,19 @@ from iobench.matrix.fiooptions import (
     OPTIONS,
     PLACEMENT_OPTIONS,
     TRIM_OPTIONS,
+    allowed_engine,
     filename_problem,
     rule,
     value_problem,
 )
-from iobench.matrix.hosts import NAME_PATTERN, Host, destination_problem, parse_server, ssh_option_problem
+from iobench.matrix.hosts import (
+    NAME_PATTERN,
+    Host,
+    destination_problem,
+    host_ssh_options_problem,
+    parse_server,
+    ssh_option_problem,
+)
 from iobench.matrix.targets import COMMAND_LINE, Target
 from iobench.matrix.units import parse_seconds, parse_size
 from iobench.matrix.values import (
@@ -297,10 +305,16 @@ class _Checker:
     issues: _Issues
 
     def engines(self) -> tuple[str, ...]:
+        """The allowed engines the matrix names, whose own options it may use.
+
+        Only these are ever handed to fio (``--enghelp``): fio loads a name that
+        is not one of its engines as a library (``dlopen``), running its code.
+        """
         found = [self.model.fio.get("ioengine")]
         found += list(self.model.matrix.__pydantic_extra__.get("ioengine", []))
         found += [entry.get("ioengine") for entry in self.model.matrix.include]
-        return tuple(dict.fromkeys(str(e) for e in found if e is not None))
+        names = (str(e).strip().lower() for e in found if e is not None)
+        return tuple(dict.fromkeys(name for name in names if allowed_engine(name)))
 
     def refusal(self, loc: tuple[str | int, ...], name: str) -> bool:
         """Record why option ``name`` may not be set, per :mod:`iobench.matrix.fiooptions`; False if it may."""
@@ -603,6 +617,9 @@ def _hosts(checker: _Checker, axes: dict[str, tuple[Value, ...]], entries: list[
                 issues.add((*loc, "ssh_options", i), *refused)
             else:
                 _check_text(issues, (*loc, "ssh_options", i), option, "ssh option")
+        together = host_ssh_options_problem(model.ssh_options)
+        if together:
+            issues.add((*loc, "ssh_options"), *together)
         server = None
         if model.server is not None:
             try:

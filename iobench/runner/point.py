@@ -44,6 +44,7 @@ from iobench.system.observe import GroupWatcher, Observed, check_placement
 from iobench.system.process import CommandNotFound, Completed, minimal_env
 from iobench.system.remote import EXIT_SCRIPT, descendants_in, proc_table
 from iobench.system.sampler import Snapshot, Watch
+from iobench.system.topology import TargetLocation
 from iobench.system.tuning import DeviceTuner
 
 if TYPE_CHECKING:
@@ -549,15 +550,20 @@ class PointRunner:
 
     # --- around a point ---------------------------------------------------------------------
 
-    def _vanished_in(self, run: PlannedRun, edges: dict[str | None, PointEdge]) -> TargetVanished | None:
-        """The fault when one of ``run``'s targets is gone or was replaced, as its site showed at a point's edge."""
+    def _vanished_in(
+        self, run: PlannedRun, edges: dict[str | None, PointEdge], *, before: bool
+    ) -> TargetVanished | None:
+        """The fault when one of ``run``'s targets is gone or was replaced, as its site showed at a point's edge.
+
+        ``before``: the edge before fio starts, when a path must still lead to
+        what the write guard judged, and a file fio is to create must not exist yet.
+        """
         for site in self.sites_of(run):
             edge = edges.get(site.host)
             if edge is None:
                 continue  # a host that cannot answer is left to its own fault (its connection dropped)
             for path, state in edge.states.items():
-                kind = site.facts.locations[path].kind
-                problem = self._vanished(site.host, path, kind, state)
+                problem = self._vanished(site.host, site.facts.locations[path], state, before=before)
                 if problem is not None:
                     return TargetVanished(f"{site.label}target {problem}", path)
         return None
@@ -576,7 +582,17 @@ class PointRunner:
         each(look, list(sites))
         return found
 
-    def _vanished(self, host: str | None, path: str, kind: str, state: TargetState) -> str | None:
+    def _vanished(
+        self, host: str | None, location: TargetLocation, state: TargetState, *, before: bool
+    ) -> str | None:
+        """Why the target no longer is what the write guard judged (``location``), or None.
+
+        The guard judged the path when the run was planned and fio opens it at
+        each point: a link re-pointed, a file replaced, or a file fio was to
+        create that appeared (as a link to a device, say) in between is
+        another object than the one judged, and is never handed to fio.
+        """
+        kind, path, judged = location.kind, location.path, location.identity
         if kind not in ("file", "block"):
             return None
         if state.error is not None:
@@ -590,8 +606,18 @@ class PointRunner:
                 return "is no longer a block device"
             if state.sectors == 0:
                 return "has no medium (device detached or removed during the run)"
-        if self.seen.setdefault((host, path), state.identity) != state.identity:
-            return "was replaced during the run (deleted and made again?)"
+        elif state.block:
+            return "now leads to a block device, where the write guard judged a file (it is not written)"
+        elif not judged and before and (host, path) not in self.seen:
+            return (
+                "appeared after the write guard judged it as a file fio would create "
+                "(made by someone else, or a link; it is not written)"
+            )
+        if self.seen.setdefault((host, path), judged or state.identity) != state.identity:
+            return (
+                "was replaced during the run (deleted and made again, or a link re-pointed), "
+                "so it is no longer what the write guard judged"
+            )
         return None
 
     def note_new_files(self) -> None:
@@ -681,7 +707,7 @@ class PointRunner:
         sites = self.sites_of(run)
         self._apply_settings(run, sites)
         before = self._edges(run, sites, sample=True)
-        vanished = self._vanished_in(run, before)
+        vanished = self._vanished_in(run, before, before=True)
         if vanished is not None:
             raise vanished
         meta.settings = {
@@ -725,7 +751,12 @@ class PointRunner:
         write_text(cwd / "stderr.txt", "".join(dict.fromkeys(s.done.stderr for s in shares)))
         outcome = self._ended(cwd, run, meta, status, reason, started, shares)
         return PointOutcome(
-            outcome.key, status, reason, outcome.duration_s, outputs, fault=self._vanished_in(run, after)
+            outcome.key,
+            status,
+            reason,
+            outcome.duration_s,
+            outputs,
+            fault=self._vanished_in(run, after, before=False),
         )
 
     def _judge(

@@ -47,6 +47,7 @@ from iobench.runner.sites import HostSite, LocalSite, Site, site_disks
 from iobench.store.records import MachineFacts, Manifest
 from iobench.store.rundir import RunDir, describe_counts, now
 from iobench.system.fleet import Connector, Fleet, ssh_connector
+from iobench.system.locks import exclusive_hold
 from iobench.system.metadata import collect_metadata
 from iobench.system.process import run_process
 from iobench.system.topology import discover_topology
@@ -285,6 +286,8 @@ def run(
             check_no_pending(sorted(tuned), host=site.journal_host)
         for site in sites.values():
             stack.enter_context(site.lock(site_disks(site)))
+        if None in sites:
+            stack.enter_context(exclusive_hold(written_devices(the_plan, sites[None])))
         if fleet is not None:
             fleet.start_servers()
         run_dir = resumed or _create(out, matrix)
@@ -321,6 +324,22 @@ def run(
     if interrupted:
         raise RunInterrupted(result)
     return result
+
+
+def written_devices(the_plan: Plan, site: Site) -> dict[str, int | None]:
+    """The block devices some point of ``the_plan`` writes on ``site``, with the device number judged."""
+    locations = site.facts.locations
+    paths = {
+        path
+        for r in the_plan.runs
+        if r.writes and r.status == "run"
+        for process in r.processes
+        if process.host == site.host
+        for path in process.targets
+    }
+    return {
+        path: (locations[path].identity or (None,))[0] for path in paths if locations[path].kind == "block"
+    }
 
 
 def _create(out: str | Path, matrix: Matrix) -> RunDir:

@@ -72,6 +72,12 @@ if command -v numactl >/dev/null 2>&1 && numactl --show >/dev/null 2>&1; then ec
 if [ -n "$v" ] && "$1" --cmdhelp=numa_mem_policy >/dev/null 2>&1; then echo 'numa yes'; else echo 'numa no'; fi
 """
 
+# $1: the folder of a given server's socket. "<this user's uid> <the folder's owner uid> <its octal mode>".
+SERVER_FOLDER_SCRIPT = r"""
+printf '%s ' "$(id -u)"
+stat -L -c '%u %a' -- "$1" 2>/dev/null || echo '- -'
+"""
+
 # $1: tenths of a second to wait; $2...: pids. SIGTERM, wait until none runs (zombies count as
 # gone), then SIGKILL whatever is left.
 KILL_SCRIPT = r"""
@@ -453,6 +459,8 @@ class Fleet:
         has_numactl = probe.get("numactl") == "yes"
         if not has_numactl:
             problems.append("numactl is not installed (apt-get install numactl)")
+        if host.spec.server is not None:
+            problems += self._server_folder_problems(host, host.spec.server)
         folder = Path(tempfile.mkdtemp(prefix="host-", dir=self.workdir))
         paths = [t.path for t in host.spec.targets]
         try:
@@ -499,6 +507,22 @@ class Fleet:
             problems += [line.strip().removeprefix(f"{host.describe()}: ") for line in text.splitlines()]
         if problems:
             raise HostUnreachable("; ".join(problems))
+
+    def _server_folder_problems(self, host: Host, server: str) -> list[str]:
+        """Why a given server's socket is within other users' reach there (its folder: theirs, or open to them)."""
+        folder = str(Path(server).parent)
+        words = host.run(["sh", "-c", SERVER_FOLDER_SCRIPT, "sh", folder]).stdout.split()
+        if len(words) != 3 or not words[0].isdigit():
+            return [f"the folder of its fio server's socket {folder} cannot be looked at"]
+        uid, owner, mode = words
+        if owner != uid or not mode.isdigit() or int(mode, 8) & 0o077:
+            return [
+                f"its fio server's socket {server} is in a folder other users can reach ({folder}: owner uid "
+                f"{owner}, mode {mode}); fio's server has no authentication, so they could run any job "
+                "through it; start it in a folder of the SSH user's with mode 0700, or drop `server:` "
+                "and let iobench start a private one"
+            ]
+        return []
 
     # --- servers -------------------------------------------------------------------------
 

@@ -1,15 +1,22 @@
-"""One iobench run per device at a time (SPEC §5).
+"""One iobench run per device at a time (SPEC §5), and no one else's use of a device it writes.
 
 Each disk has a lock file under ``state_dir()/locks``, held with ``flock``.
 The kernel drops a flock when its holder exits however it exits, so a run
 killed with SIGKILL never leaves a device locked. Lock files are never
 deleted: unlinking a file another process is about to lock would let two
 processes hold "the" lock on two different inodes.
+
+A run also holds every block device it writes open with ``O_EXCL``
+(:func:`exclusive_hold`): the kernel then refuses to mount it or one of its
+partitions, to make it swap or a RAID, LVM or btrfs member, and ``mkfs``
+(which opens with ``O_EXCL`` too) refuses it, for as long as the run lasts.
+fio opens it without ``O_EXCL`` and is not affected.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import time
@@ -93,4 +100,55 @@ def device_lock(disks: Iterable[str]) -> Iterator[tuple[str, ...]]:
     finally:
         for fd in reversed(fds):
             # Closing the last descriptor releases the flock.
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def exclusive_hold(devices: dict[str, int | None]) -> Iterator[None]:
+    """Hold each block device open exclusively (``O_EXCL``) for the duration of the block.
+
+    The write guard found each device unclaimed when it judged it; holding it
+    keeps it so while the run writes it: no one mounts it (a partition of it
+    either), makes it swap or a volume member, or makes a file system on it.
+
+    Parameters
+    ----------
+    devices
+        Each device's path (as the run opens it) and the device number the
+        guard judged (``st_rdev``); None when not known.
+
+    Raises
+    ------
+    SafetyError
+        When a device is claimed by now, is gone, or the path leads to
+        another device than the one judged. Devices held so far are let go.
+    """
+    fds: list[int] = []
+    held: set[int] = set()
+    try:
+        for path, judged in sorted(devices.items()):
+            if judged is not None and judged in held:
+                continue  # another spelling of a device already held (a second O_EXCL open would fail)
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_EXCL | os.O_CLOEXEC)
+            except OSError as exc:
+                why = (
+                    "is in use by the kernel (mounted, swap, part of a RAID, LVM or btrfs volume, "
+                    "or the disk of another target of the run, or one of its partitions)"
+                    if exc.errno == errno.EBUSY
+                    else f"cannot be opened ({exc.strerror})"
+                )
+                raise SafetyError(
+                    f"target {path} {why} since the write guard judged it; nothing was run"
+                ) from None
+            fds.append(fd)
+            held.add(os.fstat(fd).st_rdev)
+            if judged is not None and os.fstat(fd).st_rdev != judged:
+                raise SafetyError(
+                    f"target {path} leads to another device than the one the write guard judged "
+                    "(a link re-pointed?); nothing was run"
+                )
+        yield
+    finally:
+        for fd in fds:
             os.close(fd)

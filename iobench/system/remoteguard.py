@@ -11,6 +11,7 @@ remote target is refused for exactly the reasons a local one is.
 from __future__ import annotations
 
 import contextlib
+import os
 import stat
 from collections.abc import Sequence
 from pathlib import Path
@@ -127,6 +128,18 @@ class RemoteMachine(Machine):
         if looked.exists:
             return FileInfo(True, looked.stat.is_dir, parent, True, looked.stat.size)
         return FileInfo(False, False, parent, looked.existing == parent and looked.stat.is_dir, None)
+
+    def per_process_link(self, path: str) -> str | None:
+        """The ``/proc`` place each process reads as its own that ``path`` names outright, or None.
+
+        Judged by the spelling on a host (links to such places there are not followed).
+        """
+        parts = Path(os.path.normpath(path)).parts
+        if parts[1:2] == ("dev",) and len(parts) > 2 and parts[2] in ("fd", "stdin", "stdout", "stderr"):
+            return "/" + "/".join(parts[1:3])
+        if parts[1:2] == ("proc",) and len(parts) > 3 and parts[3] != "root":
+            return "/" + "/".join(parts[1:4])
+        return None
 
     def inode(self, path: str) -> int | None:
         """The file's inode number on the host, now."""

@@ -26,6 +26,7 @@ import errno
 import json
 import os
 import shutil
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,16 +37,31 @@ from iobench.store.atomic import atomic_write, state_dir
 from iobench.system import blockdevs
 from iobench.system.hostfs import SystemRoot, block_node_devno, devno_text
 from iobench.system.process import CommandNotFound, Completed, minimal_env, run_process
-from iobench.system.topology import TargetLocation
+from iobench.system.topology import TargetLocation, per_process_link
 
 
 def _registry_path() -> Path:
     return state_dir() / "created-files.json"
 
 
-def _registry() -> dict[str, int]:
+def _own_and_private(path: Path) -> bool:
+    """Whether only this user can have written ``path``: it and its folder are theirs, writable by no one else."""
     try:
-        data = json.loads(_registry_path().read_text())
+        for info in (os.lstat(path), os.stat(path.parent)):
+            if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+                return False
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _registry() -> dict[str, int]:
+    """The created-files registry, when only this user can have written it (it grants writes)."""
+    path = _registry_path()
+    if not _own_and_private(path):
+        return {}
+    try:
+        data = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
     return {str(k): int(v) for k, v in data.items()} if isinstance(data, dict) else {}
@@ -139,6 +155,10 @@ class Machine:
         except OSError:
             size = None
         return FileInfo(target.exists(), target.is_dir(), str(target.parent), target.parent.is_dir(), size)
+
+    def per_process_link(self, path: str) -> str | None:
+        """Where ``path`` goes through a ``/proc`` link each process reads as its own (see :func:`~iobench.system.topology.per_process_link`)."""
+        return per_process_link(path)
 
     def inode(self, path: str) -> int | None:
         """The file's inode number, or None."""
@@ -625,7 +645,14 @@ def check_targets(
     problems: list[str] = []
     for target in targets:
         location = locations[target.path]
-        if location.kind == "block":
+        link = machine.per_process_link(target.path)
+        if link is not None:
+            problem: str | None = (
+                f"target {target.path} goes through {link}, which each process reads as its own: fio, "
+                "opening it in its own process, would open another file than the one judged; "
+                "name the file or device itself"
+            )
+        elif location.kind == "block":
             problem = _check_block(target, location, allow_write, system, machine) if writes else None
         elif location.kind == "other":
             problem = (

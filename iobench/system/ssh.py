@@ -19,9 +19,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import select
 import shlex
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -61,6 +63,10 @@ A host's ``ssh_options`` may name one of them only as the matrix allows
 (:mod:`iobench.matrix.hosts`: an equal value, or the user's own timeouts);
 iobench then leaves its own out, since ssh keeps the first value it reads.
 """
+
+KNOWN_HOSTS_READ_ONLY = {"StrictHostKeyChecking": "yes", "UpdateHostKeys": "no", "CheckHostIP": "no"}
+"""Given before a host's own options when they name a ``UserKnownHostsFile``: ssh then never writes it
+(the matrix's own values of these are checked not to write, :func:`iobench.matrix.hosts.host_ssh_options_problem`)."""
 
 Executor = Callable[..., Completed]
 Spawner = Callable[..., "subprocess.Popen[bytes]"]
@@ -243,7 +249,7 @@ def _owner_alive(folder: Path) -> bool:
 
 
 def close_stale_masters(executor: Executor = run_process) -> list[str]:
-    """Close the control connections (and their forwards) of iobench runs that died without closing them.
+    """Close the control connections (and their forwards) of this user's iobench runs that died without closing them.
 
     Returns
     -------
@@ -252,7 +258,13 @@ def close_stale_masters(executor: Executor = run_process) -> list[str]:
     """
     closed = []
     for folder in sorted(Path(tempfile.gettempdir()).glob(f"{CONTROL_PREFIX}*")):
-        if not folder.is_dir() or _owner_alive(folder):
+        # Only this user's own folders (not a link to one): anyone can make a folder of that name in
+        # the shared temporary folder, with a socket of their own for ssh to talk to.
+        try:
+            info = folder.lstat()
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or _owner_alive(folder):
             continue
         for sock in sorted(folder.glob("*.sock")):
             argv = [ssh_binary(), "-o", f"ControlPath={sock}", "-O", "exit", "iobench-stale"]
@@ -299,7 +311,8 @@ class Ssh:
         host's options name (the matrix accepts only an equal value, or the
         user's own timeouts) is left out of iobench's.
         """
-        given = {option.partition("=")[0].strip().lower() for option in self.target.options}
+        # ssh_config writes "Key=Value" or "Key Value": the keyword is what comes before either.
+        given = {re.split(r"[\s=]", option.strip(), maxsplit=1)[0].lower() for option in self.target.options}
         values = {
             "ConnectTimeout": str(self.connect_timeout),
             "ServerAliveInterval": str(ALIVE_INTERVAL_S),
@@ -314,6 +327,15 @@ class Ssh:
             if key.lower() not in given
             for item in ("-o", f"{key}={fixed if fixed is not None else values[key]}")
         ]
+        if "userknownhostsfile" in given:
+            # A known-hosts file the matrix names is read, never written: ~/.ssh/config may say
+            # accept-new or UpdateHostKeys=yes, and ssh would append to that file what it accepts.
+            argv += [
+                item
+                for key, value in KNOWN_HOSTS_READ_ONLY.items()
+                if key.lower() not in given
+                for item in ("-o", f"{key}={value}")
+            ]
         return argv + [item for option in self.target.options for item in ("-o", option)]
 
     def argv(self, remote: Sequence[str]) -> list[str]:

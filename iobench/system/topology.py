@@ -31,6 +31,7 @@ __all__ = [
     "Topology",
     "discover_topology",
     "locate_target",
+    "per_process_link",
 ]
 
 TargetKind = Literal["block", "file", "other", "unknown"]
@@ -301,6 +302,12 @@ class TargetLocation:
         member disks (recursively), a file's disk(s).
     home_node : int or None
         NUMA home of those disks when known and, for stacks, agreed on.
+    identity : tuple of int
+        What the write guard judged: the device number (``st_rdev``) of a
+        block device, the file system and inode (``st_dev``, ``st_ino``) of an
+        existing file; empty when the path did not exist (a file fio will
+        create) or could not be looked at (a snapshot). A run holds each point
+        to it: the path must still lead there when fio opens it.
     """
 
     path: str
@@ -308,6 +315,7 @@ class TargetLocation:
     device: str | None
     disks: tuple[str, ...]
     home_node: int | None
+    identity: tuple[int, ...] = ()
 
 
 def discover_topology(fsroot: str | os.PathLike[str] = "/") -> Topology:
@@ -373,16 +381,17 @@ def locate_target(
         when stacked members disagree, or when there is no block device.
     """
     system = SystemRoot(topology.fsroot)
+    identity: tuple[int, ...] = ()
     if stat is not None or system.live:
-        kind, device = _stat_target(path, system, stat or os.stat)
+        kind, device, identity = _stat_target(path, system, stat or os.stat)
     else:
         kind, device = _name_target(path, system)
     if device is None:
-        return TargetLocation(path=path, kind=kind, device=None, disks=(), home_node=None)
+        return TargetLocation(path=path, kind=kind, device=None, disks=(), home_node=None, identity=identity)
     disks = blockdevs.disks_under(system, device)
     homes = {_home_node(system, system.block_dir(disk), topology.nodes) for disk in disks}
     home = homes.pop() if len(homes) == 1 else None
-    return TargetLocation(path=path, kind=kind, device=device, disks=disks, home_node=home)
+    return TargetLocation(path=path, kind=kind, device=device, disks=disks, home_node=home, identity=identity)
 
 
 def _numbered(system: SystemRoot, directory: Path, prefix: str) -> list[tuple[int, Path]]:
@@ -566,13 +575,14 @@ def _device_dict(device: Device) -> dict[str, Any]:
 
 def _stat_target(
     path: str, system: SystemRoot, stat_of: Callable[[str], os.stat_result]
-) -> tuple[TargetKind, str | None]:
+) -> tuple[TargetKind, str | None, tuple[int, ...]]:
     """The target judged by the inode the kernel resolves it to, never by how it is spelled.
 
     ``stat`` follows every symlink (``/dev/disk/by-id/…``, ``/proc/self/root/…``),
     so a block device node anywhere (made with mknod outside ``/dev``, bind
     mounted over a file) is a block device here; this is the one place that
-    decides it.
+    decides it. Returns the kind, the device and the identity judged
+    (:attr:`TargetLocation.identity`).
     """
     existing = Path(path)
     try:
@@ -580,22 +590,23 @@ def _stat_target(
     except OSError:
         info = None
     if info is not None and stat.S_ISBLK(info.st_mode):
-        return "block", blockdevs.block_name(system, devno_text(info.st_rdev))
+        return "block", blockdevs.block_name(system, devno_text(info.st_rdev)), (info.st_rdev,)
     if info is not None and not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
-        return "other", None
+        return "other", None, ()
+    identity = (info.st_dev, info.st_ino) if info is not None else ()
     while info is None:
         existing = existing.parent.absolute()
         try:
             info = stat_of(str(existing))
         except OSError:
             if existing == existing.parent:
-                return "unknown", None
+                return "unknown", None, ()
     if _on_devtmpfs(info, stat_of):
         # /dev/sdz that does not exist is a missing device, not a file to create.
-        return "unknown", None
+        return "unknown", None, ()
     if os.major(info.st_dev) == 0:
-        return "file", None
-    return "file", blockdevs.block_name(system, devno_text(info.st_dev))
+        return "file", None, identity
+    return "file", blockdevs.block_name(system, devno_text(info.st_dev)), identity
 
 
 def _on_devtmpfs(info: os.stat_result, stat_of: Callable[[str], os.stat_result]) -> bool:
@@ -618,3 +629,60 @@ def _name_target(path: str, system: SystemRoot) -> tuple[TargetKind, str | None]
     if system.block_dir(name) is not None:
         return "block", name
     return "unknown", None
+
+
+def per_process_link(path: str) -> str | None:
+    """The place in ``/proc`` on the way to ``path`` that each process reads as its own, or None.
+
+    ``/proc/self/cwd``, ``/proc/self/fd/3``, ``/dev/fd/3`` and ``/dev/stdout``
+    (links to ``/proc/self/fd``), or a link to any of them, lead in iobench to
+    iobench's working folder and descriptors and in fio, which opens the path
+    in its own process, to fio's: the write guard cannot judge what fio will
+    open. The path is resolved a component at a time as the kernel does
+    (``lstat`` and ``readlink``); the first component below a process's folder
+    (``/proc/<pid>`` or ``/proc/<pid>/task/<tid>``) other than ``root``, which
+    is one and the same for every process here, is returned.
+    """
+    pending = list(Path(os.path.abspath(path)).parts[1:])
+    current = Path("/")
+    hops = 0
+    while pending:
+        part = pending.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            current = current.parent
+            continue
+        if _process_folder(current) and part != "root":
+            return str(current / part)
+        candidate = current / part
+        try:
+            info = os.lstat(candidate)
+        except OSError:
+            return None  # missing: nothing further to follow, fio creates it where it is
+        if not stat.S_ISLNK(info.st_mode):
+            current = candidate
+            continue
+        hops += 1
+        if hops > 40:  # the kernel's own limit: fio would get ELOOP
+            return None
+        try:
+            text = str(candidate.readlink())
+        except OSError:
+            return None
+        if text.startswith("/"):
+            current = Path("/")
+        pending = [p for p in Path(text).parts if p != "/"] + pending
+    return None
+
+
+def _process_folder(folder: Path) -> bool:
+    """``/proc/<pid>`` or ``/proc/<pid>/task/<tid>``."""
+    parts = folder.parts
+    return (len(parts) == 3 and parts[1] == "proc" and parts[2].isdigit()) or (
+        len(parts) == 5
+        and parts[1] == "proc"
+        and parts[2].isdigit()
+        and parts[3] == "task"
+        and parts[4].isdigit()
+    )
