@@ -66,3 +66,20 @@ def test_a_failing_numactl_is_not_remembered(
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     assert metadata._numactl_version() is None
     assert recall(str(numactl), "numactl-version") is None
+
+
+def test_an_answer_another_user_could_have_planted_is_not_believed(tmp_path: Path, cache: Path) -> None:
+    """An answer decides what is checked (fio's acceptance of a job file): only this user's own counts."""
+    tool = _program(tmp_path / "tool", "echo 1\n")
+    remember(str(tool), "tool-version", "1.0")
+    path = answer_path(str(tool), "tool-version")
+    assert path is not None and path.stat().st_mode & 0o777 == 0o600
+    assert recall(str(tool), "tool-version") == "1.0"
+    path.chmod(0o666)  # anyone could have written it
+    assert recall(str(tool), "tool-version") is None
+    path.chmod(0o600)
+    path.parent.chmod(0o777)  # anyone could have put it there
+    assert recall(str(tool), "tool-version") is None
+    path.parent.chmod(0o700)
+    os.chown(path, 65534, 65534)  # another user's file
+    assert recall(str(tool), "tool-version") is None

@@ -94,11 +94,6 @@ MOMENTS: dict[str, Callable[[NetnsHost, Path], bool]] = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the SSH control master (ssh -N, in a session of its own) outlives a killed run here, "
-    "with its session on the host, until the next run with hosts closes it",
-)
 @pytest.mark.parametrize("moment", MOMENTS.values(), ids=MOMENTS.keys())
 def test_nothing_of_a_killed_run_keeps_running_here_or_on_the_host(
     moment: Callable[[NetnsHost, Path], bool], netns_hosts: Callable[..., object], tmp_path: Path

@@ -316,8 +316,11 @@ def test_forward_joins_two_unix_sockets_no_tcp(tmp_path: Path) -> None:
 
 
 def test_master_that_fails_names_the_host_and_what_ssh_said(tmp_path: Path) -> None:
-    def spawner(argv: list[str], *, env: dict[str, str], stderr: Path) -> subprocess.Popen[bytes]:
-        assert argv[-2:] == ["-N", "root@b"] and "ControlMaster=yes" in argv
+    def spawner(
+        argv: list[str], *, env: dict[str, str], stderr: Path, stdin: bool
+    ) -> subprocess.Popen[bytes]:
+        # The master's session reads an input this process holds: it ends when the run does.
+        assert argv[-2:] == ["root@b", "cat"] and "ControlMaster=yes" in argv and stdin
         Path(stderr).write_text("root@b: Permission denied (publickey).\n")
         return subprocess.Popen(["sh", "-c", "exit 255"])
 

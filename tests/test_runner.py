@@ -13,6 +13,7 @@ import pytest
 from iobench.errors import IobenchError
 from iobench.matrix.model import load_matrix
 from iobench.runner.sweep import RunInterrupted, run
+from iobench.system.process import Completed
 
 pytestmark = pytest.mark.fio
 
@@ -203,3 +204,20 @@ def test_per_target_launch_runs_one_fio_per_target_at_once(
     assert float(totals.loc[totals["point"] == 2, "iops"].iloc[0]) == pytest.approx(
         float(rows["total_ios"].sum()) / float(rows["runtime_ms"].max()) * 1000
     )
+
+
+def test_a_fio_that_aborts_but_exits_0_fails_its_point(
+    fake_fio: type[Any], null_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    """fio refuses a job (a target that appears mounted, say), prints "Aborting" and may exit 0: no ok point."""
+
+    class Aborting(fake_fio):  # type: ignore[misc,valid-type]
+        def __call__(self, argv: tuple[str, ...], *, cwd: Path, **kwargs: Any) -> Completed:
+            done = super().__call__(argv, cwd=cwd, **kwargs)
+            said = "/dev/loop9 appears mounted, and 'allow_mounted_write' isn't set. Aborting.\n"
+            return Completed(done.argv, 0, done.stdout, said, done.duration_s, False)
+
+    result = run(load_matrix(null_matrix()), out=tmp_path, executor=Aborting())
+    assert result.counts == {"failed": 4}
+    metas = [json.loads(p.read_text()) for p in sorted(result.run_dir.glob("points/*/meta.json"))]
+    assert all(m["reason"].startswith("fio aborted: /dev/loop9 appears mounted") for m in metas)

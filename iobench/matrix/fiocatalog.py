@@ -7,7 +7,6 @@ so a matrix is checked against the fio that will run it, not a list we keep.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -20,8 +19,7 @@ from typing import Any, Literal
 
 from iobench.errors import FioError
 from iobench.matrix.fiooptions import allowed_engine
-from iobench.store.answers import answer_path, recall, remember
-from iobench.store.atomic import atomic_write
+from iobench.store.answers import recall, remember
 from iobench.system.process import CommandNotFound, minimal_env, run_process
 
 OptionKind = Literal["int", "bool", "time", "choice", "float_list", "string"]
@@ -114,32 +112,27 @@ class FioCatalog:
     _dirty: bool = field(default=False, repr=False)
 
     def __post_init__(self) -> None:
-        path = answer_path(self.binary, "fio-options", self.version)
+        data = recall(self.binary, "fio-options", self.version)
         try:
-            data = json.loads(path.read_text()) if path else {}
+            data = data if isinstance(data, dict) else {}
             self._options = {k: _option(v) if v else None for k, v in data.get("options", {}).items()}
             self._engines = {
                 e: {k: _option(v) for k, v in opts.items()} for e, opts in data.get("engines", {}).items()
             }
             self._accepted = [str(h) for h in data.get("accepted", [])][-ACCEPTED_KEPT:]
-        except (OSError, ValueError, TypeError):
+        except (ValueError, TypeError, AttributeError):
             self._options, self._engines, self._accepted = {}, {}, []
 
     def save(self) -> None:
         """Remember what fio said, so the next matrix is checked without asking again."""
-        path = answer_path(self.binary, "fio-options", self.version)
-        if not self._dirty or path is None:
+        if not self._dirty:
             return
         data = {
             "options": {k: asdict(v) if v else None for k, v in self._options.items()},
             "engines": {e: {k: asdict(v) for k, v in opts.items()} for e, opts in self._engines.items()},
             "accepted": self._accepted[-ACCEPTED_KEPT:],
         }
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, json.dumps(data))
-        except OSError:
-            return
+        remember(self.binary, "fio-options", data, self.version)
         self._dirty = False
 
     def _ask(self, *args: str) -> str:

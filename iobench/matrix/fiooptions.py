@@ -55,13 +55,22 @@ class Rule:
     check: Callable[[str], str | None] | None = None
 
 
+#: How the files iobench itself keeps in a point's folder begin: a log may not take such a name.
+OWN_FILES = ("fio", "job", "meta", "argv", "stderr", "telemetry", "host-")
+
+
 def _log_name(value: str) -> str | None:
-    if LOG_NAME.match(value) and value not in (".", ".."):
-        return None
-    return (
-        f"{value!r} is not a plain file name: a log goes into the point's own directory, "
-        "named with letters, digits, '.', '_' and '-' (no '/', not starting with '.')"
-    )
+    if not LOG_NAME.match(value) or value in (".", ".."):
+        return (
+            f"{value!r} is not a plain file name: a log goes into the point's own directory, "
+            "named with letters, digits, '.', '_' and '-' (no '/', not starting with '.')"
+        )
+    if value.lower().startswith(OWN_FILES):
+        return (
+            f"{value!r} could overwrite iobench's own files in the point's folder (fio.json, job*.fio, "
+            "meta.json, argv.json, stderr.txt, telemetry*.parquet, host-*): choose a name that starts otherwise"
+        )
+    return None
 
 
 def _one_file(value: str) -> str | None:
@@ -133,6 +142,11 @@ OPTIONS: dict[str, Rule] = {
         "refused",
         "it names other jobs, and iobench names the jobs",
         "run targets apart with `launch: per-target`",
+    ),
+    "per_job_logs": Rule(
+        "managed",
+        "iobench reads each job's logs back by the names fio gives them per job",
+        "nothing: every job's log is kept, and `iobench.timeseries` combines them",
     ),
     "ioscheduler": Rule(
         "managed",
@@ -343,7 +357,6 @@ OPTIONS: dict[str, Rule] = {
             "stonewall",
             "new_group",
             "thread",
-            "per_job_logs",
             "bwavgtime",
             "iopsavgtime",
             "log_entries",

@@ -68,6 +68,7 @@ WATCH_QUICK_FOR_S = 10.0
 HOSTS_POLL_S = 0.5
 CLIENT_OUTPUT = "fio.json"
 # fio's note when a job process died of a signal; through a server it comes as "<client> fio: ...".
+_ABORTED = re.compile(r"^(?:<(?P<client>[^>]+)> )?(?P<line>.*\bAborting\b.*)$", re.M)
 _WORKER_SIGNAL = re.compile(r"^(?:<(?P<client>[^>]+)> )?fio: pid=(?P<pid>\d+), got signal=(?P<sig>\d+)", re.M)
 
 
@@ -788,6 +789,10 @@ class PointRunner:
                 if done.timed_out:
                     reason += f"; fio then hung and was stopped after {run.timeout_s:g} s"
                 return "failed", reason
+        aborted = _ABORTED.search(share.text)
+        if aborted is not None and aborted["client"] in (None, share.client):
+            # fio refuses a job (a target that appears mounted, say), says "Aborting" and may exit 0.
+            return "failed", f"fio aborted: {aborted['line'].strip()}"
         if share.lost is not None:
             return "failed", f"lost during the point ({share.lost})"
         if done.timed_out:

@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -34,19 +35,34 @@ def answer_path(binary: str, kind: str, extra: str = "") -> Path | None:
     return Path(base) / "iobench" / f"{kind}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
 
 
-def recall(binary: str, kind: str) -> Any:
-    """The remembered answer, or None (never asked, unreadable, or the file changed)."""
-    path = answer_path(binary, kind)
+def _own_and_private(path: Path) -> bool:
+    """Whether only this user can have written ``path``: it and its folder are theirs, writable by no one else.
+
+    An answer decides what is checked (fio's acceptance of a job file), so one
+    another user could have planted is not believed.
+    """
+    try:
+        for info in (os.lstat(path), os.stat(path.parent)):
+            if info.st_uid != os.geteuid() or info.st_mode & 0o022:
+                return False
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def recall(binary: str, kind: str, extra: str = "") -> Any:
+    """The remembered answer, or None (never asked, unreadable, the file changed, or not only this user's)."""
+    path = answer_path(binary, kind, extra)
     with contextlib.suppress(OSError, ValueError):
-        if path is not None:
+        if path is not None and _own_and_private(path):
             return json.loads(path.read_text())
     return None
 
 
-def remember(binary: str, kind: str, answer: Any) -> None:
+def remember(binary: str, kind: str, answer: Any, extra: str = "") -> None:
     """Keep ``answer`` (JSON) for ``binary``; a cache that cannot be written is no error."""
-    path = answer_path(binary, kind)
+    path = answer_path(binary, kind, extra)
     with contextlib.suppress(OSError):
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, json.dumps(answer))
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            atomic_write(path, json.dumps(answer), mode=0o600)

@@ -347,9 +347,16 @@ class Ssh:
         return self.control_path.with_suffix(".log")
 
     def start(self) -> None:
-        """Start the control master in the background (:meth:`wait_ready` waits for it)."""
-        argv = [self.binary, *self.options(master=True), "-N", self.target.destination]
-        self.master = self.spawner(argv, env=ssh_env(), stderr=self._stderr_path)
+        """Start the control master in the background (:meth:`wait_ready` waits for it).
+
+        Its own session runs ``cat`` on the host, reading an input this
+        process holds: when the run ends or dies, that input ends, the session
+        with it, and (``ControlPersist=no``) the master once the run's other
+        sessions are gone. ``-N`` would keep it, and its session there, until
+        someone stops it.
+        """
+        argv = [self.binary, *self.options(master=True), self.target.destination, "cat"]
+        self.master = self.spawner(argv, env=ssh_env(), stderr=self._stderr_path, stdin=True)
 
     def wait_ready(self, timeout: float | None = None) -> None:
         """Wait until the control socket answers.
@@ -492,6 +499,9 @@ class Ssh:
                 self.master.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 stop_process(self.master)
+        if self.master is not None and self.master.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.master.stdin.close()
         self.forwards.clear()
         for path in (self.control_path, self._stderr_path):
             with contextlib.suppress(OSError):
