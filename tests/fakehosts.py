@@ -57,6 +57,8 @@ class LocalConnection:
         self.calls: list[list[str]] = []
         self.links: list[Path] = []
         self.streams: list[subprocess.Popen[bytes]] = []
+        self.started: list[list[str]] = []
+        """Every stream's argv, kept after the stream ends."""
         self.cut_reason: str | None = None
         self.closed = False
         home.mkdir(parents=True, exist_ok=True)
@@ -90,6 +92,7 @@ class LocalConnection:
     def stream(self, argv: Sequence[str], *, stdin: bool = False) -> subprocess.Popen[bytes]:
         if self.cut_reason is not None:
             raise HostUnreachable(f"host {self.target.describe()} stopped answering: {self.cut_reason}")
+        self.started.append([str(a) for a in argv])
         proc = spawn_process([str(a) for a in argv], stdout=True, cwd=self.home, stdin=stdin, env=self.env())
         self.streams.append(proc)
         return proc

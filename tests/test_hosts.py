@@ -32,11 +32,13 @@ from iobench.planner.plans import client_argv, host_sites, host_specs, plan_poin
 from iobench.results.fioout.clients import parse_client_output
 from iobench.results.loading import load
 from iobench.results.points import point_totals
+from iobench.runner.sites import LOCK_SCRIPT
 from iobench.runner.sweep import run as run_hosts
 from iobench.system import fleet as hosts_mod
 from iobench.system.fioserver import server_token, stop_stale, token_stale
 from iobench.system.fleet import Fleet, HostFacts, HostSpec, HostsRefused
 from iobench.system.hostfs import SystemFileError
+from iobench.system.hostmonitor import AGENT_SCRIPT
 from iobench.system.process import run_process
 from iobench.system.remote import RemoteRoot, _records, _write_tree, fetch_snapshot, proc_table
 from iobench.system.ssh import HostUnreachable, Ssh, SshTarget, remote_command
@@ -1137,7 +1139,8 @@ def test_a_server_named_in_the_matrix_is_used_and_left_running(
         assert result.frame is not None and set(result.frame["host"]) == {"g"}
         meta = json.loads((result.run_dir / "points" / "0001-r1" / "meta.json").read_text())
         assert meta["processes"][0]["client"] == "sock:host-g"
-        assert not hosts.made["g"].streams  # no server of iobench's: the named one, through its forward
+        # No server of iobench's: the named one, through its forward (the streams: the lock, the agent).
+        assert [argv[2] for argv in hosts.made["g"].started] == [LOCK_SCRIPT, AGENT_SCRIPT]
         assert not _gone(pid, wait=0)  # not iobench's to stop
     finally:
         given.terminate()
@@ -1145,27 +1148,35 @@ def test_a_server_named_in_the_matrix_is_used_and_left_running(
 
 
 @pytest.mark.fio
-def test_a_run_long_monitor_sees_each_points_jobs_and_samples_while_they_run(tmp_path: Path) -> None:
+def test_a_run_long_agent_sees_each_points_jobs_and_samples_only_while_it_runs(tmp_path: Path) -> None:
     from iobench.system.fioserver import server_token, start_server
-    from iobench.system.hostmonitor import HostMonitor, point_edge
+    from iobench.system.hostmonitor import HostMonitor
     from iobench.system.sampler import Watch
 
     connection = _local(tmp_path)
     server = start_server(connection, "fio", server_token())
-    watch = Watch(devices=(), irqs=(), threads=False)
-    monitor = HostMonitor(connection, server.pid, watch, interval=0.25, tick=0.1).start()
+    job = tmp_path / "j.fio"
+    job.write_text(
+        "[global]\nioengine=null\nsize=16m\ntime_based=1\nruntime=2\nnumjobs=2\n[a]\nrw=randread\n"
+    )
+    disks = ["vda"] if Path("/sys/block/vda").exists() else []
+    watch = Watch(devices=tuple(disks), irqs=(), threads=True)
+    gone = tmp_path / "gone.dat"
+    monitor = HostMonitor(
+        connection, server.pid, watch, disks=disks, targets=[str(job), str(gone)], interval=0.25, tick=0.1
+    ).start()
     try:
         link = tmp_path / "host-h"
         link.symlink_to(server.socket)
-        job = tmp_path / "j.fio"
-        job.write_text(
-            "[global]\nioengine=null\nsize=16m\ntime_based=1\nruntime=2\nnumjobs=2\n[a]\nrw=randread\n"
-        )
         time.sleep(0.5)
-        assert monitor.samples == [] and monitor.workers == {}  # nothing runs: the loop only looks
-        before = point_edge(connection, watch, ["vda"] if Path("/sys/block/vda").exists() else [], [str(job)])
-        assert before.sample is not None and before.sample.cpu
-        assert before.targets[0].split()[0].startswith("8")  # a regular file's mode
+        assert monitor.samples == [] and monitor.workers == {}  # no point runs: the agent is asked nothing
+        before = monitor.edge()
+        assert before.sample is not None and before.sample.cpu and before.sample.tasks
+        assert before.targets[str(job)].split()[0].startswith("8")  # a regular file's mode
+        assert before.targets[str(gone)] == "-"
+        if disks:
+            assert before.schedulers["vda"] and before.readahead_kb["vda"].isdigit()
+            assert before.sample.disks is not None and "vda" in before.sample.disks
         monitor.begin_point()
         started = time.monotonic()
         done = run_process(
@@ -1173,6 +1184,7 @@ def test_a_run_long_monitor_sees_each_points_jobs_and_samples_while_they_run(tmp
             cwd=tmp_path,
             timeout=60,
         )
+        monitor.end_point()
         assert done.returncode == 0, done.stderr
         workers = dict(monitor.workers)
         assert len(workers) == 2 and all(w.settled for w in workers.values()), workers
@@ -1180,7 +1192,38 @@ def test_a_run_long_monitor_sees_each_points_jobs_and_samples_while_they_run(tmp
         samples = monitor.samples_since(started)
         assert len(samples) >= 3 and all(s.cpu for s in samples)
         assert monitor.unreaped() == []
+        time.sleep(0.5)
+        assert len(monitor.samples_since(started)) == len(samples)  # the point ended: no more samples
+        after = monitor.edge()
+        assert after.sample is not None and after.sample.t > samples[-1].t
     finally:
         monitor.stop()
         server.stop()
     assert monitor._stream is None
+    with pytest.raises(HostUnreachable, match="watch ended"):
+        monitor.edge(timeout=1)
+
+
+@pytest.mark.fio
+def test_a_point_on_a_host_costs_it_no_new_command(write_matrix: Callable[..., Path], tmp_path: Path) -> None:
+    """Looks, samples and edges go through the run's one agent: the commands a run sends do not grow with its points."""
+    counts = {}
+    for points in (1, 3):
+        depths = ", ".join(str(d) for d in range(1, points + 1))
+        path = write_matrix(
+            textwrap.dedent(
+                f"""\
+                version: 1
+                name: count{points}
+                fio: {{ioengine: 'null', rw: randread, bs: 4k, runtime: 1, time_based: 1}}
+                hosts:
+                  - {{name: c, ssh: root@c, targets: [{{path: {tmp_path}/c.dat, size: 8M}}]}}
+                matrix: {{iodepth: [{depths}]}}
+                """
+            )
+        )
+        hosts = LocalHosts(tmp_path / f"homes{points}")
+        result = run_hosts(load_matrix(path), out=tmp_path / f"results{points}", connector=hosts)
+        assert result.counts == {"ok": points}
+        counts[points] = (len(hosts.made["c"].calls), len(hosts.made["c"].started))
+    assert counts[1] == counts[3], counts

@@ -402,6 +402,9 @@ class ClientLaunch:
             _stop_jobs(hosts)
             raise
         finally:
+            for host in hosts:
+                if host.monitor is not None:
+                    host.monitor.end_point()
             reap(token, self.system)
             for link in links:
                 link.unlink(missing_ok=True)

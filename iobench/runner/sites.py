@@ -22,13 +22,13 @@ from iobench.errors import SafetyError, TuningError
 from iobench.planner.plans import SiteFacts
 from iobench.system.fleet import Host
 from iobench.system.hostfs import SystemRoot, devno_text
-from iobench.system.hostmonitor import HostMonitor, point_edge
+from iobench.system.hostmonitor import HostMonitor
 from iobench.system.locks import device_lock
 from iobench.system.remote import RemoteRoot
 from iobench.system.remoteguard import RemoteMachine
 from iobench.system.safety import LOCAL, Machine, remember_created
 from iobench.system.sampler import Snapshot, Watch
-from iobench.system.ssh import end_session, first_line
+from iobench.system.ssh import HostUnreachable, end_session, first_line
 from iobench.system.topology import parse_scheduler
 from iobench.system.tuning import DeviceTuner, Settings, drop_caches, read_settings
 
@@ -365,8 +365,16 @@ class HostSite:
         return found
 
     def edge(self, paths: Sequence[str], disks: Sequence[str], watch: Watch | None) -> PointEdge:
-        """One remote command (:func:`~iobench.system.hostmonitor.point_edge`)."""
-        seen = point_edge(self.node, watch, disks, paths)
+        """The host's agent answers (:meth:`~iobench.system.hostmonitor.HostMonitor.edge`): no new command.
+
+        Raises
+        ------
+        HostUnreachable
+            When the agent is not running or does not answer.
+        """
+        if self.monitor is None:
+            raise HostUnreachable(f"{self.label}its watch is not running")
+        seen = self.monitor.edge()
         settings: dict[str, Settings] = {}
         for disk in disks:
             scheduler, readahead = seen.schedulers.get(disk, ""), seen.readahead_kb.get(disk, "")
@@ -375,15 +383,20 @@ class HostSite:
                     "scheduler": parse_scheduler(scheduler)[0] or "",
                     "readahead_kb": int(readahead),
                 }
-        lines = seen.targets + [""] * (len(paths) - len(seen.targets))
-        states = {path: _remote_state(line) for path, line in zip(paths, lines, strict=False)}
-        return PointEdge(states, settings, seen.sample)
+        states = {path: _remote_state(seen.targets.get(path, "")) for path in paths}
+        return PointEdge(states, settings, seen.sample if watch is not None else None)
 
     def start_monitor(self, watch: Watch | None, interval: float) -> None:
-        """Watch the host's jobs and counters for the whole run (:class:`~iobench.system.hostmonitor.HostMonitor`)."""
-        server = self.node.server
-        if server is not None and self.monitor is None:
-            self.monitor = HostMonitor(self.node, server.pid, watch, interval=interval).start()
+        """Start the host's agent for the whole run (:class:`~iobench.system.hostmonitor.HostMonitor`)."""
+        if self.monitor is None:
+            self.monitor = HostMonitor(
+                self.node,
+                self.node.server_pid,
+                watch,
+                disks=site_disks(self),
+                targets=sorted(self.facts.locations),
+                interval=interval,
+            ).start()
 
     def stop_monitor(self) -> None:
         """End the run-long watch; never raises."""

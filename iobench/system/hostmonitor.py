@@ -1,28 +1,33 @@
-"""One watcher per host for a whole run: its fio jobs' placement and its counters, at a flat cost.
+"""One agent per host for a whole run: its fio jobs' placement, its counters and each point's edges.
 
-A host's points used to cost several SSH commands each (a process-table
-stream, a sampler stream, a last sample, settings and target checks), each a
-new ssh client here and a shell there. Now each host has:
+A host's points must cost it little: what iobench adds there is measured
+against plain ``fio --client`` on the same servers. So each host has one shell
+(:data:`AGENT_SCRIPT`), started once per run in one SSH session, that does
+nothing until asked and never starts a program for a look. This machine asks,
+one line at a time, and the agent answers in order:
 
-- :class:`HostMonitor`, one remote loop for the whole run (:data:`MONITOR_SCRIPT`):
-  every ``tick`` it walks the fio server's process tree down to the job
-  processes with the shell's own ``read`` (no program started while no point
-  runs) and prints each job's allowed CPUs, memory nodes, state and, once, its
-  NUMA policy; while jobs run it also prints the host's counters every
-  telemetry interval, read into the same snapshots as this machine's sampler takes (the same parsers, :mod:`iobench.system.hostfs`).
-- :func:`point_edge`, one command before and one after each point
-  (:data:`EDGE_SCRIPT`): the targets' state, the disks' settings and a sample
-  of the counters at that moment, so a point's samples begin before its first
-  I/O and end after its last.
+- ``L`` (a look, every ``tick`` while a point runs): walk the fio server's
+  process tree down to the job processes with the shell's own ``read`` and
+  print each job's allowed CPUs, memory nodes, state and, once, its NUMA policy;
+- ``S`` (every telemetry interval while a point runs): one sample of the
+  host's counters, read by one ``awk`` into the same snapshots as this
+  machine's sampler takes (the same parsers, :mod:`iobench.system.procfs`);
+- ``E`` (before and after each point): the disks' settings, the targets'
+  state and a sample, so a point's samples begin before its first I/O and
+  end after its last;
+- ``B`` (a point begins): forget the last point's jobs.
 
-A reader thread here turns the loop's output into :class:`Worker` views of
-the jobs (the placement check reads them as it reads this machine's) and
-:class:`~iobench.system.sampler.Snapshot` samples.
+A reader thread here sends the ticks while a point runs and turns the
+answers into :class:`Worker` views of the jobs (the placement check reads them
+as it reads this machine's), :class:`~iobench.system.sampler.Snapshot`
+samples and :class:`Edge` answers.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import selectors
 import subprocess
 import threading
 import time
@@ -40,7 +45,7 @@ from iobench.system.procfs import (
     parse_task_stat,
 )
 from iobench.system.sampler import Snapshot, Watch
-from iobench.system.ssh import Transport
+from iobench.system.ssh import COMMAND_TIMEOUT_S, HostUnreachable, Transport
 
 
 @dataclass(frozen=True)
@@ -68,34 +73,57 @@ class Worker:
         return self.looks >= 2
 
 
-# One sample of the host's counters (remotesampler's parts), "@@S" after it. $T: "1" with threads;
-# $D, $I: watched devices and interrupt lines, space-separated.
-_SAMPLE = r"""
-sample() {
-  echo "== stat"; cat /proc/stat
-  echo "== diskstats"; awk -v w=" $D " 'index(w, " " $3 " ")' /proc/diskstats
-  echo "== interrupts"; awk -v w=" $I " 'NR == 1 { print; next } { l = $1; sub(/:$/, "", l) } index(w, " " l " ")' /proc/interrupts
-  echo "== meminfo"; cat /proc/meminfo
-  if [ "$T" = 1 ]; then echo "== tasks"; grep -H '' /proc/[0-9]*/task/[0-9]*/stat 2>/dev/null; fi
-  echo "@@S"
+# One sample of the host's counters, in one program: "== <part>" before each part, "@@S" after.
+# Everything is read in BEGIN with getline, so a thread that ended since the shell listed it is
+# skipped (awk would stop at a file it cannot open). D and I: the watched devices and interrupt
+# lines, space-separated with a space at each end; T: 1 to read every thread's stat (ARGV).
+SAMPLE_AWK = r"""
+function part(name, f,   line) { print "== " name; while ((getline line < f) > 0) print line; close(f) }
+BEGIN {
+  part("stat", "/proc/stat")
+  print "== diskstats"
+  while ((getline line < "/proc/diskstats") > 0) { split(line, w, " "); if (index(D, " " w[3] " ")) print line }
+  close("/proc/diskstats")
+  print "== interrupts"; head = 1
+  while ((getline line < "/proc/interrupts") > 0) {
+    if (head) { print line; head = 0; continue }
+    split(line, w, " "); label = w[1]; sub(/:$/, "", label); if (index(I, " " label " ")) print line
+  }
+  close("/proc/interrupts")
+  part("meminfo", "/proc/meminfo")
+  if (T == 1) {
+    print "== tasks"
+    for (i = 1; i < ARGC; i++) { f = ARGV[i]; while ((getline line < f) > 0) print f ":" line; close(f) }
+  }
+  print "@@S"
 }
 """
 
-# $1: the fio server's pid; $2: seconds between looks; $3: looks between samples (0: no samples);
-# $4: "1" with threads; $5: devices; $6: interrupt lines. Runs until its input ends.
-MONITOR_SCRIPT = (
-    _SAMPLE
-    + r"""
-srv=$1; tick=$2; every=$3; T=$4; D=$5; I=$6
+# $1: the fio server's pid (0: not known); $2: "1" to sample; $3: "1" with threads; $4: devices;
+# $5: interrupt lines; $6: SAMPLE_AWK; $7: how many disks follow; then the disks, then the targets.
+# Reads one command a line (see the module's description) until its input ends.
+AGENT_SCRIPT = r"""
+srv=$1; S=$2; T=$3; D=" $4 "; I=" $5 "; A=$6; n=$7; shift 7
+disks=
+while [ "$n" -gt 0 ]; do disks="$disks $1"; shift; n=$((n - 1)); done
+NL='
+'
+sample() {
+  if [ "$T" = 1 ]; then awk -v D="$D" -v I="$I" -v T=1 "$A" /proc/[0-9]*/task/[0-9]*/stat
+  else awk -v D="$D" -v I="$I" -v T=0 "$A"; fi
+}
 kids() { K=; for t in /proc/$1/task/*/children; do k=; read -r k <"$t" 2>/dev/null; K="$K $k"; done; }
-jobs() { J=; kids "$srv"; for a in $K; do kids "$a"; for b in $K; do kids "$b"; J="$J $K"; done; done; }
+jobs() {
+  J=; [ "$srv" -gt 0 ] || return 0
+  kids "$srv"; for a in $K; do kids "$a"; for b in $K; do kids "$b"; J="$J $K"; done; done
+}
 look() {
   for p in $J; do
-    n=; pp=; st=; c=; m=
+    nm=; pp=; st=; c=; m=
     while read -r key val rest; do
-      case $key in Name:) n=$val;; State:) st=$val;; PPid:) pp=$val;; Cpus_allowed_list:) c=$val;; Mems_allowed_list:) m=$val;; esac
+      case $key in Name:) nm=$val;; State:) st=$val;; PPid:) pp=$val;; Cpus_allowed_list:) c=$val;; Mems_allowed_list:) m=$val;; esac
     done <"/proc/$p/status" 2>/dev/null
-    [ -n "$pp" ] && echo "P $p $pp $c $m $st $n"
+    [ -n "$pp" ] && echo "P $p $pp $c $m $st $nm"
     case "$once" in *" $p "*) ;; *)
       case "$seen" in *" $p "*)
         pol=; i=0
@@ -105,54 +133,40 @@ look() {
     esac
   done
 }
-# The loop ends when its input does (the run closes it, dies, or the connection drops). A background
-# list reads /dev/null unless told otherwise: the input goes to it through fd 3.
-exec 3<&0
-( cat <&3 >/dev/null; kill -TERM $$ 2>/dev/null ) &
-exec 3<&-
-trap 'exit 0' TERM HUP PIPE
-seen=' '; once=' '; i=0
-while :; do
-  jobs
-  if [ -n "${J# }" ] && [ -n "$J" ]; then
-    echo "@@P"; look; echo "@@V"
-    if [ "$every" -gt 0 ] && [ $((i % every)) -eq 0 ]; then sample; fi
-    i=$((i + 1))
-  else
-    i=0; seen=' '; once=' '
-  fi
-  sleep "$tick"
-done
-"""
-)
-
-# $1: "1" with threads; $2: devices; $3: interrupt lines; $4: how many disks follow; then the disks,
-# then target paths. The disks' scheduler and readahead ("Q <disk> <scheduler line> / R <disk> <kb>"),
-# each target's state (STATES_SCRIPT's lines, "T " before each), then a sample.
-EDGE_SCRIPT = (
-    _SAMPLE
-    + r"""
-T=$1; D=$2; I=$3; n=$4; shift 4
-while [ "$n" -gt 0 ]; do
-  q=/sys/block/$1/queue
-  s=; read -r s <"$q/scheduler" 2>/dev/null; echo "Q $1 $s"
-  r=; read -r r <"$q/read_ahead_kb" 2>/dev/null; echo "R $1 $r"
-  shift; n=$((n - 1))
-done
-for p; do
-  if ! s=$(stat -L -c '%f %t %T %d %i' -- "$p" 2>&1); then
-    case "$s" in *"No such file"*) echo "T -";; *) echo "T E ${s##*: }";; esac
-    continue
-  fi
-  set -- $s "$@"
+# $1...$5: a target's mode, major and minor (hex), device and inode; a block device's size in sectors after.
+state() {
   sz=-
-  case "$1" in 6???) read -r sz <"/sys/dev/block/$(printf '%d:%d' "0x$2" "0x$3")/size" 2>/dev/null || sz=0;; esac
+  case "$1" in 6???) sz=0; read -r sz <"/sys/dev/block/$((0x$2)):$((0x$3))/size" 2>/dev/null;; esac
   echo "T $1 $2 $3 $4 $5 $sz"
-  shift 5
+}
+edge() {
+  echo "@@e"
+  for d in $disks; do
+    s=; read -r s <"/sys/block/$d/queue/scheduler" 2>/dev/null; echo "Q $d $s"
+    r=; read -r r <"/sys/block/$d/queue/read_ahead_kb" 2>/dev/null; echo "R $d $r"
+  done
+  # One stat for every target while all are there; one each, with why, when one is not.
+  if [ $# -gt 0 ] && out=$(stat -L -c '%f %t %T %d %i' -- "$@" 2>/dev/null); then
+    for p; do state ${out%%"$NL"*}; out=${out#*"$NL"}; done
+  else
+    for p; do
+      if s=$(stat -L -c '%f %t %T %d %i' -- "$p" 2>&1); then state $s
+      else case "$s" in *"No such file"*) echo "T -";; *) echo "T E ${s##*: }";; esac; fi
+    done
+  fi
+  [ "$S" = 1 ] && sample
+  echo "@@E"
+}
+seen=' '; once=' '
+while read -r cmd; do
+  case $cmd in
+    L) jobs; echo "@@P"; look; echo "@@V";;
+    S) sample;;
+    E) edge "$@";;
+    B) seen=' '; once=' ';;
+  esac
 done
-[ "$T" = - ] || sample
 """
-)
 
 
 def _parts(lines: Iterator[str]) -> dict[str, list[str]]:
@@ -197,73 +211,40 @@ def snapshot_of(t: float, lines: list[str], watch: Watch) -> Snapshot:
 
 @dataclass(frozen=True)
 class Edge:
-    """What one command before or after a point saw on a host."""
+    """What the agent saw of a host at a point's edge."""
 
     schedulers: dict[str, str]
     readahead_kb: dict[str, str]
-    targets: list[str]
-    """Each target's state line (:data:`iobench.runner.sites.STATES_SCRIPT`'s form), in the order asked."""
+    targets: dict[str, str]
+    """Each target's state line (``T``'s words: mode, major, minor, device, inode, sectors; ``-``; ``E why``)."""
     sample: Snapshot | None
-
-
-def point_edge(host: Transport, watch: Watch | None, disks: Sequence[str], paths: Sequence[str]) -> Edge:
-    """One command: the disks' settings, the targets' state and (with ``watch``) a sample of the counters.
-
-    Raises
-    ------
-    HostUnreachable
-        When the host does not answer.
-    """
-    flags = (
-        ["-", "", ""]
-        if watch is None
-        else ["1" if watch.threads else "0", " ".join(watch.devices), " ".join(watch.irqs)]
-    )
-    done = host.run(["sh", "-c", EDGE_SCRIPT, "sh", *flags, str(len(disks)), *disks, *paths])
-    taken = time.monotonic()
-    schedulers, readahead, targets, rest = {}, {}, [], []
-    sampling = False
-    for line in done.stdout.split("\n"):
-        if sampling:
-            rest.append(line)
-        elif line.startswith("Q "):
-            _, disk, value = (line.split(" ", 2) + [""])[:3]
-            schedulers[disk] = value
-        elif line.startswith("R "):
-            _, disk, value = (line.split(" ", 2) + [""])[:3]
-            readahead[disk] = value
-        elif line.startswith("T "):
-            targets.append(line[2:])
-        elif line.startswith("== "):
-            sampling = True
-            rest.append(line)
-    sample = None
-    if watch is not None and "@@S" in rest:
-        sample = snapshot_of(taken, rest[: rest.index("@@S")], watch)
-    return Edge(schedulers, readahead, targets, sample)
 
 
 @dataclass
 class HostMonitor:
-    """A host's fio jobs and counters for a whole run, from one remote loop (see the module's description).
+    """A host's agent for a whole run (see the module's description).
 
     Parameters
     ----------
     host
         The host's connection.
     server_pid
-        Its fio server's pid there.
+        Its fio server's pid there (None for a server given in the matrix: no jobs are looked at).
     watch
-        The counters to sample while jobs run (None: no telemetry).
+        The counters to sample (None: no telemetry).
+    disks, targets
+        The host's disks (settings read at each edge) and target paths (their state).
     interval
-        Seconds between samples.
+        Seconds between samples while a point runs.
     tick
-        Seconds between looks at the jobs.
+        Seconds between looks at the jobs while a point runs.
     """
 
     host: Transport
-    server_pid: int
+    server_pid: int | None
     watch: Watch | None = None
+    disks: Sequence[str] = ()
+    targets: Sequence[str] = ()
     interval: float = 1.0
     tick: float = 0.25
     workers: dict[int, Worker] = field(default_factory=dict)
@@ -271,37 +252,51 @@ class HostMonitor:
     cpu_s: float = 0.0
     _stream: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _thread: threading.Thread | None = field(default=None, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _lock: threading.Condition = field(default_factory=threading.Condition, repr=False)
+    _active: bool = field(default=False, repr=False)
+    _ended: str | None = field(default=None, repr=False)
+    _edge: Edge | None = field(default=None, repr=False)
+    _waiting: bool = field(default=False, repr=False)
 
     def start(self) -> HostMonitor:
-        """Start the remote loop and the thread that reads it; returns ``self``."""
+        """Start the agent and the thread that talks to it; returns ``self``."""
         watch = self.watch
-        every = 0 if watch is None else max(1, round(self.interval / self.tick))
         argv = [
             "sh",
             "-c",
-            MONITOR_SCRIPT,
+            AGENT_SCRIPT,
             "sh",
-            str(self.server_pid),
-            f"{self.tick:g}",
-            str(every),
+            str(self.server_pid or 0),
+            "0" if watch is None else "1",
             "1" if watch is not None and watch.threads else "0",
             " ".join(watch.devices) if watch is not None else "",
             " ".join(watch.irqs) if watch is not None else "",
+            SAMPLE_AWK,
+            str(len(self.disks)),
+            *self.disks,
+            *self.targets,
         ]
         try:
             self._stream = self.host.stream(argv, stdin=True)
-        except IobenchError:
+        except IobenchError as exc:
+            self._ended = str(exc)
             return self
-        self._thread = threading.Thread(target=self._read, name="iobench-watch-host", daemon=True)
+        self._thread = threading.Thread(target=self._talk, name="iobench-watch-host", daemon=True)
         self._thread.start()
         return self
 
     def begin_point(self) -> None:
-        """A point starts: forget the last one's jobs and samples."""
+        """A point starts: forget the last one's jobs and samples, and look every ``tick`` until it ends."""
         with self._lock:
             self.workers = {}
             self.samples = []
+            self._send(b"B\n")
+            self._active = True
+
+    def end_point(self) -> None:
+        """The point's fio has ended: no more looks or samples."""
+        with self._lock:
+            self._active = False
 
     def unreaped(self) -> list[int]:
         """Job processes seen dead and not reaped in two looks in a row."""
@@ -309,36 +304,70 @@ class HostMonitor:
             return [w.pid for w in self.workers.values() if w.zombie_looks >= 2]
 
     def samples_since(self, start: float) -> list[Snapshot]:
-        """The loop's samples taken after ``start`` (``time.monotonic()``)."""
+        """The samples taken after ``start`` (``time.monotonic()``)."""
         with self._lock:
             return [s for s in self.samples if s.t > start]
 
-    def _read(self) -> None:
+    def edge(self, timeout: float = COMMAND_TIMEOUT_S) -> Edge:
+        """The disks' settings, the targets' state and (with a watch) a sample, now.
+
+        Raises
+        ------
+        HostUnreachable
+            When the agent has ended or does not answer within ``timeout`` s.
+        """
+        with self._lock:
+            self._edge, self._waiting = None, True
+            self._send(b"E\n")
+            answered = self._lock.wait_for(lambda: self._edge is not None or self._ended is not None, timeout)
+            edge, self._edge, self._waiting = self._edge, None, False
+        if edge is None:
+            why = self._ended if answered else f"no answer in {timeout:g} s"
+            raise HostUnreachable(f"host {self.host.target.describe()}: its watch ended: {why}")
+        return edge
+
+    def _send(self, line: bytes) -> None:
+        # Under the lock. A closed pipe means the agent ended; the reader says why.
+        stream = self._stream
+        if stream is None or stream.stdin is None or self._ended is not None:
+            return
+        try:
+            stream.stdin.write(line)
+            stream.stdin.flush()
+        except (OSError, ValueError):
+            self._ended = "its session closed"
+            self._lock.notify_all()
+
+    def _talk(self) -> None:
         assert self._stream is not None and self._stream.stdout is not None
         used = time.thread_time()
-        view: list[str] = []
-        sample: list[str] = []
-        in_sample = False
-        for raw in self._stream.stdout:
-            line = raw.decode(errors="replace").rstrip("\n")
-            if in_sample:
-                if line == "@@S":
-                    snapshot = snapshot_of(time.monotonic(), sample, self.watch) if self.watch else None
-                    if snapshot is not None:
-                        with self._lock:
-                            self.samples.append(snapshot)
-                    sample, in_sample = [], False
-                else:
-                    sample.append(line)
-            elif line == "@@P":
-                view = []
-            elif line == "@@V":
-                self._look(view)
-            elif line.startswith("== "):
-                in_sample, sample = True, [line]
-            else:
-                view.append(line)
+        fd = self._stream.stdout.fileno()
+        every = 0 if self.watch is None else max(1, round(self.interval / self.tick))
+        ticks, due, rest = 0, time.monotonic(), b""
+        reader = _Reader(self)
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            while True:
+                if selector.select(max(0.0, due - time.monotonic())):
+                    chunk = os.read(fd, 1 << 16)
+                    if not chunk:
+                        break
+                    *lines, rest = (rest + chunk).split(b"\n")
+                    for line in lines:
+                        reader.line(line.decode(errors="replace"))
+                now = time.monotonic()
+                if now >= due:
+                    with self._lock:
+                        if self._active:
+                            self._send(b"L\nS\n" if every and ticks % every == 0 else b"L\n")
+                            ticks += 1
+                        else:
+                            ticks = 0
+                    due = now + self.tick
         self._stream.stdout.close()
+        with self._lock:
+            self._ended = self._ended or "its session closed"
+            self._lock.notify_all()
         self.cpu_s += time.thread_time() - used
 
     def _look(self, lines: list[str]) -> None:
@@ -367,14 +396,26 @@ class HostMonitor:
                         policy = ",".join(sorted(set(words[1:]))) or None
                         self.workers[pid] = replace(self.workers[pid], policy=policy)
 
+    def _answered(self, edge: Edge) -> None:
+        with self._lock:
+            if self._waiting:
+                self._edge = edge
+                self._lock.notify_all()
+
+    def _sampled(self, snapshot: Snapshot) -> None:
+        with self._lock:
+            self.samples.append(snapshot)
+
     def stop(self) -> None:
-        """End the loop (its input closes) and the thread; bounded, never raises."""
+        """End the agent (its input closes) and the thread; bounded, never raises."""
         stream = self._stream
         if stream is None:
             return
-        if stream.stdin is not None:
-            with contextlib.suppress(OSError):
-                stream.stdin.close()
+        with self._lock:
+            self._active = False
+            if stream.stdin is not None:
+                with contextlib.suppress(OSError):
+                    stream.stdin.close()
         try:
             stream.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -382,3 +423,57 @@ class HostMonitor:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._stream = None
+
+
+@dataclass
+class _Reader:
+    """The agent's answers, a line at a time, into the monitor's views, samples and edges."""
+
+    monitor: HostMonitor
+    view: list[str] = field(default_factory=list)
+    sample: list[str] | None = None
+    edge: list[str] | None = None
+    edge_sample: Snapshot | None = None
+
+    def line(self, line: str) -> None:
+        monitor = self.monitor
+        if self.sample is not None:
+            if line != "@@S":
+                self.sample.append(line)
+                return
+            snapshot = snapshot_of(time.monotonic(), self.sample, monitor.watch) if monitor.watch else None
+            self.sample = None
+            if self.edge is not None:
+                self.edge_sample = snapshot
+            elif snapshot is not None:
+                monitor._sampled(snapshot)
+        elif line.startswith("== "):
+            self.sample = [line]
+        elif line == "@@P":
+            self.view = []
+        elif line == "@@V":
+            monitor._look(self.view)
+        elif line == "@@e":
+            self.edge, self.edge_sample = [], None
+        elif line == "@@E" and self.edge is not None:
+            monitor._answered(self._edge(self.edge, self.edge_sample))
+            self.edge = None
+        elif self.edge is not None:
+            self.edge.append(line)
+        else:
+            self.view.append(line)
+
+    def _edge(self, lines: list[str], sample: Snapshot | None) -> Edge:
+        schedulers: dict[str, str] = {}
+        readahead: dict[str, str] = {}
+        states: list[str] = []
+        for line in lines:
+            kind, _, rest = line.partition(" ")
+            if kind in ("Q", "R"):
+                disk, _, value = rest.partition(" ")
+                (schedulers if kind == "Q" else readahead)[disk] = value
+            elif kind == "T":
+                states.append(rest)
+        targets = list(self.monitor.targets)
+        states += [""] * (len(targets) - len(states))
+        return Edge(schedulers, readahead, dict(zip(targets, states, strict=False)), sample)
