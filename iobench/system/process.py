@@ -271,3 +271,33 @@ def signals_held() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def run_filter(
+    argv: Sequence[str], data: bytes, *, env: Mapping[str, str] | None = None
+) -> tuple[int, bytes]:
+    """Run ``argv`` with ``data`` on its standard input; return its exit status and standard output.
+
+    For a helper process that reads one request and writes one answer
+    (:func:`iobench.parse_fio`'s workers). It stays in this process's group,
+    so a Ctrl-C at the terminal stops it too; its error output is discarded
+    (a helper that fails is replaced by doing its work here).
+
+    Raises
+    ------
+    CommandNotFound
+        When ``argv[0]`` cannot be executed.
+    """
+    args = tuple(str(a) for a in argv)
+    try:
+        done = subprocess.run(  # noqa: S603 - argv list, no shell
+            args,
+            input=data,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=dict(env) if env is not None else minimal_env(),
+            check=False,
+        )
+    except (FileNotFoundError, PermissionError) as exc:
+        raise CommandNotFound(f"cannot execute {args[0]!r}: {exc.strerror}") from None
+    return done.returncode, done.stdout
