@@ -1,8 +1,7 @@
-"""What `iobench run` loads before its first fio starts, and the background import that follows.
+"""What `iobench run` loads before its first fio starts.
 
-pandas, pyarrow and matplotlib load while the first point runs
-(:mod:`iobench.runner.preload`): importing them earlier puts most of a second
-between the command and the first I/O, and between the last I/O and the exit.
+pandas, pyarrow and matplotlib take most of a second to import: they load
+where they are first used, never between the command and the first I/O.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import time
 
 import pytest
 
-from iobench.runner import preload as preload_module
 from iobench.system.hostfs import SystemRoot
 from iobench.system.sampler import keep_thread_off
 
@@ -60,39 +58,6 @@ def test_a_quiet_or_plain_run_loads_no_rich() -> None:
     assert done.stdout.strip() == "[]"
 
 
-def test_the_run_modules_bring_pandas_so_preloading_them_matters() -> None:
-    """The other side: what preload imports is what pulls pandas in (else the list is stale)."""
-    modules = "\n".join(f"import {m}" for m in preload_module.RUN_MODULES)
-    assert {"pandas", "pyarrow"} <= _loaded_after(modules)
-
-
-def test_preload_imports_each_module_once_in_a_named_daemon_thread(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(preload_module, "_started", set())
-    imported: list[tuple[str, str]] = []
-    monkeypatch.setattr(
-        preload_module.importlib,
-        "import_module",
-        lambda name: imported.append((name, threading.current_thread().name)),
-    )
-    thread = preload_module.preload(["json", "csv"])
-    assert thread is not None and thread.daemon and thread.name == preload_module.THREAD_NAME
-    thread.join(10)
-    assert imported == [("json", preload_module.THREAD_NAME), ("csv", preload_module.THREAD_NAME)]
-    assert preload_module.preload(["csv", "json"]) is None  # asked before: nothing new
-    again = preload_module.preload(["json", "string"])
-    assert again is not None
-    again.join(10)
-    assert imported[-1] == ("string", preload_module.THREAD_NAME) and len(imported) == 3
-
-
-def test_a_module_that_fails_to_import_does_not_stop_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(preload_module, "_started", set())
-    thread = preload_module.preload(["iobench_no_such_module", "colorsys"])
-    assert thread is not None
-    thread.join(10)
-    assert "colorsys" in sys.modules
-
-
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to move a thread between")
 def test_a_thread_keeps_off_the_point_cpus_and_the_rest_of_the_process_does_not_move() -> None:
     cpus = sorted(os.sched_getaffinity(0))
@@ -113,9 +78,9 @@ def test_a_thread_keeps_off_the_point_cpus_and_the_rest_of_the_process_does_not_
 
 @pytest.mark.fio
 @pytest.mark.parametrize("figures", [False, True])
-def test_a_run_loads_pandas_only_once_fio_has_started(tmp_path: object, figures: bool) -> None:
-    """A real run: pandas is first in sys.modules after the first fio process was started; matplotlib
-    only when figures were asked for."""
+def test_a_run_starts_fio_before_loading_pandas(tmp_path: object, figures: bool) -> None:
+    """A real run: pandas is not in sys.modules when a fio starts (it comes with the frame, at the
+    end); matplotlib only when figures were asked for."""
     from pathlib import Path
 
     base = Path(str(tmp_path))
@@ -136,13 +101,10 @@ def test_a_run_loads_pandas_only_once_fio_has_started(tmp_path: object, figures:
         "from iobench.cli.commands import main\n"
         f"sys.argv = ['iobench', 'run', {str(base / 'm.yaml')!r}, '--out', {str(base / 'out')!r}, '--quiet']\n"
         + ("sys.argv.append('--figures')\n" if figures else "")
-        + "import os\n"
-        "real_exit = os._exit\n"
-        "def leaving(code):\n"
+        + "try:\n"
+        "    main()\n"
+        "finally:\n"
         "    print('matplotlib loaded:', 'matplotlib' in sys.modules, flush=True)\n"
-        "    real_exit(code)\n"
-        "os._exit = leaving\n"
-        "main()\n"
     )
     started = time.monotonic()
     done = subprocess.run(
@@ -155,64 +117,3 @@ def test_a_run_loads_pandas_only_once_fio_has_started(tmp_path: object, figures:
     run_dir = Path(next(line for line in done.stdout.splitlines() if line.startswith("/")))
     assert (run_dir / "results.parquet").is_file()
     assert bool(list((run_dir / "figures").glob("*.png"))) is figures
-
-
-@pytest.mark.fio
-def test_no_preload_runs_while_a_later_point_runs(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A preload still importing when the first point ends is waited for before the next fio starts."""
-    from pathlib import Path
-
-    from iobench.matrix.model import load_matrix
-    from iobench.runner import sweep
-    from iobench.system.process import run_process
-
-    base = Path(str(tmp_path))
-    (base / "m.yaml").write_text(
-        "version: 1\nname: t\ntargets: [{path: " + str(base / "f.dat") + ", size: 1M}]\n"
-        "fio: {ioengine: 'null', rw: read, bs: 4k, runtime: 1, time_based: 1}\ntelemetry: false\n"
-        "matrix: {iodepth: [1, 2, 4]}\n"
-    )
-    slow: list[threading.Thread] = []
-
-    def preload(modules: object, avoid_cpus: object = ()) -> None:  # an import that outlasts the point
-        if not slow:
-            slow.append(threading.Thread(target=time.sleep, args=(2.5,), daemon=True))
-            slow[0].start()
-            with preload_module._lock:
-                preload_module._threads.append(slow[0])
-
-    alive_at_launch: list[bool] = []
-
-    def executor(argv: list[str], **kwargs: object) -> object:
-        alive_at_launch.append(bool(slow) and slow[0].is_alive())
-        return run_process(argv, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(sweep, "preload", preload)
-    result = sweep.run(load_matrix(base / "m.yaml"), out=base / "r", executor=executor)
-    assert result.counts == {"ok": 3}
-    assert alive_at_launch == [False, False, False]  # none yet at the first launch; ended before the others
-    assert slow and not slow[0].is_alive()
-
-
-def test_the_run_preloads_only_once_every_fio_of_the_point_was_seen_with_workers(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """An import holds the GIL for long stretches: the watchers first see the workers they must not miss."""
-    from types import SimpleNamespace
-    from typing import Any
-
-    from iobench.runner import sweep
-
-    calls: list[tuple[list[str], list[int]]] = []
-    monkeypatch.setattr(
-        sweep, "preload", lambda modules, avoid_cpus=(): calls.append((list(modules), avoid_cpus))
-    )
-    monkeypatch.setattr(sweep, "preload_after", lambda: ("iobench.plots.files",))
-    first, second = SimpleNamespace(cpus=(0,)), SimpleNamespace(cpus=(1,))
-    run: Any = SimpleNamespace(processes=[first, second])
-    runner = sweep._PointRunner(run_dir=None, plan=None, executor=None)  # type: ignore[arg-type]
-    runner._seen(run, first)
-    runner._seen(run, first)
-    assert calls == []
-    runner._seen(run, second)
-    assert calls == [([*preload_module.RUN_MODULES, "iobench.plots.files"], [0, 1])]

@@ -11,19 +11,19 @@ from typing import Any, Protocol
 import pandas as pd
 
 from iobench.errors import ResultsError, RunStorageError
-from iobench.results.fioout import parse_fio_text
-from iobench.results.fioout.clients import client_key, parse_client_output
+from iobench.results.fioout import read_jobs
+from iobench.results.fioout.clients import client_key, client_rows, host_share
 from iobench.results.fioout.frame import FRAME_METRICS, FrameBuilder
-from iobench.results.fioout.rows import FRAME_COLUMNS, Row
+from iobench.results.fioout.rows import FRAME_COLUMNS, Row, job_rows
 from iobench.results.points import EXTRA, IDENTITY, PLACEMENT, STEADY, TELEMETRY, parameter_columns
 from iobench.results.steady import with_steady
 from iobench.results.telemetry import with_telemetry
 from iobench.store.records import FRAME_VERSION, Manifest, PointMeta, ProcessRecord
 from iobench.store.rundir import RunDir
 
-Parsed = dict[str, "pd.DataFrame | list[Row]"]
-"""fio outputs already read during the run, keyed ``<point key>/<output file>``: the runner's rows
-(:func:`~iobench.results.fioout.rows.job_rows`), or a frame (a host's share of a client's output)."""
+Parsed = dict[str, list[Row]]
+"""fio outputs already read during the run, keyed as :func:`parsed_key`: their rows of the frame
+(:func:`~iobench.results.fioout.rows.job_rows`; a host's share of a client's output for a host)."""
 
 
 class _Share(Protocol):
@@ -62,14 +62,16 @@ def host_shares(point_dir: Path, processes: list[ProcessRecord], parsed: Parsed)
         try:
             text = output.read_text(errors="replace")
             clients = {client_key(p.client): str(p.host) for p in group if p.client}
-            frame = parse_client_output(text, clients, origin=str(output))
+            rows = client_rows(text, clients, origin=str(output))
         except (OSError, ValueError, ResultsError):
             continue
         for p in group:
-            mine = frame["host"].eq(str(p.host)) & frame["jobname"].isin(p.sections)
-            shares[parsed_key(point_dir.name, p)] = frame[mine.fillna(False)].reset_index(drop=True)
+            shares[parsed_key(point_dir.name, p)] = host_share(rows, str(p.host), p.sections)
     return shares
 
+
+_NO_NUMBERS: Row = (None,) * len(FRAME_COLUMNS)
+"""The fio columns of a row without fio numbers (a point that failed before fio reported)."""
 
 _UNSET: Any = object()
 """A point without a value for a column iobench adds: NA, or fio's own value where fio has that column."""
@@ -78,48 +80,29 @@ _UNSET: Any = object()
 class _Rows:
     """The rows of saved points, gathered column by column and made into one frame at the end.
 
-    fio's rows stay what the runner read (rows for one frame builder) or the
-    frames they were parsed into; what iobench adds (placement, settings, the
-    point's identity and parameters) goes into lists. A run's frame costs one
-    frame build, one concatenation and one column block, not pandas work on
-    every point's few rows.
+    fio's rows stay what the runner read (rows for one frame builder); what
+    iobench adds (placement, settings, the point's identity and parameters)
+    goes into lists. A run's frame costs one frame build and one column
+    block, not pandas work on every point's few rows.
     """
 
     def __init__(self) -> None:
-        self.fio: list[pd.DataFrame | list[Row] | int] = []
+        self.fio = FrameBuilder()
         self.added: dict[str, list[Any]] = {}
         self.size = 0
 
-    def add(self, fio: pd.DataFrame | list[Row] | None, columns: dict[str, list[Any]]) -> None:
+    def add(self, fio: list[Row] | None, columns: dict[str, list[Any]]) -> None:
         """``fio``'s rows (None: rows with no fio numbers), with iobench's ``columns`` (lists of one length)."""
         size = len(next(iter(columns.values())))
-        self.fio.append(size if fio is None else fio)
+        self.fio.add(fio if fio is not None else [_NO_NUMBERS] * size)
         for name in columns.keys() - self.added.keys():
             self.added[name] = [_UNSET] * self.size
         for name, values in self.added.items():
             values.extend(columns.get(name, [_UNSET] * size))
         self.size += size
 
-    def _fio_frame(self) -> pd.DataFrame:
-        chunks: list[pd.DataFrame] = []
-        builder: FrameBuilder | None = None
-        for piece in self.fio:
-            if isinstance(piece, list):  # consecutive rows share one builder: one frame for them all
-                builder = builder or FrameBuilder()
-                builder.add(piece)
-                continue
-            if builder is not None:
-                chunks.append(builder.frame())
-                builder = None
-            chunks.append(pd.DataFrame(index=range(piece)) if isinstance(piece, int) else piece)
-        if builder is not None:
-            chunks.append(builder.frame())
-        if len(chunks) == 1:
-            return chunks[0].reset_index(drop=True)
-        return pd.concat([c.reset_index(drop=True) for c in chunks], ignore_index=True)
-
     def frame(self) -> pd.DataFrame:
-        frame = self._fio_frame()
+        frame = self.fio.frame()
         for name in [n for n in self.added if n in frame]:  # a point's value wins over fio's
             values = self.added.pop(name)
             kept = frame[name].astype(object).tolist()
@@ -130,17 +113,15 @@ class _Rows:
         return pd.concat([frame, added], axis=1) if len(added.columns) else frame
 
 
-def _values(fio: pd.DataFrame | list[Row], column: str) -> list[Any]:
-    """One fio column of a process's rows or frame, NA as None."""
-    if isinstance(fio, list):
-        at = FRAME_COLUMNS.index(column)
-        return [row[at] for row in fio]
-    return [None if pd.isna(v) else v for v in fio[column]] if column in fio else [None] * len(fio)
+def _values(fio: list[Row], column: str) -> list[Any]:
+    """One fio column of a process's rows."""
+    at = FRAME_COLUMNS.index(column)
+    return [row[at] for row in fio]
 
 
 def _process_rows(
     point_dir: Path, meta: PointMeta, process: ProcessRecord, parsed: Parsed
-) -> tuple[pd.DataFrame | list[Row], dict[str, list[Any]]] | None:
+) -> tuple[list[Row], dict[str, list[Any]]] | None:
     """fio's rows of one process of a point, and the placement and settings columns iobench adds to them."""
     output = point_dir / process.output
     fio = parsed.get(parsed_key(point_dir.name, process))
@@ -148,7 +129,7 @@ def _process_rows(
         if not output.is_file() or process.client is not None:
             return None  # a host's share comes from host_shares, or not at all
         try:
-            fio = parse_fio_text(output.read_text(errors="replace"), origin=str(output))
+            fio = job_rows(read_jobs(output.read_text(errors="replace"), origin=str(output)), str(output))
         except ResultsError:
             return None
     if len(fio) == 0:
@@ -208,7 +189,7 @@ def _add_point(
     parts = [_process_rows(point_dir, meta, p, known) for p in meta.processes]
     found = [p for p in parts if p is not None]
     silent = [p for p, part in zip(meta.processes, parts, strict=True) if part is None and p.host is not None]
-    pieces: list[tuple[pd.DataFrame | list[Row] | None, dict[str, list[Any]]]] = list(found)
+    pieces: list[tuple[list[Row] | None, dict[str, list[Any]]]] = list(found)
     if not found or silent:  # hosts that reported nothing keep a row each, as a job without I/O does
         pieces.append((None, _empty_rows(silent if found else meta.processes)))
     hosts = [h for _, columns in pieces for h in columns["host"]]

@@ -29,13 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from iobench.errors import IobenchError, ResultsError, RunStorageError, TuningError
 from iobench.matrix.model import Matrix
 from iobench.planner.hosts import client_argv, host_specs, host_targets, plan_on_fleet
 from iobench.planner.plans import FioProcess, Plan, PlannedRun, target_facts
-from iobench.results.fioout.clients import client_key, parse_client_output
+from iobench.results.fioout.clients import client_key, client_rows, host_share
+from iobench.results.fioout.rows import FRAME_COLUMNS, Row
 from iobench.results.rundir import parsed_key
 from iobench.runner.sweep import (
     TOKEN_VAR,
@@ -207,12 +206,12 @@ class _HostPointRunner(_PointRunner):
             _reap(token, self.system)
         if done.timed_out:
             self._stop_jobs(hosts)
-        status, why, frames = self._judge_hosts(run, cwd, done, observers)
+        status, why, outputs = self._judge_hosts(run, cwd, done, observers)
         write_text(cwd / "stderr.txt", done.stderr)
         _ended(meta, status, why, started)
         meta.processes = [self._host_meta(p, done, observers) for p in run.processes]
         self.run_dir.commit(cwd, run.key, meta)
-        return PointOutcome(run.key, status, why, time.monotonic() - started, frames)
+        return PointOutcome(run.key, status, why, time.monotonic() - started, outputs)
 
     def _stop_jobs(self, hosts: Sequence[Host]) -> None:
         """Stop what a host's server still runs for this point (its children), keeping the server."""
@@ -228,8 +227,8 @@ class _HostPointRunner(_PointRunner):
 
     def _judge_hosts(
         self, run: PlannedRun, cwd: Path, done: Completed, observers: Observers
-    ) -> tuple[Status, str | None, list[pd.DataFrame]]:
-        """The point's status and reason (each failed host's, named), and its frames."""
+    ) -> tuple[Status, str | None, list[list[Row]]]:
+        """The point's status and reason (each failed host's, named), and each host's rows of the frame."""
         if done.timed_out:
             reason = f"fio did not finish within {run.timeout_s:g} s and was stopped"
             return "timeout", reason, []
@@ -243,40 +242,38 @@ class _HostPointRunner(_PointRunner):
         # Parsed once for every host (not once per host: the output grows with the hosts).
         if text:
             with contextlib.suppress(ResultsError):
-                everything = parse_client_output(text, clients, origin=str(output))
+                everything = client_rows(text, clients, origin=str(output))
         failed: dict[str, str] = {}
-        frames: list[pd.DataFrame] = []
+        outputs: list[list[Row]] = []
         for process, host in zip(run.processes, hosts, strict=True):
-            frame = None
-            if everything is not None:
-                mine = everything["host"].eq(host.name) & everything["jobname"].isin(process.sections)
-                frame = everything[mine.fillna(False)].reset_index(drop=True)
-            problem, frame = self._judge_one(host, process, frame, text, observers)
+            rows = None if everything is None else host_share(everything, host.name, process.sections)
+            problem = self._judge_one(host, process, rows, text, observers)
             if problem is not None:
                 failed.setdefault(host.name, problem)
-            elif frame is not None:
-                frames.append(frame)
-                self.parsed[parsed_key(run.key, process)] = frame
+            elif rows:
+                outputs.append(rows)
+                self.parsed[parsed_key(run.key, process)] = rows
         if not failed and done.returncode != 0:
-            return "failed", f"fio client exited with status {done.returncode}: {_fio_message(done)}", frames
+            return "failed", f"fio client exited with status {done.returncode}: {_fio_message(done)}", outputs
         if failed:
-            return "failed", "; ".join(f"host {name}: {why}" for name, why in failed.items()), frames
-        return "ok", None, frames
+            return "failed", "; ".join(f"host {name}: {why}" for name, why in failed.items()), outputs
+        return "ok", None, outputs
 
     def _judge_one(
-        self, host: Host, process: FioProcess, frame: pd.DataFrame | None, text: str, observers: Observers
-    ) -> tuple[str | None, pd.DataFrame | None]:
+        self, host: Host, process: FioProcess, rows: list[Row] | None, text: str, observers: Observers
+    ) -> str | None:
+        """What went wrong with one host's share of the point, or None."""
         assert self.fleet is not None
-        if frame is None or frame.empty:
+        if not rows:
             if not host.alive() or not self.fleet.server_alive(host):
                 host.down = host.down or f"{host.describe()}: its fio server is gone"
-                return f"lost during the point ({host.down})", None
+                return f"lost during the point ({host.down})"
             said = _server_lines(text, self._facts(host.name).hostname)
-            return "fio reported no results" + (f": {'; '.join(said[-3:])}" if said else ""), None
-        errors = frame[frame["error"].fillna(0) != 0]
-        if not errors.empty:
-            first = errors.iloc[0]
-            return f"fio job {first['jobname']} ended with error {_job_error(first['error'])}", frame
+            return "fio reported no results" + (f": {'; '.join(said[-3:])}" if said else "")
+        error, jobname = FRAME_COLUMNS.index("error"), FRAME_COLUMNS.index("jobname")
+        failed = next((row for row in rows if row[error]), None)
+        if failed is not None:
+            return f"fio job {failed[jobname]} ended with error {_job_error(failed[error])}"
         mismatch = check_placement(
             _watcher(observers, host.name),
             cpus=process.cpus,
@@ -284,8 +281,8 @@ class _HostPointRunner(_PointRunner):
             mem_node=process.mem_node,
         )
         if mismatch:
-            return f"placement not as planned: {mismatch}", frame
-        return None, frame
+            return f"placement not as planned: {mismatch}"
+        return None
 
     def _host_meta(
         self, process: FioProcess, done: Completed | None, observers: Observers | None
@@ -461,7 +458,6 @@ def run_hosts(
             the_plan,
             manifest,
             runner,
-            show,
         )
     show.finished(result)
     if interrupted:

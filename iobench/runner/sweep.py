@@ -36,8 +36,6 @@ from iobench.errors import (
 from iobench.matrix.model import Matrix
 from iobench.planner.plans import FioProcess, Plan, PlannedRun, plan
 from iobench.runner import recording
-from iobench.runner.preload import RUN_MODULES, preload, preload_after
-from iobench.runner.preload import wait as preloaded
 from iobench.store.records import MachineFacts, Manifest, PointMeta, ProcessRecord, Status
 from iobench.store.rundir import RunDir, describe_counts, now, probe, remedy, write_text
 from iobench.system.hostfs import SystemRoot, devno_text
@@ -54,8 +52,8 @@ if TYPE_CHECKING:
     from iobench.results.fioout.rows import Row
     from iobench.results.rundir import Parsed
 
-# pandas and the results modules load in the background while the first fio runs
-# (iobench.runner.preload): they are imported where used, not here.
+# pandas and the results modules take most of a second to import: they are imported
+# where used (the frame, at the end), not before the first fio starts.
 
 Executor = Callable[..., Completed]
 """Runs one argv like :func:`iobench.system.process.run_process` (tests pass a fake)."""
@@ -102,15 +100,15 @@ class PointOutcome:
     """How one point × repeat ended, with a headline figure for progress displays.
 
     The headline (:func:`~iobench.results.points.headline` of the point's
-    ``outputs``: each fio's rows, or frame) is computed when a display first
-    asks for it: a quiet run never pays for it.
+    ``outputs``: each fio process's rows of the frame) is computed when a
+    display first asks for it: a quiet run never pays for it.
     """
 
     key: str
     status: str
     reason: str | None
     duration_s: float
-    outputs: Sequence[pd.DataFrame | list[Row]] = field(default=(), repr=False, compare=False)
+    outputs: Sequence[list[Row]] = field(default=(), repr=False, compare=False)
 
     @cached_property
     def _headline(self) -> tuple[float | None, float | None]:
@@ -119,7 +117,7 @@ class PointOutcome:
         from iobench.results.fioout.frame import rows_frame
         from iobench.results.points import headline
 
-        return headline([rows_frame(o) if isinstance(o, list) else o for o in self.outputs])
+        return headline(rows_frame(*self.outputs))
 
     @property
     def iops(self) -> float | None:
@@ -161,12 +159,6 @@ class Progress(Protocol):
 
     def finished(self, result: RunResult) -> None:
         """The frame is written (the figures come after)."""
-
-
-# Optional (a Progress without it still works): ``frame_ready(run_dir, frame)``, called once
-# every point is saved, with the frame before its telemetry and steady-state columns are
-# added; enough for the default figures, which a front end may start drawing then.
-FRAME_READY = "frame_ready"
 
 
 class NullProgress:
@@ -358,8 +350,6 @@ class _PointRunner:
     parsed: Parsed = field(default_factory=dict)
     live: set[int] = field(default_factory=set)
     system: SystemRoot = field(default_factory=SystemRoot)
-    observed: set[int] = field(default_factory=set)
-    """Indexes of the running point's fio processes whose workers the watchers have seen."""
     watched: recording.Watched = field(default_factory=dict)
 
     def _one(
@@ -371,8 +361,6 @@ class _PointRunner:
         def poll(pid: int) -> float:
             _check_alive(watcher(pid), self.system)
             seen = len(watcher.workers())
-            if seen:
-                self._seen(run, process)
             # Quick looks until every worker is seen: a short point's workers can live less than a second.
             if seen < process.workers and time.monotonic() - started < WATCH_QUICK_FOR_S:
                 return WATCH_QUICK_S
@@ -389,20 +377,6 @@ class _PointRunner:
         )
         return done, watcher
 
-    def _seen(self, run: PlannedRun, process: FioProcess) -> None:
-        """Once every fio of the point has been seen with its workers, import what the rest of the run needs.
-
-        Not earlier: an import holds the GIL for long stretches (a C
-        extension's initialisation), and a watcher kept waiting meanwhile can
-        miss a short point's workers altogether.
-        """
-        self.observed.add(run.processes.index(process))
-        if len(self.observed) == len(run.processes):
-            preload(
-                [*RUN_MODULES, *preload_after()],
-                avoid_cpus=sorted({c for p in run.processes for c in p.cpus}),
-            )
-
     def _left(self) -> bool:
         """Whether a process of the point's fio process groups is still there (fio exited, a worker did not)."""
         for pgid in self.live:
@@ -417,7 +391,6 @@ class _PointRunner:
 
     def _launch(self, run: PlannedRun, cwd: Path, token: str) -> list[tuple[Completed, GroupWatcher]]:
         self.live.clear()  # the process groups (fio's pid) of this point's fio processes
-        self.observed.clear()
         if len(run.processes) == 1:
             return [self._one(run.processes[0], cwd, run.timeout_s, token, run)]
         # One fio per target, all at once (launch: per-target): threads only wait on them.
@@ -521,9 +494,6 @@ class _PointRunner:
         write_text(cwd / "argv.json", json.dumps([list(p.argv) for p in run.processes], indent=2) + "\n")
         self._apply_settings(run)
         meta.settings = _device_settings(self.plan, run)
-        # An import holds the GIL for long stretches: one still running from the first point
-        # (pandas, pyarrow) ends before this point's fio starts, or the watchers could miss its workers.
-        preloaded()
         started = time.monotonic()
         token = f"{os.getpid()}-{run.key}-{time.monotonic_ns()}"
         sampling = recording.start(self.plan, run, known=self.watched)
@@ -693,7 +663,6 @@ def run(
             the_plan,
             manifest,
             point_runner,
-            show,
         )
     show.finished(result)
     if interrupted:
@@ -708,7 +677,6 @@ def conclude(
     the_plan: Plan,
     manifest: Manifest,
     runner: _PointRunner,
-    show: Progress,
 ) -> tuple[RunResult, bool]:
     """Run ``sweep``, put every disk's settings back, and save the run's end; the result and whether it was interrupted.
 
@@ -740,7 +708,7 @@ def conclude(
         raise _stopped(fault, run_dir, the_plan, manifest, runner.parsed) from None
     if problems:
         raise TuningError("\n".join(problems))
-    result = _finish(run_dir, the_plan, manifest, runner.parsed, interrupted=interrupted, show=show)
+    result = _finish(run_dir, the_plan, manifest, runner.parsed, interrupted=interrupted)
     return result, interrupted
 
 
@@ -906,16 +874,11 @@ def _finish(
     parsed: Parsed,
     *,
     interrupted: bool,
-    show: Progress | None = None,
 ) -> RunResult:
-    from iobench.results.rundir import base_frame, build_frame
+    from iobench.results.rundir import build_frame
 
     counts: dict[str, int] = dict(Counter(meta.status for _, meta in run_dir.point_metas()))
-    base = base_frame(run_dir, parsed)
-    ready = getattr(show, FRAME_READY, None)
-    if ready is not None:
-        ready(run_dir.path, base)
-    frame = build_frame(run_dir, parsed, base=base)
+    frame = build_frame(run_dir, parsed)
     manifest.status = "interrupted" if interrupted else "finished"
     manifest.finished, manifest.counts = now(), counts
     frame_saved = False
