@@ -5,20 +5,36 @@ from __future__ import annotations
 import errno
 import functools
 import json
-import os
 import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from iobench.errors import FULL, EnvironmentFault, IobenchError, RunStorageError
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+
+class _Commands(TyperGroup):
+    """iobench's commands; one whose reader went away (``iobench plan M | head -1``) ends quietly, with 0."""
+
+    def invoke(self, ctx: Any) -> Any:
+        """Run the command; a closed pipe on stdout stops it as ``head`` expects, without a message."""
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            from iobench.cli.console import reader_gone
+
+            reader_gone(sys.stdout)
+            raise typer.Exit(0) from None
+
+
 app = typer.Typer(
+    cls=_Commands,
     name="iobench",
     help="fio sweeps from a YAML matrix: NUMA/SMT placement, tidy frames, figures.",
     no_args_is_help=True,
@@ -69,42 +85,6 @@ def _os_fault(exc: OSError) -> typer.Exit:
     if exc.errno not in FULL | {errno.EROFS, errno.EIO, errno.EACCES, errno.EPERM}:
         raise exc
     return _fail(RunStorageError.from_os_error(exc))
-
-
-FIGURE_MODULES = ("matplotlib.backends.backend_agg", "iobench.plots.files")
-
-
-class _DrawLater:
-    """Progress that gets the figures ready: their modules load while the first point runs, drawing starts
-    as soon as the frame of the points is (``frame_ready``), and the command collects them at the end."""
-
-    drawing: Any = None
-
-    def __init__(self, shown: Any) -> None:
-        from iobench.runner.preload import also
-
-        self.shown = shown
-        also(FIGURE_MODULES)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.shown, name)
-
-    def frame_ready(self, run_dir: Path, frame: Any) -> None:
-        """Start drawing the figures while the runner adds telemetry and steady state to the frame."""
-        from iobench.runner import preload
-
-        preload.wait()  # forking while another thread imports could leave a child an import lock nobody holds
-        from iobench.plots.files import start_run_figures
-
-        try:
-            self.drawing = start_run_figures(run_dir, frame)
-        except (IobenchError, OSError):
-            self.drawing = None  # drawn again after the run, where the failure is reported
-
-    def stop_drawing(self) -> None:
-        """The run failed after the figures were started: no child is left drawing."""
-        if self.drawing is not None:
-            self.drawing.cancel()
 
 
 def _print_json(data: Any) -> None:
@@ -162,7 +142,6 @@ def run(
         progress = live = RichProgress(Console())
     else:
         progress = PlainProgress(sys.stdout)
-    drawer = _DrawLater(progress) if figures else None
     try:
         m = load_matrix(matrix, targets=target or [], allow_write=allow_write or [])
         result = run_matrix(
@@ -171,14 +150,13 @@ def run(
             resume=resume,
             allow_write=allow_write or [],
             fail_fast=fail_fast,
-            progress=drawer or progress,
+            progress=progress,
         )
         drawn: list[Path] = []
-        if drawer is not None:
+        if figures:
             from iobench.plots.files import run_figures
 
-            drawn = run_figures(result.run_dir, result.frame, result.counts, drawing=drawer.drawing)
-            drawer.drawing = None
+            drawn = run_figures(result.run_dir, result.frame, result.counts)
     except EnvironmentFault as exc:
         if (target or allow_write) and "--resume" in exc.finish:
             exc.finish += " (with the same --target and --allow-write options)"
@@ -191,32 +169,35 @@ def run(
         _err().print("iobench: interrupted before the sweep started; nothing was run")
         raise typer.Exit(code=130) from None
     finally:
-        if drawer is not None:
-            drawer.stop_drawing()
         if live is not None:
             live.live.stop()
-    if quiet:
-        _warn(result.plan.warnings)
-        print(result.run_dir)
-    else:
-        counts = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
-        print(f"results: {result.run_dir}  ({counts})")
-        print(f"frame:   {result.run_dir / 'results.parquet'}")
-        if drawn:
-            print("figures: " + "  ".join(str(f) for f in drawn))
-        elif not figures:
-            print(f"figures: `iobench report {result.run_dir}` draws them (or run with --figures)")
+    try:
+        if quiet:
+            _warn(result.plan.warnings)
+            print(result.run_dir)
+        else:
+            counts = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
+            print(f"results: {result.run_dir}  ({counts})")
+            print(f"frame:   {result.run_dir / 'results.parquet'}")
+            if drawn:
+                print("figures: " + "  ".join(str(f) for f in drawn))
+            elif not figures:
+                print(f"figures: `iobench report {result.run_dir}` draws them (or run with --figures)")
+    except BrokenPipeError:
+        from iobench.cli.console import reader_gone
+
+        reader_gone(sys.stdout)  # the run is saved whatever the reader did: its exit status stands
     raise typer.Exit(code=result.exit_code)
 
 
-def _show_plan(the_plan: Any) -> None:
+def _show_plan(the_plan: Any, *, jobfiles: bool) -> None:
     m = the_plan.matrix
     print(
         f"{m.name}: {len(m.combos)} points × {m.repeat} repeats, order {m.order}"
         + (f" (seed {the_plan.seed})" if the_plan.seed is not None else "")
     )
     if the_plan.hosts:
-        from iobench.planner.hosts import client_argv, describe_hosts
+        from iobench.planner.hosts import describe_hosts
 
         print(f"fio: {m.fio_binary} ({m.fio_version}) as client; fio --server on each host")
         print("\n".join(describe_hosts(the_plan)))
@@ -230,6 +211,39 @@ def _show_plan(the_plan: Any) -> None:
             f"target {t.path}: {loc.kind}, disks {', '.join(loc.disks) or '-'}, home node "
             f"{home if home is not None else 'unknown'}"
         )
+    if jobfiles:
+        _show_runs(the_plan)
+    else:
+        _show_points(the_plan)
+
+
+def _show_points(the_plan: Any) -> None:
+    """One line per point: its parameters and where it runs, or why it is skipped."""
+    from iobench.cli.console import describe_params
+
+    firsts: dict[int, Any] = {}
+    for r in the_plan.runs:
+        firsts.setdefault(r.point, r)
+    skipped = sum(1 for r in firsts.values() if r.status == "skipped")
+    print(f"\n{len(firsts) - skipped} points to run" + (f", {skipped} skipped:" if skipped else ":"))
+    width = len(str(max(firsts, default=0)))
+    for point, r in sorted(firsts.items()):
+        where = f"skipped: {r.reason}" if r.status == "skipped" else "; ".join(map(_placement, r.processes))
+        print(f"  {point:>{width}}  {describe_params(r.params)}  {where}")
+    print("\nfio's command lines and job files: add --jobfiles (all of it as JSON: --json)")
+
+
+def _placement(p: Any) -> str:
+    """``cpus 0-3 (node 0), target node 0``, led by the host or the targets where a point has several fio."""
+    cpu_node = "-" if p.cpu_node is None else p.cpu_node
+    target_node = "-" if p.target_node is None else p.target_node
+    lead = f"host {p.host}: " if p.host is not None else ""
+    return f"{lead}cpus {p.to_json()['cpus'] or '-'} (node {cpu_node}), target node {target_node}"
+
+
+def _show_runs(the_plan: Any) -> None:
+    """Every point × repeat with fio's command line, and each point's job files once."""
+    m = the_plan.matrix
     seen: set[int] = set()
     for r in the_plan.runs:
         params = " ".join(f"{k}={v}" for k, v in r.params.items()) or "(no axes)"
@@ -238,6 +252,8 @@ def _show_plan(the_plan: Any) -> None:
             print(f"  reason: {r.reason}")
             continue
         if the_plan.hosts:
+            from iobench.planner.hosts import client_argv
+
             print(f"  $ {shlex.join(client_argv(m.fio_binary, r.processes))}")
         for p in r.processes:
             if p.host is not None:
@@ -261,8 +277,15 @@ def plan(
     fsroot: FsrootOpt = Path("/"),
     allow_write: AllowWriteOpt = None,
     as_json: JsonOpt = False,
+    jobfiles: Annotated[
+        bool, typer.Option("--jobfiles", help="Show every run with fio's exact command line and job file.")
+    ] = False,
 ) -> None:
-    """Show every point: parameters, placement, the exact argv and job file. Runs nothing."""
+    """Show every point: its parameters and placement, and the skipped ones with why. Runs nothing.
+
+    With --jobfiles, every point × repeat with fio's exact command line and
+    job file; with --json, all of it as JSON.
+    """
     from iobench.matrix.model import load_matrix
     from iobench.planner.plans import plan as plan_matrix
 
@@ -275,7 +298,7 @@ def plan(
     if as_json:
         _print_json(the_plan.to_json())
     else:
-        _show_plan(the_plan)
+        _show_plan(the_plan, jobfiles=jobfiles)
 
 
 @app.command()
@@ -432,7 +455,7 @@ def compare(
     Exit status: 0 compared (whatever the verdicts), 2 invalid input (not run
     directories, no point in common, an unknown column or metric).
     """
-    from iobench.cli.compare_view import show_comparison
+    from iobench.cli.compare_view import StdoutConsole, show_comparison
     from iobench.report.compare_page import write_compare
     from iobench.results.compare import compare as compare_runs
 
@@ -446,9 +469,7 @@ def compare(
         raise _fail(exc) from None
     except OSError as exc:
         raise _os_fault(exc) from None
-    from rich.console import Console
-
-    console = Console(highlight=False) if sys.stdout.isatty() else Console(highlight=False, width=200)
+    console = StdoutConsole(highlight=False, width=None if sys.stdout.isatty() else 200)
     show_comparison(console, result)
     if page is not None:
         print(f"page:    {page.html}")
@@ -475,23 +496,18 @@ def restore() -> None:
 def main() -> None:
     """Entry point of the ``iobench`` command and ``python -m iobench``.
 
-    Once the command has ended, whatever it wrote is closed and synced and its
-    output flushed; the interpreter's own teardown (a quarter of a second
-    with pandas and matplotlib loaded) would only make the shell wait, so the
-    process exits at once.
+    Output still buffered for a pipe is written here, so that a reader that
+    went away ends the command as quietly as one that left while it printed.
     """
     try:
         app()
-        code: int = 0
-    except SystemExit as done:
-        if isinstance(done.code, str):
-            print(done.code, file=sys.stderr)
-            code = 1
-        else:
-            code = int(done.code or 0)
-    for stream in (sys.stdout, sys.stderr):
+    finally:
         try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nothing more can reach the reader
-            code = code or 1
-    os._exit(code)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            from iobench.cli.console import reader_gone
+
+            reader_gone(sys.stdout)
+        except OSError as exc:  # a full disk under `iobench plan M > FILE`
+            _err().print(f"iobench: cannot write the output: {exc.strerror}", markup=False)
+            raise SystemExit(1) from None

@@ -101,7 +101,7 @@ def figure_builders(
 
     Deciding which figures fit is cheap; drawing is not, and this lets a caller
     draw them where it likes (:func:`iobench.plots.files.write_figures` draws
-    them in parallel). The point totals are computed once for all of them.
+    them into files). The point totals are computed once for all of them.
     """
     if dt.data_rows(df).empty:
         return {}
@@ -181,10 +181,9 @@ def default_figures(df: pd.DataFrame, out_dir: str | Path, formats: Sequence[str
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         raise ResultsError(f"figure format {', '.join(unknown)} is not one of {', '.join(FORMATS)}")
-    from iobench.plots.files import start_figures  # files builds on this module
+    from iobench.plots.files import write_figures  # files builds on this module
 
-    # In this process, one after another: a notebook's kernel has threads a fork must not copy.
-    return start_figures(df, out_dir, tuple(formats), fork=False).wait()
+    return write_figures(df, out_dir, tuple(formats))
 
 
 def save_figure(fig: Figure, path: str | Path) -> Path:
