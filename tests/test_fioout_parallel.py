@@ -51,8 +51,11 @@ def test_the_first_bad_file_is_the_one_reported(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("even_shares")
-def test_a_worker_that_dies_loses_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(parse, "run_filter", lambda argv, data, env=None: (-9, b""))  # killed (out of memory)
+@pytest.mark.parametrize("answer", [(-9, b""), (0, b"a site hook's greeting\n")], ids=["killed", "garbled"])
+def test_a_worker_that_fails_to_answer_loses_nothing(
+    answer: tuple[int, bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(parse, "run_filter", lambda argv, data, env=None: answer)
     paths = FIXTURES * 2
     pd.testing.assert_frame_equal(parse_fio(paths, processes=2), parse_fio(paths, processes=1))
 

@@ -134,7 +134,10 @@ def _rows_elsewhere(origins: list[str]) -> list[Row] | ResultsError | None:
     status, answer = run_filter([sys.executable, "-m", reading.__name__], request, env=env)
     if status != 0 or not answer:
         return None  # killed, out of memory, or broken: its share is read here
-    rows: list[Row] | ResultsError = pickle.loads(answer)  # noqa: S301 - our own worker's answer
+    try:
+        rows: list[Row] | ResultsError = pickle.loads(answer)  # noqa: S301 - our own worker's answer
+    except (pickle.UnpicklingError, EOFError):
+        return None  # something else wrote on its stdout (a site hook): its share is read here
     return rows
 
 
