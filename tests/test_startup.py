@@ -1,7 +1,10 @@
-"""What `iobench run` loads before its first fio starts.
+"""What `iobench run` loads before its first fio starts, and what it imports while that fio runs.
 
-pandas, pyarrow and matplotlib take most of a second to import: they load
-where they are first used, never between the command and the first I/O.
+pandas and pyarrow take a third of a second to import, matplotlib as much
+again: never between the command and the first I/O. The runner imports what
+the rest of the run needs while the first point's fio runs
+(:data:`iobench.runner.sweep.LATER_MODULES`), on its own thread; matplotlib
+loads only for figures.
 """
 
 from __future__ import annotations
@@ -78,15 +81,16 @@ def test_a_thread_keeps_off_the_point_cpus_and_the_rest_of_the_process_does_not_
 
 @pytest.mark.fio
 @pytest.mark.parametrize("figures", [False, True])
-def test_a_run_starts_fio_before_loading_pandas(tmp_path: object, figures: bool) -> None:
-    """A real run: pandas is not in sys.modules when a fio starts (it comes with the frame, at the
-    end); matplotlib only when figures were asked for."""
+def test_a_run_imports_pandas_while_its_first_fio_runs(tmp_path: object, figures: bool) -> None:
+    """A real run: pandas is not in sys.modules when the first point's fio starts, and is when the
+    second's does; matplotlib only when figures were asked for."""
     from pathlib import Path
 
     base = Path(str(tmp_path))
     (base / "m.yaml").write_text(
         "version: 1\nname: t\ntargets: [{path: " + str(base / "f.dat") + ", size: 1M}]\n"
         "fio: {ioengine: 'null', rw: read, bs: 4k, runtime: 1, time_based: 1}\ntelemetry: false\n"
+        "matrix: {iodepth: [1, 2]}\n"
     )
     code = (
         "import sys, time\n"
@@ -111,9 +115,56 @@ def test_a_run_starts_fio_before_loading_pandas(tmp_path: object, figures: bool)
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0, done.stderr
-    assert "pandas at fio start: False" in done.stdout and "pandas at fio start: True" not in done.stdout
+    # fio starts: validating the job files (unless remembered from an earlier run), then each point's.
+    starts = [
+        line.split(": ")[1] for line in done.stdout.splitlines() if line.startswith("pandas at fio start")
+    ]
+    assert starts[-2:] == ["False", "True"] and set(starts[:-1]) == {"False"}, done.stdout
     assert time.monotonic() - started < 100
     assert f"matplotlib loaded: {figures}" in done.stdout
     run_dir = Path(next(line for line in done.stdout.splitlines() if line.startswith("/")))
     assert (run_dir / "results.parquet").is_file()
     assert bool(list((run_dir / "figures").glob("*.png"))) is figures
+
+
+def test_the_run_imports_the_rest_once_every_fio_of_its_first_point_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An import holds the GIL for long stretches: the watchers first see the workers they must not miss.
+
+    The import runs on the runner's own thread, kept off the point's CPUs (where another is online).
+    """
+    from types import SimpleNamespace
+    from typing import Any
+
+    from iobench.runner import sweep
+
+    allowed = sorted(os.sched_getaffinity(0))
+    calls: list[tuple[str, str, list[int]]] = []
+
+    def imported(name: str) -> None:
+        calls.append((name, threading.current_thread().name, sorted(os.sched_getaffinity(0))))
+
+    first, second = (SimpleNamespace(output=name, cpus=(allowed[0],)) for name in ("a.json", "b.json"))
+    run: Any = SimpleNamespace(processes=[first, second])
+    runner = sweep._PointRunner(run_dir=None, plan=None, executor=None)  # type: ignore[arg-type]
+    with monkeypatch.context() as patch:
+        patch.setattr(sweep.importlib, "import_module", imported)
+        runner._seen(run, first)
+        runner._seen(run, first)
+        assert calls == []
+        runner._seen(run, second)
+        runner.observed.clear()  # the next point
+        runner._seen(run, first)
+        runner._seen(run, second)
+    off_the_point = allowed[1:] or allowed
+    here = threading.current_thread().name
+    assert calls == [(name, here, off_the_point) for name in sweep.LATER_MODULES]  # once a run
+    assert sorted(os.sched_getaffinity(0)) == allowed  # put back
+
+
+def test_the_later_modules_bring_pandas_and_pyarrow() -> None:
+    """What the runner imports while the first fio runs is what pulls pandas in (else the list is stale)."""
+    from iobench.runner.sweep import LATER_MODULES
+
+    assert {"pandas", "pyarrow"} <= _loaded_after("\n".join(f"import {m}" for m in LATER_MODULES))

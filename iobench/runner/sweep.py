@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import json
 import os
 import re
@@ -44,6 +45,7 @@ from iobench.system.metadata import collect_metadata
 from iobench.system.observe import GroupWatcher, check_placement
 from iobench.system.process import CommandNotFound, Completed, minimal_env, run_process
 from iobench.system.safety import remember_created
+from iobench.system.sampler import keep_thread_off
 from iobench.system.tuning import DeviceTuner, check_no_pending, drop_caches, read_settings
 
 if TYPE_CHECKING:
@@ -52,8 +54,19 @@ if TYPE_CHECKING:
     from iobench.results.fioout.rows import Row
     from iobench.results.rundir import Parsed
 
-# pandas and the results modules take most of a second to import: they are imported
-# where used (the frame, at the end), not before the first fio starts.
+LATER_MODULES: tuple[str, ...] = (
+    "iobench.results.fioout",
+    "iobench.results.rundir",
+    "iobench.results.points",
+    "iobench.results.telemetry",
+    "iobench.results.samples",
+    "pyarrow.parquet",
+)
+"""What a run needs once its first point has run: pandas and pyarrow, a third of a second of imports.
+
+Not imported here (that would delay the first I/O) but while the first point's fio runs
+(:meth:`_PointRunner._seen`), where the wait costs nothing.
+"""
 
 Executor = Callable[..., Completed]
 """Runs one argv like :func:`iobench.system.process.run_process` (tests pass a fake)."""
@@ -351,6 +364,10 @@ class _PointRunner:
     live: set[int] = field(default_factory=set)
     system: SystemRoot = field(default_factory=SystemRoot)
     watched: recording.Watched = field(default_factory=dict)
+    observed: set[int] = field(default_factory=set)
+    """Indexes of the running point's fio processes whose workers the watchers have seen."""
+    imported: bool = False
+    """Whether :data:`LATER_MODULES` were imported (while the first point ran)."""
 
     def _one(
         self, process: FioProcess, cwd: Path, timeout: float, token: str, run: PlannedRun
@@ -361,6 +378,8 @@ class _PointRunner:
         def poll(pid: int) -> float:
             _check_alive(watcher(pid), self.system)
             seen = len(watcher.workers())
+            if seen:
+                self._seen(run, process)
             # Quick looks until every worker is seen: a short point's workers can live less than a second.
             if seen < process.workers and time.monotonic() - started < WATCH_QUICK_FOR_S:
                 return WATCH_QUICK_S
@@ -377,6 +396,27 @@ class _PointRunner:
         )
         return done, watcher
 
+    def _seen(self, run: PlannedRun, process: FioProcess) -> None:
+        """Once every fio of the first point runs with its workers, import :data:`LATER_MODULES` here.
+
+        Not earlier: an import holds the GIL for long stretches, and a watcher
+        kept waiting meanwhile could miss a short point's workers altogether.
+        The thread keeps off the point's CPUs meanwhile where another CPU is
+        online, as the telemetry sampler does.
+        """
+        self.observed.add(run.processes.index(process))
+        if self.imported or len(self.observed) < len(run.processes):
+            return
+        self.imported = True
+        allowed = os.sched_getaffinity(0)
+        keep_thread_off(sorted({c for p in run.processes for c in p.cpus}), self.system)
+        try:
+            for name in LATER_MODULES:
+                with contextlib.suppress(ImportError):  # fails again, with its message, where it is used
+                    importlib.import_module(name)
+        finally:
+            os.sched_setaffinity(0, allowed)
+
     def _left(self) -> bool:
         """Whether a process of the point's fio process groups is still there (fio exited, a worker did not)."""
         for pgid in self.live:
@@ -391,6 +431,7 @@ class _PointRunner:
 
     def _launch(self, run: PlannedRun, cwd: Path, token: str) -> list[tuple[Completed, GroupWatcher]]:
         self.live.clear()  # the process groups (fio's pid) of this point's fio processes
+        self.observed.clear()
         if len(run.processes) == 1:
             return [self._one(run.processes[0], cwd, run.timeout_s, token, run)]
         # One fio per target, all at once (launch: per-target): threads only wait on them.
@@ -409,7 +450,7 @@ class _PointRunner:
     def _judge(
         self, run: PlannedRun, cwd: Path, results: list[tuple[Completed, GroupWatcher]]
     ) -> tuple[Status, str | None, list[list[Row]]]:
-        """The point's status, why, and each fio's rows of the frame (read without pandas, which may be loading)."""
+        """The point's status, why, and each fio's rows of the frame (read without pandas: the frame comes at the end)."""
         from iobench.results.fioout import read_jobs
         from iobench.results.fioout.rows import FRAME_COLUMNS, job_rows
 
