@@ -274,7 +274,9 @@ def signals_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def run_filter(argv: Sequence[str], data: bytes, *, env: Mapping[str, str] | None = None) -> tuple[int, bytes]:
+def run_filter(
+    argv: Sequence[str], data: bytes, *, env: Mapping[str, str] | None = None
+) -> tuple[int, bytes]:
     """Run ``argv`` with ``data`` on its standard input; return its exit status and standard output.
 
     For a helper process that reads one request and writes one answer
