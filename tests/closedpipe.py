@@ -16,7 +16,9 @@ def run_into_closed_pipe(argv: list[str], *, unbuffered: bool) -> subprocess.Com
     """
     reader, writer = os.pipe()
     os.close(reader)
-    env = {"PATH": os.environ["PATH"], **({"PYTHONUNBUFFERED": "1"} if unbuffered else {})}
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
     try:
         return subprocess.run(
             [sys.executable, "-m", "iobench", *argv],
