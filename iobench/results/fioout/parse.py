@@ -110,9 +110,9 @@ def parse_fio(
         for origin in origins:
             builder.add_jobs(reading.jobs_in_file(origin), origin)
         return builder.frame()
-    # This process reads the first share while each worker process reads one of the others
-    # (threads only wait for them); a worker takes a tenth of a second to start, so this
-    # process takes a head start. The shares' rows join the frame in order.
+    # This process reads the first share (an even one and HEAD_START_FILES more) while each
+    # worker process reads one of the others (threads only wait for them). The shares' rows
+    # join the frame in order.
     head = min(len(origins) // workers + HEAD_START_FILES, len(origins) - (workers - 1))
     rest, others = len(origins) - head, workers - 1
     shares = [origins[head + rest * i // others : head + rest * (i + 1) // others] for i in range(others)]
