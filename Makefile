@@ -1,4 +1,6 @@
 # Two commands set everything up on a fresh Debian 12 (as root): `make demo`, `make test`.
+# On any machine with Python 3.11+, without root: `make lint` and `make test` (the tests that
+# need root, loop devices or a Debian package that is missing skip; with CI=true they fail).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -23,10 +25,11 @@ APT_PACKAGES   := $(RUN_PACKAGES) $(DEVICE_PACKAGES) $(LAB_PACKAGES) $(GUARD_PAC
 # and, when `make deps` installed the package, the service is left disabled.
 SERVICES_OFF   := openssh-server:ssh fio:fio
 
-.PHONY: demo test lint deps venv bench profile lab clean
+.PHONY: demo test lint deps test-deps venv bench profile lab clean
 
 deps: ## the Debian packages in APT_PACKAGES and the venv's prerequisites, when missing (as root)
 	@missing=""; \
+	command -v dpkg-query >/dev/null || { echo "not Debian: install $(APT_PACKAGES) yourself" >&2; exit 1; }; \
 	for p in $(APT_PACKAGES); do \
 	  dpkg-query -W -f='$${db:Status-Status}' $$p 2>/dev/null | grep -qx installed || missing="$$missing $$p"; \
 	done; \
@@ -45,7 +48,15 @@ deps: ## the Debian packages in APT_PACKAGES and the venv's prerequisites, when 
 	  exit $$status; \
 	fi
 
+# What `make test` needs of the machine: installed as root (`make deps`); as another user, or off
+# Debian, it goes on without (each test that needs what is missing skips, and fails under CI=true).
+test-deps:
+	@if [ "$$(id -u)" = 0 ] && command -v dpkg-query >/dev/null; then $(MAKE) --no-print-directory deps; \
+	else echo "not root (or not Debian): no Debian packages installed; tests that need a missing one skip"; fi
+
 $(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { \
+	  echo "$(PYTHON) cannot make a venv: install python3-venv (make deps, as root)" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
@@ -54,10 +65,10 @@ $(STAMP): pyproject.toml
 # An editable install leaves iobench's own modules uncompiled, and with PYTHONDONTWRITEBYTECODE
 # set every command would compile them again (a quarter of a second): compile them as a wheel
 # install would. Stale files are harmless (Python checks the source's time and size).
-venv: deps $(STAMP)
+venv: $(STAMP)
 	@$(BIN)/python -m compileall -q iobench
 
-demo: venv ## a real 24-point sweep on a temp file; prints where results and figures are
+demo: deps venv ## a real 24-point sweep on a temp file; prints where results and figures are
 	$(BIN)/iobench run configs/demo.yaml --figures
 
 lint: venv
@@ -65,17 +76,17 @@ lint: venv
 	$(BIN)/ruff format --check iobench lab tests benchmarks
 	$(BIN)/mypy
 
-test: venv lint ## lint, types, then the tests; with CI=true in the environment a skipped test fails the run
+test: test-deps venv lint ## lint, types, then the tests; with CI=true in the environment a skipped test fails the run
 	$(BIN)/pytest
 
-lab: venv ## boot the QEMU 2-socket SMT guest, sweep NUMA/SMT/settings/guard in it: results/lab-*/
+lab: deps venv ## boot the QEMU 2-socket SMT guest, sweep NUMA/SMT/settings/guard in it: results/lab-*/
 	$(BIN)/python -m lab results
 
-bench: venv ## iobench's overhead over plain fio, then parsing speed against fio-plot (ratios, best of 3)
+bench: deps venv ## iobench's overhead over plain fio, then parsing speed against fio-plot (ratios, best of 3)
 	$(BIN)/python benchmarks/overhead.py --rounds 3
 	$(BIN)/python benchmarks/parse_speed.py --repeat 3
 
-profile: venv ## where the time of a whole `iobench run` goes, phase by phase (benchmarks/profile_run.py)
+profile: deps venv ## where the time of a whole `iobench run` goes, phase by phase (benchmarks/profile_run.py)
 	$(BIN)/python benchmarks/profile_run.py --rounds 3
 
 clean:

@@ -19,7 +19,7 @@ timers change neither what is imported nor when), then calls the CLI's
   atomic commit);
 - the frame: ``build_frame`` and writing ``results.parquet``;
 - figures: ``run_figures``;
-- exit: from the figures to the process's end.
+- exit: from the figures to the process's end (the interpreter's teardown).
 
 What no timer covers is shown as "other". Then the job files the run wrote
 are run through plain ``fio`` one after another, as in ``overhead.py``.
@@ -182,21 +182,13 @@ def child(matrix: str, out: str, report: str, figures: str) -> None:
     timers = _Timers()
     sys.meta_path.insert(0, _Hook(timers))
     sys.argv = ["iobench", "run", matrix, "--out", out, "--quiet", f"--{figures}"]
-    real_exit = os._exit
-
-    def write_report(code: int) -> None:
-        summary = {"start": start, "spent": timers.spent, "first": timers.first, "last_end": timers.last_end}
-        Path(report).write_text(json.dumps(summary))
-        real_exit(code)
-
-    os._exit = write_report  # the CLI ends with os._exit; a normal exit comes through here too
     from iobench.cli.commands import main
 
     try:
         main()
-    except SystemExit as stop:
-        write_report(int(stop.code or 0))
-    write_report(0)
+    finally:  # the interpreter's teardown comes after: the parent counts it in "exit"
+        summary = {"start": start, "spent": timers.spent, "first": timers.first, "last_end": timers.last_end}
+        Path(report).write_text(json.dumps(summary))
 
 
 # --- the parent -----------------------------------------------------------------------------------------------

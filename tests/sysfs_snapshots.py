@@ -70,7 +70,12 @@ class SnapshotCache:
     def _extract(self, name: str) -> Path:
         dest = self._factory.mktemp(f"sysfs-{name}")
         with tarfile.open(snapshot_dir() / f"{name}.tar.bz2") as tar:
-            tar.extractall(dest, filter="tar")
+            # extractall's filter came with 3.11.4 (Debian 12's Python is 3.11.2); these archives are
+            # the repository's own, extracted the same either way.
+            if hasattr(tarfile, "tar_filter"):
+                tar.extractall(dest, filter="tar")
+            else:
+                tar.extractall(dest)
         (folder,) = (p for p in dest.iterdir() if (p / "sys").is_dir())
         return folder
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from closedpipe import run_into_closed_pipe
 from typer.testing import CliRunner
 
 from iobench.cli.commands import app
@@ -37,11 +38,64 @@ def test_plan_json(null_matrix: Callable[..., Path]) -> None:
     assert all(d["status"] == "run" and d["processes"][0]["argv"] for d in data)
 
 
-def test_plan_text_shows_argv_and_job_file(null_matrix: Callable[..., Path]) -> None:
-    result = runner.invoke(app, ["plan", str(null_matrix())])
+def test_plan_summarizes_the_points_and_why_some_are_skipped(null_matrix: Callable[..., Path]) -> None:
+    path = null_matrix()
+    path.write_text(path.read_text().replace("  numjobs: [1, 2]\n", "  binding: [none, 'node:9']\n"))
+    result = runner.invoke(app, ["plan", str(path)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert "2 points to run, 2 skipped:" in lines
+    points = [line.split() for line in lines if line.startswith("  ")]
+    assert [p[:3] for p in points] == [
+        ["1", "iodepth=1", "binding=none"],
+        ["2", "iodepth=1", "binding=node:9"],
+        ["3", "iodepth=2", "binding=none"],
+        ["4", "iodepth=2", "binding=node:9"],
+    ]
+    assert all(
+        line.endswith("target node 0") or "skipped: " in line for line in lines if line.startswith("  ")
+    )
+    assert sum("skipped: " in line and "node" in line.split("skipped: ")[1] for line in lines) == 2
+    # No job file and no fio command line unless asked for.
+    assert "[global]" not in result.stdout and "--output-format" not in result.stdout
+    assert "add --jobfiles" in result.stdout
+
+
+def test_plan_shows_argv_and_job_files_on_request(null_matrix: Callable[..., Path]) -> None:
+    result = runner.invoke(app, ["plan", str(null_matrix()), "--jobfiles"])
     assert result.exit_code == 0
     assert "--output-format=json+ --output=fio.json job.fio" in result.stdout
     assert "[global]" in result.stdout and "0004-r1  run  iodepth=2 numjobs=2" in result.stdout
+
+
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize("command", ["plan", "plan --jobfiles", "topology", "parse"])
+def test_a_closed_pipe_ends_a_command_quietly_with_0(
+    command: str, unbuffered: bool, null_matrix: Callable[..., Path]
+) -> None:
+    """`iobench plan M | head -1`: the reader leaving early is no error."""
+    fixtures = sorted(str(p) for p in (Path(__file__).parent / "data" / "fio" / "fio-3.33").glob("*.json"))
+    argv = {
+        "plan": ["plan", str(null_matrix())],
+        "plan --jobfiles": ["plan", str(null_matrix()), "--jobfiles"],
+        "topology": ["topology"],
+        "parse": ["parse", *fixtures],
+    }[command]
+    done = run_into_closed_pipe(argv, unbuffered=unbuffered)
+    assert (done.returncode, done.stderr) == (0, "")
+
+
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
+def test_a_run_whose_reader_left_runs_to_its_end(
+    unbuffered: bool, null_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    """`iobench run M | head -1`: the display stops, not the run; its exit status is the run's."""
+    path = null_matrix()
+    path.write_text(path.read_text().replace("  numjobs: [1, 2]\n", ""))
+    done = run_into_closed_pipe(["run", str(path), "--out", str(tmp_path / "r")], unbuffered=unbuffered)
+    assert (done.returncode, done.stderr) == (0, "")
+    [run_dir] = (tmp_path / "r").iterdir()
+    assert (run_dir / "results.parquet").is_file() and len(list((run_dir / "points").iterdir())) == 2
 
 
 def test_invalid_matrix_exits_2_without_traceback(write_matrix: Callable[..., Path], tmp_path: Path) -> None:

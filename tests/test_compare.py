@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from closedpipe import run_into_closed_pipe
 from scipy import stats
 from sysfs_snapshots import FakeSysfs
 from typer.testing import CliRunner
@@ -556,6 +557,15 @@ def test_cli_compares_and_writes_the_page(rate_runs: dict[str, Path], tmp_path: 
 
 
 @pytest.mark.fio
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
+def test_cli_compare_into_a_closed_pipe_ends_quietly_with_0(
+    rate_runs: dict[str, Path], unbuffered: bool
+) -> None:
+    """`iobench compare A B | head -3`: the reader leaving early is no error."""
+    done = run_into_closed_pipe(["compare", str(rate_runs["A"]), str(rate_runs["B"])], unbuffered=unbuffered)
+    assert (done.returncode, done.stderr) == (0, "")
+
+
 def test_cli_refuses_bad_input_with_exit_2(rate_runs: dict[str, Path], tmp_path: Path) -> None:
     done = runner.invoke(app, ["compare", str(tmp_path), str(rate_runs["B"])])
     assert done.exit_code == 2

@@ -22,10 +22,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from iobench.errors import ResultsError
-from iobench.results.fioout import FRAME_COLUMNS, detect, parse, parse_fio
+from iobench.results.fioout import FRAME_COLUMNS, detect, parse_fio, reading
 from iobench.results.fioout.frame import to_frame
 from iobench.results.fioout.model import DirStats, JobStats
-from iobench.results.fioout.parse import _origin, _regular_file_bytes
+from iobench.results.fioout.parse import _origin
+from iobench.results.fioout.reading import _regular_file_bytes
 
 GEN = Path(__file__).parent / "data" / "fio" / "fio-3.33"
 READ = (GEN / "read.json").read_text()
@@ -40,7 +41,7 @@ def outcome(path: Path) -> pd.DataFrame | str:
 
 def slow_outcome(path: Path, monkeypatch: pytest.MonkeyPatch) -> pd.DataFrame | str:
     with monkeypatch.context() as patch:
-        patch.setattr(parse, "decode_document", lambda data: None)
+        patch.setattr(reading, "decode_document", lambda data: None)
         patch.setattr(detect, "_orjson_document", lambda data: None)
         return outcome(path)
 

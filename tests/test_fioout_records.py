@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from iobench.errors import ResultsError
-from iobench.results.fioout import detect, parse, parse_fio
+from iobench.results.fioout import detect, parse_fio, reading
 from iobench.results.fioout.jsondoc import FioDoc, decode_document, to_document
 
 DATA = Path(__file__).parent / "data"
@@ -40,7 +40,7 @@ def fast_and_text(
 
     fast = run()
     with monkeypatch.context() as patch:
-        patch.setattr(parse, "decode_document", lambda data: None)
+        patch.setattr(reading, "decode_document", lambda data: None)
         patch.setattr(detect, "_orjson_document", lambda data: None)
         text = run()
     return fast, text

@@ -175,3 +175,33 @@ def test_module_file_names_are_unique() -> None:
         if path.name not in ("__init__.py", "__main__.py"):
             seen.setdefault(path.name, []).append(str(path.relative_to(PACKAGE)))
     assert {name: places for name, places in seen.items() if len(places) > 1} == {}
+
+
+def test_no_module_forks_the_interpreter() -> None:
+    """A process with threads (a notebook's kernel, the live display, the sampler) must never fork.
+
+    Helpers are fresh processes (fio, ssh, parse_fio's workers): no ``os.fork``/``os.forkpty``,
+    no ``os._exit`` (a forked child's way out) and no ``multiprocessing`` (whose default on
+    Linux forks).
+    """
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in ("fork", "forkpty", "_exit"):
+                if isinstance(node.value, ast.Name) and node.value.id == "os":
+                    found.append(f"iobench/{path.relative_to(PACKAGE)}:{node.lineno}: os.{node.attr}")
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                names = (
+                    [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                )
+                found += [
+                    f"iobench/{path.relative_to(PACKAGE)}:{node.lineno}: imports {name}"
+                    for name in names
+                    if name.split(".")[0] == "multiprocessing"
+                    or (name == "concurrent.futures" and _names(node) & {"ProcessPoolExecutor"})
+                ]
+    assert found == []
+
+
+def _names(node: ast.Import | ast.ImportFrom) -> set[str]:
+    return {alias.name for alias in node.names}

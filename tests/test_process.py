@@ -148,3 +148,18 @@ def test_a_timeout_returns_even_when_an_orphan_keeps_the_pipes_open() -> None:
     done = run_process(["sh", "-c", "(setsid sleep 15 &); sleep 30"], timeout=1)
     assert done.timed_out
     assert done.duration_s < 14
+
+
+def test_a_slow_poll_does_not_turn_a_finished_process_into_a_timeout() -> None:
+    """A poll that outlasts the deadline (a slow look at /proc, an import) finds the child done, not late."""
+
+    def slow(pid: int) -> None:
+        time.sleep(1.5)  # the child printed and ended meanwhile; the deadline passed
+
+    done = run_process(
+        [sys.executable, "-c", "import time; time.sleep(0.3); print('all of it')"],
+        poll=slow,
+        poll_interval=0.05,
+        timeout=1.0,
+    )
+    assert (done.timed_out, done.returncode, done.stdout.strip()) == (False, 0, "all of it")

@@ -2,25 +2,39 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import functools
 import json
-import os
 import shlex
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from iobench.errors import FULL, EnvironmentFault, IobenchError, NextStep, RunStorageError
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+
+class _Commands(TyperGroup):
+    """iobench's commands; one whose reader went away (``iobench plan M | head -1``) ends quietly, with 0."""
+
+    def invoke(self, ctx: Any) -> Any:
+        """Run the command; a closed pipe on stdout stops it as ``head`` expects, without a message."""
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            from iobench.cli.console import reader_gone
+
+            reader_gone(sys.stdout)
+            raise typer.Exit(0) from None
+
+
 app = typer.Typer(
+    cls=_Commands,
     name="iobench",
     help="fio sweeps from a YAML matrix: NUMA/SMT placement, tidy frames, figures.",
     no_args_is_help=True,
@@ -109,51 +123,10 @@ def _os_fault(exc: OSError) -> typer.Exit:
     return _fail(RunStorageError.from_os_error(exc))
 
 
-class _DrawLater:
-    """Progress that gets the figures ready: their modules load while the first point runs, drawing starts
-    as soon as the frame of the points is (``frame_ready``), and the command collects them at the end."""
-
-    drawing: Any = None
-
-    def __init__(self, shown: Any) -> None:
-        self.shown = shown
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.shown, name)
-
-    def frame_ready(self, run_dir: Path, frame: Any) -> None:
-        """Start drawing the figures while the runner adds telemetry and steady state to the frame."""
-        from iobench.plots.files import start_run_figures
-
-        try:
-            self.drawing = start_run_figures(run_dir, frame)
-        except (IobenchError, OSError):
-            self.drawing = None  # drawn again after the run, where the failure is reported
-
-    def stop_drawing(self) -> None:
-        """The run failed after the figures were started: no child is left drawing."""
-        if self.drawing is not None:
-            self.drawing.cancel()
-
-
 def _note(lines: list[str]) -> None:
     """What the library noted about a run (incomplete, damaged points, files that cannot be read), on stderr."""
     if lines:
         _err().print("[yellow]note:[/] " + _escape("\n  ".join(lines)), markup=True, soft_wrap=True)
-
-
-@contextlib.contextmanager
-def _closed_pipe_ends_quietly() -> Iterator[None]:
-    """Output to a reader that went away (``iobench compare A B | head``) ends the command quietly, with 0."""
-    try:
-        yield
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # Nothing more can reach the reader; point stdout at /dev/null so that no later flush fails.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-        raise typer.Exit(code=0) from None
 
 
 def _load(path: Path) -> Any:
@@ -168,11 +141,6 @@ def _load(path: Path) -> Any:
         frame = load(path)
     _note(run_lines(frame.attrs[RUN], frame.attrs[NOTES]) if RUN in frame.attrs else [])
     return frame
-
-
-def _broken_pipe() -> None:
-    """For rich's console: a closed pipe is :func:`_closed_pipe_ends_quietly`'s to handle."""
-    raise BrokenPipeError
 
 
 def _print_json(data: Any) -> None:
@@ -230,7 +198,6 @@ def run(
         progress = live = RichProgress(Console())
     else:
         progress = PlainProgress(sys.stdout)
-    drawer = _DrawLater(progress) if figures else None
     try:
         m = load_matrix(matrix, targets=target or [], allow_write=allow_write or [])
         result = run_matrix(
@@ -239,14 +206,13 @@ def run(
             resume=resume,
             allow_write=allow_write or [],
             fail_fast=fail_fast,
-            progress=drawer or progress,
+            progress=progress,
         )
         drawn: list[Path] = []
-        if drawer is not None:
+        if figures:
             from iobench.plots.files import run_figures
 
-            drawn = run_figures(result.run_dir, result.frame, result.counts, drawing=drawer.drawing)
-            drawer.drawing = None
+            drawn = run_figures(result.run_dir, result.frame, result.counts)
     except RunInterrupted as exc:
         options = [f"--target={t}" for t in target or []] + [f"--allow-write={a}" for a in allow_write or []]
         again = shlex.join(["iobench", "run", str(matrix), *options, "--resume", str(exc.result.run_dir)])
@@ -267,25 +233,28 @@ def run(
         _err().print("iobench: interrupted before the sweep started; nothing was run")
         raise typer.Exit(code=130) from None
     finally:
-        if drawer is not None:
-            drawer.stop_drawing()
         if live is not None:
             live.live.stop()
-    if quiet:
-        _warn(result.plan.warnings)
-        print(result.run_dir)
-    else:
-        counts = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
-        print(f"results: {result.run_dir}  ({counts})")
-        print(f"frame:   {result.run_dir / 'results.parquet'}")
-        if drawn:
-            print("figures: " + "  ".join(str(f) for f in drawn))
-        elif not figures:
-            print(f"figures: `iobench report {result.run_dir}` draws them (or run with --figures)")
-        from iobench.cli.console import validity_lines
+    try:
+        if quiet:
+            _warn(result.plan.warnings)
+            print(result.run_dir)
+        else:
+            counts = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
+            print(f"results: {result.run_dir}  ({counts})")
+            print(f"frame:   {result.run_dir / 'results.parquet'}")
+            if drawn:
+                print("figures: " + "  ".join(str(f) for f in drawn))
+            elif not figures:
+                print(f"figures: `iobench report {result.run_dir}` draws them (or run with --figures)")
+            from iobench.cli.console import validity_lines
 
-        for line in validity_lines(result.frame):
-            print(line)
+            for line in validity_lines(result.frame):
+                print(line)
+    except BrokenPipeError:
+        from iobench.cli.console import reader_gone
+
+        reader_gone(sys.stdout)  # the run is saved whatever the reader did: its exit status stands
     raise typer.Exit(code=result.exit_code)
 
 
@@ -310,15 +279,13 @@ def _describe_hosts(the_plan: Any) -> list[str]:
     return lines
 
 
-def _show_plan(the_plan: Any) -> None:
+def _show_plan(the_plan: Any, *, jobfiles: bool) -> None:
     m = the_plan.matrix
     print(
         f"{m.name}: {len(m.combos)} points × {m.repeat} repeats, order {m.order}"
         + (f" (seed {the_plan.seed})" if the_plan.seed is not None else "")
     )
     if the_plan.hosts:
-        from iobench.planner.plans import client_argv
-
         print(f"fio: {m.fio_binary} ({m.fio_version}) as client; fio --server on each host")
         print("\n".join(_describe_hosts(the_plan)))
     else:
@@ -331,6 +298,39 @@ def _show_plan(the_plan: Any) -> None:
             f"target {t.path}: {loc.kind}, disks {', '.join(loc.disks) or '-'}, home node "
             f"{home if home is not None else 'unknown'}"
         )
+    if jobfiles:
+        _show_runs(the_plan)
+    else:
+        _show_points(the_plan)
+
+
+def _show_points(the_plan: Any) -> None:
+    """One line per point: its parameters and where it runs, or why it is skipped."""
+    from iobench.cli.console import describe_params
+
+    firsts: dict[int, Any] = {}
+    for r in the_plan.runs:
+        firsts.setdefault(r.point, r)
+    skipped = sum(1 for r in firsts.values() if r.status == "skipped")
+    print(f"\n{len(firsts) - skipped} points to run" + (f", {skipped} skipped:" if skipped else ":"))
+    width = len(str(max(firsts, default=0)))
+    for point, r in sorted(firsts.items()):
+        where = f"skipped: {r.reason}" if r.status == "skipped" else "; ".join(map(_placement, r.processes))
+        print(f"  {point:>{width}}  {describe_params(r.params)}  {where}")
+    print("\nfio's command lines and job files: add --jobfiles (all of it as JSON: --json)")
+
+
+def _placement(p: Any) -> str:
+    """``cpus 0-3 (node 0), target node 0``, led by the host or the targets where a point has several fio."""
+    cpu_node = "-" if p.cpu_node is None else p.cpu_node
+    target_node = "-" if p.target_node is None else p.target_node
+    lead = f"host {p.host}: " if p.host is not None else ""
+    return f"{lead}cpus {p.to_json()['cpus'] or '-'} (node {cpu_node}), target node {target_node}"
+
+
+def _show_runs(the_plan: Any) -> None:
+    """Every point × repeat with fio's command line, and each point's job files once."""
+    m = the_plan.matrix
     seen: set[int] = set()
     for r in the_plan.runs:
         params = " ".join(f"{k}={v}" for k, v in r.params.items()) or "(no axes)"
@@ -339,6 +339,8 @@ def _show_plan(the_plan: Any) -> None:
             print(f"  reason: {r.reason}")
             continue
         if the_plan.hosts:
+            from iobench.planner.plans import client_argv
+
             print(f"  $ {shlex.join(client_argv(m.fio_binary, r.processes))}")
         for p in r.processes:
             if p.host is not None:
@@ -362,8 +364,15 @@ def plan(
     fsroot: FsrootOpt = Path("/"),
     allow_write: AllowWriteOpt = None,
     as_json: JsonOpt = False,
+    jobfiles: Annotated[
+        bool, typer.Option("--jobfiles", help="Show every run with fio's exact command line and job file.")
+    ] = False,
 ) -> None:
-    """Show every point: parameters, placement, the exact argv and job file. Runs nothing."""
+    """Show every point: its parameters and placement, and the skipped ones with why. Runs nothing.
+
+    With --jobfiles, every point × repeat with fio's exact command line and
+    job file; with --json, all of it as JSON.
+    """
     from iobench.matrix.model import load_matrix
     from iobench.planner.plans import plan as plan_matrix
 
@@ -376,7 +385,7 @@ def plan(
     if as_json:
         _print_json(the_plan.to_json())
     else:
-        _show_plan(the_plan)
+        _show_plan(the_plan, jobfiles=jobfiles)
 
 
 @app.command()
@@ -505,11 +514,10 @@ def report(
     except OSError as exc:
         raise _os_fault(exc) from None
     _note(run_lines(written.run, written.notes))
-    with _closed_pipe_ends_quietly():
-        print(f"report:  {written.html}")
-        print(f"summary: {written.summary}")
-        if written.figures:
-            print("figures: " + "  ".join(str(f) for f in written.figures))
+    print(f"report:  {written.html}")
+    print(f"summary: {written.summary}")
+    if written.figures:
+        print("figures: " + "  ".join(str(f) for f in written.figures))
 
 
 @app.command()
@@ -548,7 +556,7 @@ def compare(
     Exit status: 0 compared (whatever the verdicts), 2 invalid input (not run
     directories, no point in common, an unknown column or metric).
     """
-    from iobench.cli.compare_view import show_comparison
+    from iobench.cli.compare_view import StdoutConsole, show_comparison
     from iobench.report.compare_page import write_compare
     from iobench.results.compare import compare as compare_runs
 
@@ -567,17 +575,13 @@ def compare(
         raise _fail(exc) from None
     except OSError as exc:
         raise _os_fault(exc) from None
-    from rich.console import Console
-
-    console = Console(highlight=False) if sys.stdout.isatty() else Console(highlight=False, width=200)
-    console.on_broken_pipe = _broken_pipe  # type: ignore[method-assign]  # rich would exit with 1
-    with _closed_pipe_ends_quietly():
-        show_comparison(console, result)
-        if page is not None:
-            print(f"page:    {page.html}")
-            print(f"table:   {page.table}")
-            if page.figures:
-                print("figures: " + "  ".join(str(f) for f in page.figures))
+    console = StdoutConsole(highlight=False, width=None if sys.stdout.isatty() else 200)
+    show_comparison(console, result)
+    if page is not None:
+        print(f"page:    {page.html}")
+        print(f"table:   {page.table}")
+        if page.figures:
+            print("figures: " + "  ".join(str(f) for f in page.figures))
 
 
 @app.command()
@@ -685,23 +689,18 @@ def system_reset(fsroot: SystemRootOpt = Path("/")) -> None:
 def main() -> None:
     """Entry point of the ``iobench`` command and ``python -m iobench``.
 
-    Once the command has ended, whatever it wrote is closed and synced and its
-    output flushed; the interpreter's own teardown (a quarter of a second
-    with pandas and matplotlib loaded) would only make the shell wait, so the
-    process exits at once.
+    Output still buffered for a pipe is written here, so that a reader that
+    went away ends the command as quietly as one that left while it printed.
     """
     try:
         app()
-        code: int = 0
-    except SystemExit as done:
-        if isinstance(done.code, str):
-            print(done.code, file=sys.stderr)
-            code = 1
-        else:
-            code = int(done.code or 0)
-    for stream in (sys.stdout, sys.stderr):
+    finally:
         try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nothing more can reach the reader
-            code = code or 1
-    os._exit(code)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            from iobench.cli.console import reader_gone
+
+            reader_gone(sys.stdout)
+        except OSError as exc:  # a full disk under `iobench plan M > FILE`
+            _err().print(f"iobench: cannot write the output: {exc.strerror}", markup=False)
+            raise SystemExit(1) from None

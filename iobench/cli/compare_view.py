@@ -15,6 +15,19 @@ from iobench.report.compare_page import (
     verdict_counts,
 )
 
+
+class StdoutConsole(Console):
+    """rich's console on stdout, whose reader going away (``iobench compare A B | head``) ends the command quietly.
+
+    rich itself would exit with status 1; a closed pipe is no error for ``head`` to report.
+    """
+
+    def on_broken_pipe(self) -> None:
+        """Print nothing more and let the command group end the command (with 0)."""
+        self.quiet = True
+        raise BrokenPipeError
+
+
 STYLES = {"better": "bold green", "worse": "bold red", "no change": "", "not tested": "dim"}
 #: The most rows the terminal table shows (the changed ones first when there are more).
 MAX_ROWS = 200

@@ -5,6 +5,8 @@ The live display for a terminal is :mod:`iobench.cli.live` (rich loads only for 
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -13,6 +15,22 @@ from iobench.planner.plans import Plan, PlannedRun
 from iobench.runner.sweep import PointOutcome, RunResult
 from iobench.system.pcie import format_bandwidth, format_link
 from iobench.system.topology import Topology
+
+
+def reader_gone(stream: TextIO) -> None:
+    """``stream``'s reader went away (``iobench plan M | head -1``): what is written to it from now on is dropped.
+
+    Its file descriptor is pointed at /dev/null, so that neither a later
+    write nor the flush at exit fails again.
+    """
+    with contextlib.suppress(
+        OSError, ValueError
+    ):  # not a file (a test's capture): nothing to point elsewhere
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, stream.fileno())
+        finally:
+            os.close(devnull)
 
 
 def describe_params(params: dict[str, Any]) -> str:
@@ -98,12 +116,18 @@ class PlainProgress:
         self.total = 0
         self.index = 0
 
+    def _say(self, line: str) -> None:
+        try:
+            print(line, file=self.out, flush=True)
+        except BrokenPipeError:
+            reader_gone(self.out)  # `iobench run M | head`: the run goes on without its lines
+
     def started(self, plan: Plan, todo: Sequence[PlannedRun], run_dir: Path) -> None:
         """Say where results go."""
         self.total = len(todo)
         for warning in plan.warnings:
-            print(f"warning: {warning}", file=self.out, flush=True)
-        print(f"iobench: {len(todo)} runs of {plan.matrix.name} -> {run_dir}", file=self.out, flush=True)
+            self._say(f"warning: {warning}")
+        self._say(f"iobench: {len(todo)} runs of {plan.matrix.name} -> {run_dir}")
 
     def point_started(self, run: PlannedRun, index: int) -> None:
         """Remember the position."""
@@ -112,11 +136,9 @@ class PlainProgress:
     def point_finished(self, run: PlannedRun, outcome: PointOutcome) -> None:
         """One line."""
         width = len(str(self.total))
-        print(
+        self._say(
             f"[{self.index + 1:>{width}}/{self.total}] {run.key} {outcome.status:<7} "
-            f"{describe_params(run.params)}  {headline(outcome)}  ({outcome.duration_s:.1f} s)",
-            file=self.out,
-            flush=True,
+            f"{describe_params(run.params)}  {headline(outcome)}  ({outcome.duration_s:.1f} s)"
         )
 
     def finished(self, result: RunResult) -> None:

@@ -35,7 +35,8 @@ from iobench.plots._data import over_repeats, throughput_metric
 from iobench.plots._lines import plot, sweep
 from iobench.plots._style import LABELS, SCALES, caption
 from iobench.plots.cpu import cpu_per_io
-from iobench.plots.figures import KINDS, default_figures, draw, figures_for, save_figure
+from iobench.plots.figures import KINDS, draw, figures_for, save_figure
+from iobench.plots.files import default_figures
 from iobench.plots.heatmap import heatmap
 from iobench.plots.latency import latency_percentiles
 from iobench.plots.numa import local_vs_remote, smt

@@ -101,7 +101,7 @@ def figure_builders(
 
     Deciding which figures fit is cheap; drawing is not, and this lets a caller
     draw them where it likes (:func:`iobench.plots.files.write_figures` draws
-    them in parallel). The point totals are computed once for all of them.
+    them into files). The point totals are computed once for all of them.
     """
     if dt.data_rows(df).empty:
         return {}
@@ -154,37 +154,6 @@ def _telemetry_figures(
     if "thread" in sources:
         figures["busiest-threads"] = functools.partial(busiest_threads, df, telemetry)
     return figures
-
-
-def default_figures(df: pd.DataFrame, out_dir: str | Path, formats: Sequence[str] = ("png",)) -> list[Path]:
-    """Write every figure of :func:`figures_for` to ``out_dir``, once per format (each file whole or not at all).
-
-    Parameters
-    ----------
-    df
-        A tidy frame.
-    out_dir
-        Directory for the files (made when missing): ``<name>.<format>``.
-    formats
-        Any of ``png`` (at 150 dpi), ``svg``, ``pdf``.
-
-    Returns
-    -------
-    list of pathlib.Path
-        The files written, figure by figure.
-
-    Raises
-    ------
-    ResultsError
-        A format is not one of :data:`FORMATS`.
-    """
-    unknown = [f for f in formats if f not in FORMATS]
-    if unknown:
-        raise ResultsError(f"figure format {', '.join(unknown)} is not one of {', '.join(FORMATS)}")
-    from iobench.plots.files import start_figures  # files builds on this module
-
-    # In this process, one after another: a notebook's kernel has threads a fork must not copy.
-    return start_figures(df, out_dir, tuple(formats), fork=False).wait()
 
 
 def save_figure(fig: Figure, path: str | Path) -> Path:

@@ -6,19 +6,15 @@ the runner never draws.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from iobench.errors import NextStep, ResultsError, RunStorageError
-from iobench.plots import save_figure
-from iobench.plots.figures import FORMATS, figure_builders
+from iobench.plots.figures import FORMATS, figure_builders, save_figure
 from iobench.store.rundir import RunDir, describe_counts, remedy, replacing, storage
 
 
@@ -44,122 +40,63 @@ def write_figures(
 ) -> list[Path]:
     """Every figure that fits ``frame`` (:func:`iobench.plots.figures_for`) into ``out_dir``, once per format.
 
-    The figures are drawn in parallel (:func:`start_figures`).
+    The figures are drawn one after another in this process (which may have
+    threads of its own: a notebook's kernel, the CLI's live display).
+
+    Returns
+    -------
+    list of pathlib.Path
+        Every file, figure by figure.
 
     Raises
     ------
     RunStorageError
         When a file cannot be written; the files written before are whole.
     """
-    return start_figures(frame, out_dir, formats).wait()
+    builders = figure_builders(frame)
+    if not builders:
+        return []
+    with storage(Path(out_dir)):
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, build in builders.items():
+        fig = build()
+        written += [save_figure_file(fig, Path(out_dir) / f"{name}.{fmt}") for fmt in formats]
+    return written
 
 
-Job = tuple[Callable[[], Any], list[Path]]
-"""A function drawing a figure, and the files to save it in."""
+def default_figures(df: pd.DataFrame, out_dir: str | Path, formats: Sequence[str] = ("png",)) -> list[Path]:
+    """Write every figure of :func:`figures_for` to ``out_dir``, once per format (each file whole or not at all).
 
+    Parameters
+    ----------
+    df
+        A tidy frame.
+    out_dir
+        Directory for the files (made when missing): ``<name>.<format>``.
+    formats
+        Any of ``png`` (at 150 dpi), ``svg``, ``pdf``.
 
-def _draw(job: Job) -> None:
-    build, paths = job
-    fig = build()
-    for path in paths:
-        save_figure_file(fig, path)
-
-
-class FigureDrawing:
-    """Figures being drawn, each in a child process of its own (:func:`start_figures`); :meth:`wait` collects them."""
-
-    def __init__(self, jobs: Sequence[Job], children: dict[int, Job]) -> None:
-        self.jobs = list(jobs)
-        self.children = children
-
-    def wait(self) -> list[Path]:
-        """Wait for every figure; draw here what no child drew (a child that failed, or no children at all).
-
-        Returns
-        -------
-        list of pathlib.Path
-            Every file, figure by figure.
-
-        Raises
-        ------
-        RunStorageError
-            When a file cannot be written; the files written before are whole.
-        """
-        failed = {pid for pid in self.children if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0}
-        drawn = {id(job) for pid, job in self.children.items() if pid not in failed}
-        self.children = {}
-        for job in self.jobs:
-            if id(job) not in drawn:
-                _draw(job)  # here a failure raises, with its message
-        return [path for _, paths in self.jobs for path in paths]
-
-    def cancel(self) -> None:
-        """Stop the children still drawing and wait for them (the run failed after they started)."""
-        for pid in self.children:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        for pid in self.children:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
-        self.children = {}
-
-
-def start_figures(
-    frame: pd.DataFrame,
-    out_dir: str | os.PathLike[str],
-    formats: tuple[str, ...] = ("png",),
-    *,
-    fork: bool = True,
-) -> FigureDrawing:
-    """Start drawing every figure that fits ``frame`` into ``out_dir``: one forked process per figure.
-
-    Drawing is nearly all CPU in Python and holds the GIL, so threads would not
-    help; forked children share the frame and the loaded libraries, and the
-    kernel spreads them over the CPUs while this process goes on. With one
-    usable CPU (or off Linux, or with ``fork`` false) nothing is forked and
-    :meth:`FigureDrawing.wait` draws them. Fork only with no other thread of
-    this process busy in Python.
+    Returns
+    -------
+    list of pathlib.Path
+        The files written, figure by figure.
 
     Raises
     ------
-    RunStorageError
-        When ``out_dir`` cannot be made.
+    ResultsError
+        A format is not one of :data:`FORMATS`.
     """
-    builders = figure_builders(frame)
-    jobs = [(build, [Path(out_dir) / f"{name}.{fmt}" for fmt in formats]) for name, build in builders.items()]
-    if not jobs:
-        return FigureDrawing([], {})
-    with storage(Path(out_dir)):
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-    cpus = len(os.sched_getaffinity(0)) if sys.platform == "linux" else 1
-    children: dict[int, Job] = {}
-    if fork and cpus >= 2:
-        for job in jobs:
-            pid = os.fork()
-            if pid == 0:  # pragma: no cover - a child's coverage is not collected
-                code = 1
-                with contextlib.suppress(BaseException):
-                    _draw(job)
-                    code = 0
-                os._exit(code)
-            children[pid] = job
-    return FigureDrawing(jobs, children)
-
-
-def start_run_figures(run_dir: str | os.PathLike[str], frame: pd.DataFrame) -> FigureDrawing:
-    """Start drawing a run's default figures (:func:`start_figures`) into ``<run_dir>/figures/``."""
-    return start_figures(frame, RunDir(Path(run_dir)).figures)
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        raise ResultsError(f"figure format {', '.join(unknown)} is not one of {', '.join(FORMATS)}")
+    return write_figures(df, out_dir, tuple(formats))
 
 
 def run_figures(
-    run_dir: str | os.PathLike[str],
-    frame: pd.DataFrame | None,
-    counts: dict[str, int],
-    drawing: FigureDrawing | None = None,
+    run_dir: str | os.PathLike[str], frame: pd.DataFrame | None, counts: dict[str, int]
 ) -> list[Path]:
     """The default figures of a run that just ended (its ``frame``; None draws nothing), into ``<run_dir>/figures/``.
-
-    ``drawing``: what :func:`start_run_figures` started for this run, to collect instead of drawing again.
 
     Raises
     ------
@@ -169,9 +106,7 @@ def run_figures(
     """
     path = Path(run_dir)
     try:
-        if drawing is None:
-            drawing = start_run_figures(path, frame) if frame is not None else FigureDrawing([], {})
-        return drawing.wait()
+        return [] if frame is None else write_figures(frame, RunDir(path).figures)
     except RunStorageError as fault:
         fault.what = f"figures not drawn: {fault.what}"
         fault.run_dir, fault.counts = str(path), dict(counts)

@@ -21,7 +21,7 @@ import pandas as pd
 from iobench.errors import ResultsError
 from iobench.results import schema
 from iobench.results.fioout import read_jobs
-from iobench.results.fioout.clients import client_key, parse_client_output
+from iobench.results.fioout.clients import client_key, client_rows, host_share
 from iobench.results.fioout.frame import FrameBuilder
 from iobench.results.fioout.rows import FRAME_COLUMNS, Row, job_rows
 from iobench.results.points import IDENTITY, PLACEMENT, parameter_columns
@@ -32,9 +32,9 @@ from iobench.store.inventory import DAMAGED, Inventory, SavedPoint, take_invento
 from iobench.store.records import Manifest, PointMeta, ProcessRecord
 from iobench.store.rundir import RunDir
 
-Parsed = dict[str, "pd.DataFrame | list[Row]"]
-"""fio outputs already read during the run, keyed ``<point key>/<output file>``: the runner's rows
-(:func:`~iobench.results.fioout.rows.job_rows`), or a frame (a host's share of a client's output)."""
+Parsed = dict[str, list[Row]]
+"""fio outputs already read during the run, keyed as :func:`parsed_key`: their rows of the frame
+(:func:`~iobench.results.fioout.rows.job_rows`; a host's share of a client's output for a host)."""
 
 
 class _Share(Protocol):
@@ -90,7 +90,7 @@ def host_shares(
         try:
             text = output.read_text(errors="replace")
             clients = {client_key(p.client): str(p.host) for p in group if p.client}
-            frame = parse_client_output(text, clients, origin=str(output))
+            rows = client_rows(text, clients, origin=str(output))
         except (OSError, ResultsError) as exc:
             if problems is not None:
                 problems.append(_unreadable(output, exc))
@@ -100,10 +100,12 @@ def host_shares(
                 problems.append(f"{output}: not fio output ({exc})")
             continue
         for p in group:
-            mine = frame["host"].eq(str(p.host)) & frame["jobname"].isin(p.sections)
-            shares[parsed_key(point_dir.name, p)] = frame[mine.fillna(False)].reset_index(drop=True)
+            shares[parsed_key(point_dir.name, p)] = host_share(rows, str(p.host), p.sections)
     return shares
 
+
+_NO_NUMBERS: Row = (None,) * len(FRAME_COLUMNS)
+"""The fio columns of a row without fio numbers (a point that failed before fio reported)."""
 
 _UNSET: Any = object()
 """A point without a value for a column iobench adds: NA, or fio's own value where fio has that column."""
@@ -112,48 +114,29 @@ _UNSET: Any = object()
 class _Rows:
     """The rows of saved points, gathered column by column and made into one frame at the end.
 
-    fio's rows stay what the runner read (rows for one frame builder) or the
-    frames they were parsed into; what iobench adds (placement, settings, the
-    point's identity and parameters) goes into lists. A run's frame costs one
-    frame build, one concatenation and one column block, not pandas work on
-    every point's few rows.
+    fio's rows stay what the runner read (rows for one frame builder); what
+    iobench adds (placement, settings, the point's identity and parameters)
+    goes into lists. A run's frame costs one frame build and one column
+    block, not pandas work on every point's few rows.
     """
 
     def __init__(self) -> None:
-        self.fio: list[pd.DataFrame | list[Row] | int] = []
+        self.fio = FrameBuilder()
         self.added: dict[str, list[Any]] = {}
         self.size = 0
 
-    def add(self, fio: pd.DataFrame | list[Row] | None, columns: dict[str, list[Any]]) -> None:
+    def add(self, fio: list[Row] | None, columns: dict[str, list[Any]]) -> None:
         """``fio``'s rows (None: rows with no fio numbers), with iobench's ``columns`` (lists of one length)."""
         size = len(next(iter(columns.values())))
-        self.fio.append(size if fio is None else fio)
+        self.fio.add(fio if fio is not None else [_NO_NUMBERS] * size)
         for name in columns.keys() - self.added.keys():
             self.added[name] = [_UNSET] * self.size
         for name, values in self.added.items():
             values.extend(columns.get(name, [_UNSET] * size))
         self.size += size
 
-    def _fio_frame(self) -> pd.DataFrame:
-        chunks: list[pd.DataFrame] = []
-        builder: FrameBuilder | None = None
-        for piece in self.fio:
-            if isinstance(piece, list):  # consecutive rows share one builder: one frame for them all
-                builder = builder or FrameBuilder()
-                builder.add(piece)
-                continue
-            if builder is not None:
-                chunks.append(builder.frame())
-                builder = None
-            chunks.append(pd.DataFrame(index=range(piece)) if isinstance(piece, int) else piece)
-        if builder is not None:
-            chunks.append(builder.frame())
-        if len(chunks) == 1:
-            return chunks[0].reset_index(drop=True)
-        return pd.concat([c.reset_index(drop=True) for c in chunks], ignore_index=True)
-
     def frame(self) -> pd.DataFrame:
-        frame = self._fio_frame()
+        frame = self.fio.frame()
         for name in [n for n in self.added if n in frame]:  # a point's value wins over fio's
             values = self.added.pop(name)
             kept = frame[name].astype(object).tolist()
@@ -164,17 +147,15 @@ class _Rows:
         return pd.concat([frame, added], axis=1) if len(added.columns) else frame
 
 
-def _values(fio: pd.DataFrame | list[Row], column: str) -> list[Any]:
-    """One fio column of a process's rows or frame, NA as None."""
-    if isinstance(fio, list):
-        at = FRAME_COLUMNS.index(column)
-        return [row[at] for row in fio]
-    return [None if pd.isna(v) else v for v in fio[column]] if column in fio else [None] * len(fio)
+def _values(fio: list[Row], column: str) -> list[Any]:
+    """One fio column of a process's rows."""
+    at = FRAME_COLUMNS.index(column)
+    return [row[at] for row in fio]
 
 
 def _process_rows(
     point_dir: Path, meta: PointMeta, process: ProcessRecord, parsed: Parsed, problems: list[str]
-) -> tuple[pd.DataFrame | list[Row], dict[str, list[Any]]] | None:
+) -> tuple[list[Row], dict[str, list[Any]]] | None:
     """fio's rows of one process of a point, and the placement and settings columns iobench adds to them.
 
     None when the process left no rows; why, when its output cannot be read, is appended to ``problems``.
@@ -258,7 +239,7 @@ def _add_point(
         status = DAMAGED
         reason = "; ".join(problems) or f"{point_dir / 'meta.json'}: an ok point without a fio process"
         found, silent = [], []
-    pieces: list[tuple[pd.DataFrame | list[Row] | None, dict[str, list[Any]]]] = list(found)
+    pieces: list[tuple[list[Row] | None, dict[str, list[Any]]]] = list(found)
     if not found or silent:  # hosts that reported nothing keep a row each, as a job without I/O does
         pieces.append((None, _empty_rows(silent if found else meta.processes)))
     hosts = [h for _, columns in pieces for h in columns["host"]]
@@ -387,17 +368,8 @@ def _sibling_params(inventory: Inventory) -> dict[int, dict[str, Any]]:
     return params
 
 
-def base_frame(
-    run: RunDir, parsed: Parsed | None = None, *, inventory: Inventory | None = None
-) -> pd.DataFrame:
-    """The tidy frame of every point directory of ``run`` before the telemetry and steady-state columns are added.
-
-    What the default figures need (they draw neither): the CLI starts drawing
-    them from it while :func:`build_frame` adds the rest. ``parsed`` spares
-    re-reading outputs; ``inventory`` (:func:`~iobench.store.inventory.take_inventory`)
-    spares listing the points again.
-    """
-    inventory = inventory.with_records() if inventory is not None else take_inventory(run)
+def _base_frame(run: RunDir, parsed: Parsed, inventory: Inventory) -> pd.DataFrame:
+    """The tidy frame of every point directory of ``run`` before the telemetry and steady-state columns are added."""
     manifest = run.manifest()
     run_id = run.path.name
     host = manifest.machine.host
@@ -409,7 +381,7 @@ def base_frame(
             _add_damaged(rows, saved, run_id, host, params)
             continue
         meta = saved.meta
-        _add_point(rows, saved.path, meta, run_id, host, parsed or {})
+        _add_point(rows, saved.path, meta, run_id, host, parsed)
         axes += [a for a in meta.params if a not in axes and a not in PLACEMENT and a not in IDENTITY]
     if not rows.size:
         frame = pd.DataFrame({c: pd.Series([], dtype=schema.dtype(c)) for c in IDENTITY})
@@ -422,26 +394,24 @@ def base_frame(
 def build_frame(
     run: RunDir,
     parsed: Parsed | None = None,
-    base: pd.DataFrame | None = None,
     *,
     inventory: Inventory | None = None,
 ) -> pd.DataFrame:
     """Assemble the tidy frame from every point directory of ``run`` (``parsed`` spares re-reading outputs).
 
-    ``base``: what :func:`base_frame` returned for the same points, to finish
-    instead of starting again. ``inventory``: the points, already listed.
+    ``inventory``: the points, already listed (:func:`~iobench.store.inventory.take_inventory`).
     Supporting files that cannot be read (telemetry, fio's logs) leave NA in
     their columns with the reason there; they are also listed in
     the notes of ``attrs[BUILT_FROM]``.
     """
     inventory = inventory.with_records() if inventory is not None else take_inventory(run)
-    frame = base_frame(run, parsed, inventory=inventory) if base is None else base.copy()
+    frame = _base_frame(run, parsed or {}, inventory)
     found = frame.attrs.get(BUILT_FROM)
     built = found if isinstance(found, BuiltFrom) else BuiltFrom.of(inventory.stamps())
     if "point" not in frame or frame.empty:
         return frame
     manifest = run.manifest()
-    axes = parameter_columns(frame)  # the matrix's axes, in the order base_frame put them
+    axes = parameter_columns(frame)  # the matrix's axes, in the order _base_frame put them
     points = list(inventory.readable())
     notes: list[str] = []
     frame = with_steady(

@@ -19,6 +19,7 @@ full disk are the environment's faults, raised for the sweep to stop on.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import re
@@ -43,13 +44,11 @@ from iobench.system.hostfs import SystemRoot
 from iobench.system.observe import GroupWatcher, Observed, check_placement
 from iobench.system.process import CommandNotFound, Completed, minimal_env
 from iobench.system.remote import EXIT_SCRIPT, descendants_in, proc_table
-from iobench.system.sampler import Snapshot, Watch
+from iobench.system.sampler import Snapshot, Watch, keep_thread_off
 from iobench.system.topology import TargetLocation
 from iobench.system.tuning import DeviceTuner
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from iobench.results.assemble import Parsed
     from iobench.results.fioout.rows import Row
 
@@ -64,6 +63,21 @@ WATCH_POLL_S = 0.25
 #: Seconds between looks while workers the plan expects are not yet seen, for the point's first seconds.
 WATCH_QUICK_S = 0.05
 WATCH_QUICK_FOR_S = 10.0
+
+LATER_MODULES: tuple[str, ...] = (
+    "iobench.results.fioout",
+    "iobench.results.assemble",
+    "iobench.results.points",
+    "iobench.results.telemetry",
+    "iobench.results.samples",
+    "pyarrow.parquet",
+)
+"""What a run needs once its first point has run: pandas and pyarrow, a third of a second of imports.
+
+Not imported when the run starts (that would delay the first I/O) but while the first
+point's fio runs, once its workers were seen (:meth:`PointRunner.workers_seen`), where the wait
+costs nothing.
+"""
 #: Seconds between looks at the hosts' connections and servers while a point runs on hosts.
 HOSTS_POLL_S = 0.5
 CLIENT_OUTPUT = "fio.json"
@@ -90,7 +104,7 @@ class PointOutcome:
     """How one point × repeat ended, with a headline figure for progress displays.
 
     The headline (:func:`~iobench.results.points.headline` of the point's
-    ``outputs``: each fio's rows, or frame) is computed when a display first
+    ``outputs``: each fio's rows) is computed when a display first
     asks for it: a quiet run never pays for it.
     """
 
@@ -98,7 +112,7 @@ class PointOutcome:
     status: str
     reason: str | None
     duration_s: float
-    outputs: Sequence[pd.DataFrame | list[Row]] = field(default=(), repr=False, compare=False)
+    outputs: Sequence[list[Row]] = field(default=(), repr=False, compare=False)
     fault: TargetVanished | None = field(default=None, repr=False, compare=False)
     """A target found gone or replaced once the point was saved: the sweep stops on it."""
 
@@ -109,7 +123,7 @@ class PointOutcome:
         from iobench.results.fioout.frame import rows_frame
         from iobench.results.points import headline
 
-        return headline([rows_frame(o) if isinstance(o, list) else o for o in self.outputs])
+        return headline([rows_frame(o) for o in self.outputs])
 
     @property
     def iops(self) -> float | None:
@@ -213,7 +227,7 @@ class Share:
     text : str
         What fio printed for it besides its rows (its stderr here; the
         client's output, server lines included, for a host).
-    rows : list of Row, DataFrame or None
+    rows : list of Row or None
         Its rows of the frame; None when fio left nothing readable for it.
     unreadable : str or None
         Why its output could not be read.
@@ -225,7 +239,7 @@ class Share:
     done: Completed
     watcher: GroupWatcher
     text: str
-    rows: pd.DataFrame | list[Row] | None = None
+    rows: list[Row] | None = None
     unreadable: str | None = None
     output: Path | None = None
     lost: str | None = None
@@ -256,7 +270,7 @@ class LocalLaunch:
         return [list(p.argv) for p in run.processes]
 
     def _one(
-        self, runner: PointRunner, process: FioProcess, cwd: Path, timeout: float, token: str
+        self, runner: PointRunner, run: PlannedRun, process: FioProcess, cwd: Path, token: str
     ) -> tuple[Completed, GroupWatcher]:
         watcher = GroupWatcher()
         started = time.monotonic()
@@ -267,12 +281,13 @@ class LocalLaunch:
             # Quick looks until every worker is seen: a short point's workers can live less than a second.
             if seen < process.workers and time.monotonic() - started < WATCH_QUICK_FOR_S:
                 return WATCH_QUICK_S
+            runner.workers_seen(run, process)
             return WATCH_POLL_S
 
         done = runner.executor(
             process.argv,
             cwd=cwd,
-            timeout=timeout,
+            timeout=run.timeout_s,
             env=minimal_env({TOKEN_VAR: token}),
             poll=poll,
             poll_interval=WATCH_QUICK_S,
@@ -298,7 +313,7 @@ class LocalLaunch:
         ended_whole = False
         try:
             if len(run.processes) == 1:
-                results = [self._one(runner, run.processes[0], cwd, run.timeout_s, token)]
+                results = [self._one(runner, run, run.processes[0], cwd, token)]
             else:
                 results = self._together(runner, run, cwd, token)
             ended_whole = all(d.returncode >= 0 and not d.timed_out for d, _ in results) and not self._left()
@@ -319,7 +334,7 @@ class LocalLaunch:
         # One fio per target, all at once (launch: per-target): threads only wait on them.
         pool = ThreadPoolExecutor(max_workers=len(run.processes))
         try:
-            futures = [pool.submit(self._one, runner, p, cwd, run.timeout_s, token) for p in run.processes]
+            futures = [pool.submit(self._one, runner, run, p, cwd, token) for p in run.processes]
             return [f.result() for f in futures]
         except BaseException:
             for pgid in self.live:
@@ -468,7 +483,7 @@ def _host_watcher(site: Site) -> GroupWatcher:
 
 def _client_shares(run: PlannedRun, sites: Sequence[Site], done: Completed, cwd: Path) -> list[Share]:
     """Each host's share of the client's output, parsed once for every host."""
-    from iobench.results.fioout.clients import client_key, parse_client_output
+    from iobench.results.fioout.clients import client_key, client_rows, host_share
 
     output = cwd / CLIENT_OUTPUT
     missing: str | None = None
@@ -481,7 +496,7 @@ def _client_shares(run: PlannedRun, sites: Sequence[Site], done: Completed, cwd:
     problem = missing
     if text and not done.timed_out:
         try:
-            everything = parse_client_output(text, clients, origin=str(output))
+            everything = client_rows(text, clients, origin=str(output))
         except ResultsError as exc:
             problem = str(exc)
     shares = []
@@ -497,10 +512,9 @@ def _client_shares(run: PlannedRun, sites: Sequence[Site], done: Completed, cwd:
         if not site.alive():
             share.lost = site.down_reason()
         if everything is not None:
-            mine = everything["host"].eq(str(process.host)) & everything["jobname"].isin(process.sections)
-            share.rows = everything[mine.fillna(False)].reset_index(drop=True)
-            if share.rows.empty:
-                share.rows, share.unreadable = None, "fio reported no results"
+            share.rows = host_share(everything, str(process.host), process.sections) or None
+            if share.rows is None:
+                share.unreadable = "fio reported no results"
         else:
             share.unreadable = problem or "fio left no output"
         shares.append(share)
@@ -543,6 +557,34 @@ class PointRunner:
     """Each host's counters to sample at a point's edges (its targets' devices and interrupt lines)."""
     seen: dict[tuple[str | None, str], tuple[int, ...]] = field(default_factory=dict)
     created: dict[str | None, list[str]] = field(default_factory=dict)
+    observed: set[tuple[str, int]] = field(default_factory=set)
+    """The running point's fio processes (point key, index) whose workers were all seen."""
+    imported: bool = False
+    """Whether :data:`LATER_MODULES` were imported (while the first point ran)."""
+
+    def workers_seen(self, run: PlannedRun, process: FioProcess) -> None:
+        """Once every fio of the first point runs with its workers, import :data:`LATER_MODULES` here.
+
+        Not earlier: an import holds the GIL for long stretches, and a watcher
+        kept waiting meanwhile could miss a short point's workers altogether.
+        The thread keeps off the point's CPUs meanwhile where another CPU is
+        online, as the telemetry sampler does.
+        """
+        if self.imported:
+            return
+        self.observed.add((run.key, run.processes.index(process)))
+        if len({i for key, i in self.observed if key == run.key}) < len(run.processes):
+            return
+        self.imported = True
+        system = SystemRoot()
+        allowed = os.sched_getaffinity(0)
+        keep_thread_off(sorted({c for p in run.processes for c in p.cpus}), system)
+        try:
+            for name in LATER_MODULES:
+                with contextlib.suppress(ImportError):  # fails again, with its message, where it is used
+                    importlib.import_module(name)
+        finally:
+            os.sched_setaffinity(0, allowed)
 
     def site_of(self, process: FioProcess) -> Site:
         """The site a process runs on."""
@@ -748,7 +790,7 @@ class PointRunner:
                 telemetry.save(
                     cwd,
                     [s.output for s in mine if s.output is not None],
-                    [s.rows for s in mine if isinstance(s.rows, list)],
+                    [s.rows for s in mine if s.rows is not None],
                     status,
                     last=_sample(after, site.host),
                 )
@@ -765,9 +807,9 @@ class PointRunner:
 
     def _judge(
         self, run: PlannedRun, cwd: Path, shares: Sequence[Share]
-    ) -> tuple[Status, str | None, list[pd.DataFrame | list[Row]]]:
+    ) -> tuple[Status, str | None, list[list[Row]]]:
         """The point's status and why (the first share that failed, naming its host), and each share's rows."""
-        outputs: list[pd.DataFrame | list[Row]] = []
+        outputs: list[list[Row]] = []
         for share in shares:
             problem = self._problem(run, cwd, share)
             if problem is not None:
@@ -892,19 +934,13 @@ def _parsed_key(point: str, process: FioProcess) -> str:
     return parsed_key(point, process)
 
 
-def _first_error(rows: pd.DataFrame | list[Row]) -> tuple[str, object] | None:
+def _first_error(rows: list[Row]) -> tuple[str, object] | None:
     """The first job that ended with an error: its name and fio's error number."""
-    if isinstance(rows, list):
-        from iobench.results.fioout.rows import FRAME_COLUMNS
+    from iobench.results.fioout.rows import FRAME_COLUMNS
 
-        error, jobname = FRAME_COLUMNS.index("error"), FRAME_COLUMNS.index("jobname")
-        failed = next((row for row in rows if row[error]), None)
-        return None if failed is None else (str(failed[jobname]), failed[error])
-    errors = rows[rows["error"].fillna(0) != 0]
-    if errors.empty:
-        return None
-    first = errors.iloc[0]
-    return str(first["jobname"]), first["error"]
+    error, jobname = FRAME_COLUMNS.index("error"), FRAME_COLUMNS.index("jobname")
+    failed = next((row for row in rows if row[error]), None)
+    return None if failed is None else (str(failed[jobname]), failed[error])
 
 
 def _server_lines(text: str, client: str | None) -> list[str]:

@@ -117,12 +117,6 @@ class Progress(Protocol):
         """The frame is written (the figures come after)."""
 
 
-# Optional (a Progress without it still works): ``frame_ready(run_dir, frame)``, called once
-# every point is saved, with the frame before its telemetry and steady-state columns are
-# added; enough for the default figures, which a front end may start drawing then.
-FRAME_READY = "frame_ready"
-
-
 class NullProgress:
     """Progress that shows nothing (the library default)."""
 
@@ -318,7 +312,6 @@ def run(
             the_plan,
             manifest,
             runner.parsed,
-            show,
         )
     show.finished(result)
     if interrupted:
@@ -356,7 +349,6 @@ def conclude(
     the_plan: Plan,
     manifest: Manifest,
     parsed: Parsed,
-    show: Progress,
 ) -> tuple[RunResult, bool]:
     """Run ``sweep``, put every disk's settings back, and save the run's end; the result and whether it was interrupted.
 
@@ -389,7 +381,7 @@ def conclude(
         for text in problems:
             fault.add_note(f"{text}\nrun `iobench restore` to retry")
         raise _stopped(fault, run_dir, the_plan, manifest, parsed) from None
-    result = _finish(run_dir, the_plan, manifest, parsed, interrupted=interrupted, show=show)
+    result = _finish(run_dir, the_plan, manifest, parsed, interrupted=interrupted)
     if problems:
         fault = SettingsNotRestored(
             "device settings could not be put back",
@@ -508,17 +500,12 @@ def _finish(
     parsed: Parsed,
     *,
     interrupted: bool,
-    show: Progress | None = None,
 ) -> RunResult:
-    from iobench.results.assemble import base_frame, build_frame
+    from iobench.results.assemble import build_frame
     from iobench.results.framecache import save_frame
 
     counts: dict[str, int] = dict(Counter(meta.status for _, meta in run_dir.point_metas()))
-    base = base_frame(run_dir, parsed)
-    ready = getattr(show, FRAME_READY, None)
-    if ready is not None:
-        ready(run_dir.path, base)
-    frame = build_frame(run_dir, parsed, base=base)
+    frame = build_frame(run_dir, parsed)
     manifest.status = "interrupted" if interrupted else "finished"
     manifest.finished, manifest.counts = now(), counts
     frame_saved = False

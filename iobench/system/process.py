@@ -11,6 +11,7 @@ import functools
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -177,8 +178,11 @@ def run_process(
                 break
             except subprocess.TimeoutExpired:
                 if deadline is not None and time.monotonic() >= deadline:
-                    timed_out = True
-                    _stop_group(proc)
+                    # Only a child still running was late: one that ended while a slow poll
+                    # ran (a look at /proc under load, an import) finished in time.
+                    timed_out = proc.poll() is None
+                    if timed_out:
+                        _stop_group(proc)
                     stdout, stderr = _drain(proc)
                     break
                 if poll is not None:
@@ -277,3 +281,38 @@ def signals_held() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def run_filter(
+    argv: Sequence[str], data: bytes, *, env: Mapping[str, str] | None = None
+) -> tuple[int, bytes]:
+    """Run ``argv`` with ``data`` on its standard input; return its exit status and standard output.
+
+    For a helper process that reads one request and writes one answer
+    (:func:`iobench.parse_fio`'s workers). The answer goes to a temporary
+    file, not a pipe: the helper never waits for this process to read (a
+    thread that reads a pipe needs the GIL for every chunk, which a busy
+    thread here holds). The helper stays in this process's group, so a
+    Ctrl-C at the terminal stops it too; its error output is discarded (a
+    helper that fails is replaced by doing its work here).
+
+    Raises
+    ------
+    CommandNotFound
+        When ``argv[0]`` cannot be executed.
+    """
+    args = tuple(str(a) for a in argv)
+    with tempfile.TemporaryFile() as answer:
+        try:
+            done = subprocess.run(  # noqa: S603 - argv list, no shell
+                args,
+                input=data,
+                stdout=answer,
+                stderr=subprocess.DEVNULL,
+                env=dict(env) if env is not None else minimal_env(),
+                check=False,
+            )
+        except (FileNotFoundError, PermissionError) as exc:
+            raise CommandNotFound(f"cannot execute {args[0]!r}: {exc.strerror}") from None
+        answer.seek(0)
+        return done.returncode, answer.read()

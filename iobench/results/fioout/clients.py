@@ -13,14 +13,15 @@ sum fio makes, stamped with whichever host reported last: it is never data
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import pandas as pd
 
 from iobench.errors import ResultsError
 from iobench.results.fioout import detect
-from iobench.results.fioout.frame import to_frame
+from iobench.results.fioout.frame import rows_frame
 from iobench.results.fioout.jsonout import ALL_CLIENTS, read_json
+from iobench.results.fioout.rows import FRAME_COLUMNS, Row, job_rows
 
 
 def client_key(client: str) -> tuple[str, int | None]:
@@ -66,6 +67,19 @@ def parse_client_output(
     ResultsError
         When ``text`` holds no client/server JSON.
     """
+    return rows_frame(client_rows(text, clients, origin=origin))
+
+
+def client_rows(
+    text: str, clients: Mapping[tuple[str, int | None], str], *, origin: str = "<text>"
+) -> list[Row]:
+    """The frame's rows of :func:`parse_client_output` (what a run keeps until it builds its frame).
+
+    Raises
+    ------
+    ResultsError
+        When ``text`` holds no client/server JSON.
+    """
     obj = detect.find_json(text)
     if obj is None or not isinstance(obj.get("client_stats"), list):
         raise ResultsError(f"{origin}: no fio client/server results (no JSON with client_stats)")
@@ -77,4 +91,12 @@ def parse_client_output(
         name = clients.get((hostname, None)) or clients.get((hostname, entry.get("port")))
         if name is not None:
             entries.append({**entry, "hostname": name})
-    return to_frame(read_json({**obj, "client_stats": entries}), origin)
+    return job_rows(read_json({**obj, "client_stats": entries}), origin)
+
+
+_HOST, _JOBNAME = FRAME_COLUMNS.index("host"), FRAME_COLUMNS.index("jobname")
+
+
+def host_share(rows: list[Row], host: str, sections: Collection[str]) -> list[Row]:
+    """The rows of ``host``'s jobs among ``sections`` (the job sections one of its fio processes ran)."""
+    return [row for row in rows if row[_HOST] == host and row[_JOBNAME] in sections]

@@ -31,7 +31,6 @@ __all__ = [
     "FRAME_IDENTITY",
     "FRAME_METRICS",
     "FrameBuilder",
-    "Part",
     "Row",
     "empty_frame",
     "job_rows",
@@ -100,16 +99,6 @@ class FrameBuilder:
             }
         self._parts.append(part)
         self._rows = []
-
-    def parts(self) -> list[Part]:
-        """Every row added so far, converted (picklable: a worker process sends them back)."""
-        self._flush()
-        return list(self._parts)
-
-    def add_parts(self, parts: Iterable[Part]) -> None:
-        """Append rows converted by another builder's :meth:`parts`, after the rows added so far."""
-        self._flush()
-        self._parts.extend(parts)
 
     def frame(self) -> pd.DataFrame:
         """The tidy frame of every row added."""

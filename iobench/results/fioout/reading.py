@@ -1,0 +1,129 @@
+"""fio output files into the frame's rows, without pandas or pyarrow: what a parsing worker runs.
+
+:func:`~iobench.results.fioout.parse_fio` shares a long file list with worker
+processes, each a fresh ``python -m iobench.results.fioout.reading`` (never a
+fork, nor an import of the caller's ``__main__``): a worker reads the pickled
+list of file names on its standard input and writes back the pickled rows, or
+the :class:`~iobench.errors.ResultsError` of the first file it could not read.
+Importing this module costs a worker about a tenth of a second; pandas and
+pyarrow would cost it a second.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import stat
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from iobench.errors import ResultsError
+from iobench.results.fioout import detect
+from iobench.results.fioout.jobs import read_jobs
+from iobench.results.fioout.jsondoc import decode_document
+from iobench.results.fioout.jsonout import read_json
+from iobench.results.fioout.model import JobStats
+from iobench.results.fioout.rows import Row, add_job_rows
+
+# Raw bytes on every platform (O_BINARY), never wait for a FIFO's writer, never adopt a terminal.
+_OPEN_FLAGS = (
+    os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+)
+
+
+def _read_file(path: Path) -> str:
+    if not path.is_file():
+        problem = "is not a file" if path.exists() else "no such file"
+        raise ResultsError(
+            f"{path}: {problem}. To parse fio output held in a string, use "
+            "parse_fio_text(text) or parse_fio(name, text=text)."
+        )
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise ResultsError(f"{path}: cannot read: {exc.strerror}") from exc
+
+
+def _regular_file_bytes(path: str) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file that reads cleanly, else ``None``.
+
+    One open, fstat and read: a third of the system calls and Python layers of
+    ``is_file()`` plus ``read_text()``. On ``None``, :func:`_read_file` gives
+    the precise error.
+    """
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        data = os.read(fd, info.st_size + 1)
+        if len(data) <= info.st_size:
+            return data  # a regular file's read stops short only at its end
+        chunks = [data]
+        while chunk := os.read(fd, 1 << 16):  # to the end: it grew, or its size was wrong (procfs)
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _as_text(data: bytes) -> str:
+    """``data`` decoded exactly as ``Path.read_text(errors="replace")`` decodes a file."""
+    return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="replace").read()
+
+
+def jobs_in_file(origin: str) -> list[JobStats]:
+    """The job records of one fio output file (any format :func:`~iobench.results.fioout.read_jobs` reads).
+
+    Raises
+    ------
+    ResultsError
+        The file is missing or unreadable, or holds no fio results.
+    """
+    data = _regular_file_bytes(origin)
+    if data is None:
+        return read_jobs(_read_file(Path(origin)), origin=origin)
+    doc = decode_document(data)  # fio's --output file: decoded straight from the bytes into records
+    if doc is not None:
+        return read_json(doc)
+    obj = detect.whole_json(data)  # a value the records refuse (a string for a number, ...)
+    if obj is not None:
+        return read_json(obj)
+    return read_jobs(_as_text(data), origin=origin)
+
+
+def file_rows(origins: Sequence[str]) -> list[Row]:
+    """The frame's rows of the files ``origins``, in order; each row's ``source`` is its file's name.
+
+    Raises
+    ------
+    ResultsError
+        A file is missing or unreadable, or holds no fio results.
+    """
+    rows: list[Row] = []
+    for origin in origins:
+        for job in jobs_in_file(origin):
+            add_job_rows(job, origin, rows)
+    return rows
+
+
+def serve() -> None:
+    """A worker's whole life: file names in (pickled, on stdin), their rows or the first error out (stdout)."""
+    origins = pickle.load(sys.stdin.buffer)
+    answer: list[Row] | ResultsError
+    try:
+        answer = file_rows(origins)
+    except ResultsError as exc:
+        answer = exc
+    pickle.dump(answer, sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+if __name__ == "__main__":
+    serve()
