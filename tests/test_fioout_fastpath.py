@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from iobench.errors import ResultsError
 from iobench.results.fioout import FRAME_COLUMNS, detect, parse_fio, reading
 from iobench.results.fioout.frame import to_frame
-from iobench.results.fioout.model import DirStats, JobStats
+from iobench.results.fioout.jobstats import DirStats, JobStats
 from iobench.results.fioout.parse import _origin
 from iobench.results.fioout.reading import _regular_file_bytes
 

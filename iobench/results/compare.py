@@ -64,7 +64,7 @@ from iobench.results.discoveries import (
     detectable_change,
     family_alpha,
 )
-from iobench.results.fioout.model import PERCENTILES
+from iobench.results.fioout.jobstats import PERCENTILES
 from iobench.results.loading import load, open_run
 from iobench.results.points import (
     CONTEXT,

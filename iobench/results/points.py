@@ -47,7 +47,7 @@ from iobench.errors import ResultsError
 from iobench.results import schema
 from iobench.results.fioout.bins import decode
 from iobench.results.fioout.frame import FRAME_HISTOGRAMS, FRAME_IDENTITY, FRAME_METRICS
-from iobench.results.fioout.model import PERCENTILES
+from iobench.results.fioout.jobstats import PERCENTILES
 
 #: Columns that identify a row (its run, point, repeat, job, direction, outcome): the schema's ``identity``.
 IDENTITY: tuple[str, ...] = schema.group("identity")

@@ -6,7 +6,7 @@
 Modules: :mod:`~iobench.results.fioout.detect` finds results in text,
 :mod:`~iobench.results.fioout.jsonout`, :mod:`~iobench.results.fioout.terse` and
 :mod:`~iobench.results.fioout.normal` read one format each into
-:class:`~iobench.results.fioout.model.JobStats` (:mod:`~iobench.results.fioout.jobs`
+:class:`~iobench.results.fioout.jobstats.JobStats` (:mod:`~iobench.results.fioout.jobs`
 picks the reader), :mod:`~iobench.results.fioout.bins` keeps json+ latency
 histograms, :mod:`~iobench.results.fioout.rows` makes the frame's rows and
 :mod:`~iobench.results.fioout.frame` the frame.

@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow as pa
 from pandas.api.extensions import ExtensionArray
 
-from iobench.results.fioout.model import JobStats
+from iobench.results.fioout.jobstats import JobStats
 from iobench.results.fioout.rows import (
     FRAME_COLUMNS,
     FRAME_DTYPES,

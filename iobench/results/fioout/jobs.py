@@ -6,8 +6,8 @@ import re
 
 from iobench.errors import ResultsError
 from iobench.results.fioout import detect
+from iobench.results.fioout.jobstats import JobStats
 from iobench.results.fioout.jsonout import read_json
-from iobench.results.fioout.model import JobStats
 from iobench.results.fioout.normal import read_normal
 from iobench.results.fioout.terse import read_terse
 

@@ -25,8 +25,8 @@ from typing import Any
 from msgspec import UNSET
 
 from iobench.results.fioout.bins import encode
+from iobench.results.fioout.jobstats import PERCENTILES, DirStats, JobStats
 from iobench.results.fioout.jsondoc import Direction, FioDoc, Job, Latency, to_document
-from iobench.results.fioout.model import PERCENTILES, DirStats, JobStats
 
 ALL_CLIENTS = "All clients"
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 
 from iobench.errors import ResultsError
-from iobench.results.fioout import units
-from iobench.results.fioout.model import DirStats, JobStats
+from iobench.results.fioout import textnumbers
+from iobench.results.fioout.jobstats import DirStats, JobStats
 
 _HOST = r"(?:<(?P<host>[^>]*)>\s*)?"
 _HEADER = re.compile(
@@ -44,17 +44,17 @@ def _summary(rest: str) -> DirStats:
     stats = DirStats()
     fields = dict(re.findall(r"(\w+)=\s*([^,\s(]+)", rest))
     if "IOPS" in fields:  # 3.x
-        stats.iops = units.decimal(fields["IOPS"])
-        stats.bw_bytes = units.binary_bytes(fields["BW"]) if "BW" in fields else None
+        stats.iops = textnumbers.decimal(fields["IOPS"])
+        stats.bw_bytes = textnumbers.binary_bytes(fields["BW"]) if "BW" in fields else None
         tail = re.search(r"\)\s*\(([^/()]+)/(\d+)msec\)", rest)
         if tail:
-            io = units.binary_bytes(tail.group(1))
+            io = textnumbers.binary_bytes(tail.group(1))
             stats.io_bytes = None if io is None else round(io)
             stats.runtime_ms = int(tail.group(2))
     else:  # 2.x
-        stats.iops = units.decimal(fields["iops"]) if "iops" in fields else None
-        stats.bw_bytes = units.binary_bytes(fields["bw"]) if "bw" in fields else None
-        io = units.binary_bytes(fields["io"]) if "io" in fields else None
+        stats.iops = textnumbers.decimal(fields["iops"]) if "iops" in fields else None
+        stats.bw_bytes = textnumbers.binary_bytes(fields["bw"]) if "bw" in fields else None
+        io = textnumbers.binary_bytes(fields["io"]) if "io" in fields else None
         stats.io_bytes = None if io is None else round(io)
         runt = re.search(r"runt=\s*(\d+)msec", rest)
         stats.runtime_ms = int(runt.group(1)) if runt else None
@@ -76,7 +76,7 @@ def _read_block(block: str, stats: JobStats) -> None:
     for line in block.splitlines()[1:]:
         if pct_scale is not None and current is not None and "|" in line:
             for pct, value in _PCT_ITEM.findall(line):
-                number = units.decimal(value)
+                number = textnumbers.decimal(value)
                 if number is not None:
                     current.clat_pct_us[round(float(pct), 6)] = number * pct_scale
             continue
@@ -85,13 +85,13 @@ def _read_block(block: str, stats: JobStats) -> None:
             current = _summary(m.group("rest"))
             stats.directions[m.group("ddir")] = current
         elif (m := _LATENCY.match(line)) and current is not None:
-            scale = units.TIME_TO_US.get(m.group("unit"))
-            low, high, avg = (units.decimal(m.group(k)) for k in ("min", "max", "avg"))
+            scale = textnumbers.TIME_TO_US.get(m.group("unit"))
+            low, high, avg = (textnumbers.decimal(m.group(k)) for k in ("min", "max", "avg"))
             if scale is None or avg is None or not (low or high or avg):
                 continue
             setattr(current, f"{m.group('kind')}_mean_us", avg * scale)
         elif (m := _PCT_HEADER.match(line)) and current is not None:
-            pct_scale = units.TIME_TO_US.get(m.group("unit"))
+            pct_scale = textnumbers.TIME_TO_US.get(m.group("unit"))
         elif m := _CPU.match(line):
             stats.usr_cpu, stats.sys_cpu = float(m.group(1)), float(m.group(2))
             stats.ctx = int(m.group(3))

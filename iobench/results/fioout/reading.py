@@ -22,9 +22,9 @@ from pathlib import Path
 from iobench.errors import ResultsError
 from iobench.results.fioout import detect
 from iobench.results.fioout.jobs import read_jobs
+from iobench.results.fioout.jobstats import JobStats
 from iobench.results.fioout.jsondoc import decode_document
 from iobench.results.fioout.jsonout import read_json
-from iobench.results.fioout.model import JobStats
 from iobench.results.fioout.rows import Row, add_job_rows
 
 # Raw bytes on every platform (O_BINARY), never wait for a FIFO's writer, never adopt a terminal.

@@ -38,7 +38,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from iobench.results.fioout.bins import HISTOGRAMS
-from iobench.results.fioout.model import PERCENTILES, JobStats
+from iobench.results.fioout.jobstats import PERCENTILES, JobStats
 
 FRAME_IDENTITY: tuple[str, ...] = ("jobname", "job_index", "groupid", "host", "direction")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from iobench.errors import ResultsError
-from iobench.results.fioout.model import DirStats, JobStats
+from iobench.results.fioout.jobstats import DirStats, JobStats
 
 _HOST_PREFIX = re.compile(r"^<([^>]*)>\s*")
 
