@@ -11,6 +11,7 @@ leaves behind. The real traps (fio on loop devices and files) are in
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from test_telemetry import FIO, QUIET, Load, context, idle_cpu, make_snapshots, 
 import iobench
 from iobench.results import samples as long_form
 from iobench.results import validity as vd
+from iobench.results.loading import RunWarning
 from iobench.results.points import parameter_columns
 from iobench.store.records import MachineFacts, Manifest, PointMeta, ProcessRecord
 from iobench.store.rundir import RunDir
@@ -117,6 +119,15 @@ def saved_run(tmp_path: Path, points: Sequence[Mapping[str, Any]]) -> RunDir:
             facts=spec.get("facts"),
         )
         run.commit(staging, key, meta)
+    counts = Counter(str(spec.get("status", "ok")) for spec in points)
+    finished = Manifest(
+        name="v",
+        machine=MachineFacts(host="h"),
+        status="finished",
+        finished="2026-01-01T00:01:00",
+        counts=counts,
+    )
+    run.write_manifest(finished)  # a run that ended, as the runner leaves it
     return run
 
 
@@ -433,7 +444,8 @@ def test_an_old_run_gets_verdicts_too(quiet: SystemRoot, tmp_path: Path) -> None
     old = iobench.load(run.path).drop(columns=["validity", "validity_detail", "validity_na"])
     table = pa.Table.from_pandas(old, preserve_index=False)
     pq.write_table(table.replace_schema_metadata({b"iobench_schema_version": b"2"}), run.frame_path)
-    again = iobench.load(run.path)
+    with pytest.warns(RunWarning, match="older iobench"):
+        again = iobench.load(run.path)
     assert again["validity"].tolist() == ["fio-warning"]
 
 
