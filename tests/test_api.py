@@ -1,4 +1,4 @@
-"""The library's public names are what SPEC §7 says, whatever was imported first."""
+"""The library's public names are those docs/library.md names, whatever was imported first."""
 
 from __future__ import annotations
 

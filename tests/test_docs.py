@@ -134,10 +134,6 @@ def code_files() -> list[Path]:
     return found
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="docstrings and comments of the code still cite the spec and tracker numbers; the lead cleans them",
-)
 def test_the_code_refers_to_nothing_outside_the_repository() -> None:
     found = [line for path in code_files() for line in outside_references(path)]
     assert found == []

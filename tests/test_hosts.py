@@ -1,4 +1,4 @@
-"""Hosts (issue 15, SPEC §11) without SSH: the matrix, the ssh argv, the snapshot, the preflight, the plan,
+"""Hosts without SSH: the matrix, the ssh argv, the snapshot, the preflight, the plan,
 the JSON mapping, and whole runs on "hosts" that are this machine (tests/fakehosts.py).
 
 The same code against real sshd in network namespaces: tests/test_hosts_run.py and

@@ -1,4 +1,4 @@
-"""Hosts over real SSH (issue 15): device settings per host and their restore after a crash, placement
+"""Hosts over real SSH: device settings per host and their restore after a crash, placement
 seen in each host's /proc, a host that dies mid-sweep. Namespace hosts: tests/netns_hosts.py.
 
 The end-to-end checks of the issue (every point on both hosts, servers on loopback only, nothing

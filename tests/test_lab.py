@@ -1,4 +1,4 @@
-"""The lab (issue 7): NUMA, SMT, device settings and the write guard on a booted 2-socket SMT guest.
+"""The lab: NUMA, SMT, device settings and the write guard on a booted 2-socket SMT guest.
 
 One guest boot per session runs every sweep (``lab/guest.py``); each check of
 ``lab/checks.py`` is then one test here, so a failure names what the machine

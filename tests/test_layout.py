@@ -1,4 +1,4 @@
-"""The package is layered by concern and every import points down (issue 13, item 8).
+"""The package is layered by concern and every import points down.
 
 Floors, lowest first; a module may import its own package and any package on a
 lower floor, never one above (function-level imports count too).

@@ -456,7 +456,7 @@ def test_cli_prints_the_pcie_placement_and_warnings(
     )
     planned = runner.invoke(app, ["plan", str(path), "--fsroot", root, "--json"])
     assert planned.exit_code == 0, planned.output
-    assert json.loads(planned.stdout)  # the JSON stays the SPEC's list of runs
+    assert json.loads(planned.stdout)  # the JSON stays the list of runs
     assert f"warning: {a}, {b} share root port 0000:00:03.0" in planned.stderr
 
 

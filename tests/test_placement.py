@@ -1,4 +1,4 @@
-"""SPEC §3 placement: what users trust when they compare local, remote and SMT results."""
+"""Placement: what users trust when they compare local, remote and SMT results."""
 
 from __future__ import annotations
 

@@ -173,7 +173,7 @@ def test_writes_to_a_device_need_allow_write(write_matrix: Callable[..., Path], 
 
 
 def test_vesnin_numa_sweep_planned_for_a_power8_box(snapshots: Any) -> None:
-    """SPEC §3 / issue: plan the VESNIN NUMA sweep from a multi-socket POWER snapshot and see numactl."""
+    """Plan the VESNIN NUMA sweep from a multi-socket POWER snapshot and see numactl."""
     root = snapshots.root("256ppc-8n8s4t")
     m = load_matrix(Path(__file__).parents[1] / "configs" / "vesnin-numa.yaml")
     p = plan(m, fsroot=root)

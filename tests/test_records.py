@@ -1,4 +1,4 @@
-"""Typed records (issue 13, item 5): versioned, migrated, and a bad file names itself and its field."""
+"""Typed records: versioned, migrated, and a bad file names itself and its field."""
 
 from __future__ import annotations
 

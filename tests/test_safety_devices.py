@@ -1,4 +1,4 @@
-"""The write guard (SPEC §5) on real loop devices, driven through parse_matrix + plan.
+"""The write guard on real loop devices, driven through parse_matrix + plan.
 
 Every refusal is checked to name the device and the reason, and to leave every
 byte of the device as it was (sha256 of the whole device before and after).

@@ -1,4 +1,4 @@
-"""Every signature libblkid knows refuses a write (SPEC §5), made with the real tools on real loop devices.
+"""Every signature libblkid knows refuses a write, made with the real tools on real loop devices.
 
 Each kind is built by the tool that makes it for real (mkfs.*, cryptsetup,
 pvcreate, make-bcache, sfdisk, …) on a loop device, then the guard runs on a

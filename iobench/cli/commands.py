@@ -1,4 +1,4 @@
-"""The ``iobench`` command: a thin Typer layer over the library (SPEC §1)."""
+"""The ``iobench`` command: a thin Typer layer over the library (docs/running.md)."""
 
 from __future__ import annotations
 

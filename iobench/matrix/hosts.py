@@ -1,4 +1,4 @@
-"""``hosts:`` of the matrix (SPEC §11): the machines a sweep runs on through fio's client/server.
+"""``hosts:`` of the matrix (docs/hosts.md): the machines a sweep runs on through fio's client/server.
 
 Only the shape and the words are checked here; whether a host answers, runs
 the same fio and may be written is the preflight's job

@@ -1,4 +1,4 @@
-"""The matrix file (SPEC §2): pydantic models, every error at once, then expansion."""
+"""The matrix file (docs/matrix.md): pydantic models, every error at once, then expansion."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ class TargetModel(BaseModel):
 
 
 class HostModel(BaseModel):
-    """One entry of ``hosts:`` (SPEC §11; :mod:`iobench.matrix.hosts`)."""
+    """One entry of ``hosts:`` (:mod:`iobench.matrix.hosts`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -851,7 +851,7 @@ def load_matrix(
     Parameters
     ----------
     path
-        The YAML matrix file (SPEC §2).
+        The YAML matrix file (docs/matrix.md).
     targets
         Paths that replace the file's targets (``--target``); they keep the
         first target's ``size`` but never its ``allow_write``.

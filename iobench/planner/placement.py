@@ -1,4 +1,4 @@
-"""SPEC §3: turn a point's ``binding`` and ``placement`` into CPUs, a memory node and numactl flags.
+"""Turn a point's ``binding`` and ``placement`` into CPUs, a memory node and numactl flags.
 
 Pure functions over a :class:`~iobench.system.topology.Topology`; nothing here reads
 the system. A point that cannot be placed on the machine gets a :class:`Skip`
@@ -60,7 +60,7 @@ def resolve_placement(
     *,
     target: str | None = None,
 ) -> Placement | Skip:
-    """Resolve SPEC §3 binding and placement for one fio process.
+    """Resolve the binding and placement for one fio process.
 
     Parameters
     ----------

@@ -62,7 +62,7 @@ class FioProcess:
     this host's part of the point's one ``fio --client`` command (:func:`client_argv`)."""
 
     def to_json(self) -> dict[str, Any]:
-        """The SPEC §1 ``processes[]`` object."""
+        """One entry of ``processes[]`` in ``plan --json``."""
         return {
             **({"host": self.host} if self.host is not None else {}),
             "argv": list(self.argv),
@@ -100,7 +100,7 @@ class PlannedRun:
         return f"{self.point:04d}-r{self.repeat}"
 
     def to_json(self) -> dict[str, Any]:
-        """The SPEC §1 ``plan --json`` object."""
+        """One run of ``plan --json``."""
         return {
             "point": self.point,
             "repeat": self.repeat,
@@ -350,7 +350,7 @@ class _Planner:
         return resolve_placement(binding, placement, numjobs, homes.pop(), self.topology, target=label)
 
     def settings(self, combo: Combo) -> dict[str, dict[str, Any]]:
-        """``{disk: {setting: value}}`` the point writes to sysfs (SPEC §4)."""
+        """``{disk: {setting: value}}`` the point writes to sysfs (docs/matrix.md, device settings)."""
         wanted = {name: combo[name] for name in SETTINGS if name in combo}
         if not wanted:
             return {}

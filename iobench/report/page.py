@@ -354,7 +354,7 @@ def _split_by(frame: pd.DataFrame) -> list[str] | None:
 
 
 def _host_sections(manifest: Manifest) -> list[dict[str, Any]]:
-    """Per host of a sweep across hosts (SPEC §11): its machine facts and its targets."""
+    """Per host of a sweep across hosts (docs/hosts.md): its machine facts and its targets."""
     fields = (
         ("hostname", "hostname"),
         ("ssh", "ssh"),

@@ -496,7 +496,7 @@ def point_totals(df: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFr
     Parameters
     ----------
     df : pandas.DataFrame
-        A tidy frame (SPEC §6). Only rows with status ``ok`` and a direction
+        A tidy frame (docs/frame.md). Only rows with status ``ok`` and a direction
         count. A frame from :func:`iobench.parse_fio` has no ``point``: each fio
         output (``source``) is one.
     by : sequence of str, optional
@@ -672,7 +672,7 @@ def summarize(
     Parameters
     ----------
     df : pandas.DataFrame
-        The tidy frame (SPEC §6); rows not ``ok`` and rows without a direction
+        The tidy frame (docs/frame.md); rows not ``ok`` and rows without a direction
         are ignored. Without a ``repeat`` column every row is repeat 0.
     by : sequence of str, optional
         Columns that split a point further, as in :func:`point_totals`.

@@ -40,7 +40,7 @@ def point_files(point_dir: Path) -> list[tuple[str | None, Path]]:
     return found
 
 
-#: The long form's columns (SPEC §12).
+#: The long form's columns (docs/telemetry.md).
 COLUMNS: tuple[str, ...] = ("point", "repeat", "t_s", "source", "entity", "node", "metric", "value")
 """The columns of a samples file."""
 LONG_COLUMNS: tuple[str, ...] = (*COLUMNS[:2], "host", *COLUMNS[2:])

@@ -128,7 +128,7 @@ def _point_tables(
 
 
 def telemetry(run: Any) -> pd.DataFrame:
-    """Every telemetry sample of a run, in long form (SPEC §12).
+    """Every telemetry sample of a run, in long form (docs/telemetry.md).
 
     Parameters
     ----------
@@ -582,7 +582,7 @@ class _Judge:
 
 
 def _links(machine: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Each device's PCIe bandwidth facts from the manifest's topology, where the topology has them (SPEC §9).
+    """Each device's PCIe bandwidth facts from the manifest's topology, where the topology has them (docs/pcie.md).
 
     ``bw``: the narrowest link on its way up (``pcie.link_bw_bytes``, else its
     own link's); ``root_port`` and ``port_bw``: its root port and that port's

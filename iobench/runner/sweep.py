@@ -97,7 +97,7 @@ class RunResult:
 
     @property
     def exit_code(self) -> int:
-        """SPEC §1: 0 when every point is ok (or skipped), 1 when some failed or timed out."""
+        """0 when every point is ok (or skipped), 1 when some failed or timed out (docs/running.md)."""
         return 1 if self.counts.get("failed", 0) or self.counts.get("timeout", 0) else 0
 
 

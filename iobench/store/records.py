@@ -107,7 +107,7 @@ class ProcessRecord(BaseModel):
     cpus_observed: str | None = None
     observed: list[ObservedProcess] = Field(default_factory=list)
     host: str | None = None
-    """The host whose fio server ran it (``hosts:``, SPEC §11); absent for this machine."""
+    """The host whose fio server ran it (``hosts:``); absent for this machine."""
     client: str | None = None
     """What ``fio --client=`` took for that host (``127.0.0.1,<port>``, the SSH forward)."""
     client_port: int | None = None
@@ -215,7 +215,7 @@ class Manifest(Record):
     settings_restored: dict[str, dict[str, Any]] = Field(default_factory=dict)
     machine: MachineFacts = Field(default_factory=MachineFacts)
     hosts: list[dict[str, Any]] = Field(default_factory=list)
-    """Each host's machine facts (``hosts:``, SPEC §11); ``machine`` is then the client. Absent when empty."""
+    """Each host's machine facts (``hosts:``); ``machine`` is then the client. Absent when empty."""
 
     @model_serializer(mode="wrap")
     def _without_empty_hosts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The run directory of SPEC §6: points saved atomically, the manifest, the tidy frame.
+"""The run directory (docs/running.md): points saved atomically, the manifest, the tidy frame.
 
 Every file iobench writes for a run reaches its final name in one rename, after
 its bytes are on disk: a full disk, a read-only remount or a removed directory

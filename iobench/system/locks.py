@@ -1,4 +1,4 @@
-"""One iobench run per device at a time (SPEC §5), and no one else's use of a device it writes.
+"""One iobench run per device at a time, and no one else's use of a device it writes.
 
 Each disk has a lock file under ``state_dir()/locks``, held with ``flock``.
 The kernel drops a flock when its holder exits however it exits, so a run

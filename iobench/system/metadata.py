@@ -1,4 +1,4 @@
-"""The machine and software a run happened on, saved with every result (SPEC §6)."""
+"""The machine and software a run happened on, saved with every result."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What /proc shows about a running fio: the CPUs and memory policy each process really has.
 
-Placement is verified, not assumed (SPEC §3): the runner polls fio's process
+Placement is verified, not assumed: the runner polls fio's process
 group while it runs and :func:`check_placement` compares what it saw with the plan.
 """
 

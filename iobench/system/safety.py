@@ -1,4 +1,4 @@
-"""Which targets a matrix may touch (SPEC §5). Refusals change nothing.
+"""Which targets a matrix may touch (docs/guard.md). Refusals change nothing.
 
 The rules, in order: a block device is written only when its target says
 ``allow_write: true`` and it is not mounted (itself or a partition), not swap,
@@ -240,7 +240,7 @@ def device_refusal(
     sysfs: str | os.PathLike[str] = "/sys",
     proc: str | os.PathLike[str] = "/proc",
 ) -> str | None:
-    """Why a block device must never be written, or None (SPEC §5, first rule).
+    """Why a block device must never be written, or None (the guard's first rule).
 
     Refused: the device or one of its partitions mounted, used as swap or held
     by LVM/md/dm; the device on, or a member of the device under, ``/``; a

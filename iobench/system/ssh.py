@@ -1,4 +1,4 @@
-"""The system's OpenSSH client as iobench's transport to other hosts (SPEC §11).
+"""The system's OpenSSH client as iobench's transport to other hosts (docs/hosts.md).
 
 One :class:`Ssh` per host holds a control connection (``ControlMaster``) for
 the whole run; every remote command and port forward goes through it, so a

@@ -91,7 +91,7 @@ class Device:
     name : str
         Kernel name, e.g. ``nvme0n1``, ``sda``, ``dm-0``, ``loop3``.
     numa_node : int or None
-        Home node (SPEC §3): ``numa_node`` of the nearest device above it in
+        Home node: ``numa_node`` of the nearest device above it in
         sysfs, or its ``local_cpulist`` when that lies inside exactly one node;
         ``None`` when the kernel does not know (-1) or the device is virtual.
     scheduler, schedulers : str or None, tuple of str
@@ -253,7 +253,7 @@ class Topology:
         Returns
         -------
         dict
-            ``nodes``, ``cores`` and ``devices`` in the shape of SPEC §9, plus
+            ``nodes``, ``cores`` and ``devices`` in the shape of ``topology --json``, plus
             ``fsroot``, each core's ``node`` and each device's ``partitions``,
             ``holders`` and ``slaves``. Each device carries ``pci_path``
             (root port first, its own function last; empty off PCI),

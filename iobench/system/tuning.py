@@ -1,4 +1,4 @@
-"""Device queue settings (SPEC §4): validate, journal, apply, restore.
+"""Device queue settings: validate, journal, apply, restore.
 
 Originals are written to a journal file per disk *before* the first change,
 so that a run killed with SIGKILL can still be undone by ``iobench restore``

@@ -1,4 +1,4 @@
-"""fio output into the tidy frame (SPEC §6).
+"""fio output into the tidy frame (docs/frame.md).
 
 >>> from iobench.results.fioout import parse_fio
 >>> df = parse_fio("fio.json")          # doctest: +SKIP

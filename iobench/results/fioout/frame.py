@@ -1,4 +1,4 @@
-"""Rows of job records (:mod:`iobench.results.fioout.rows`) into the tidy frame of SPEC §6.
+"""Rows of job records (:mod:`iobench.results.fioout.rows`) into the tidy frame (docs/frame.md).
 
 The columns, their dtypes and the derived ones are :mod:`~iobench.results.fioout.rows`'s.
 """

@@ -1,4 +1,4 @@
-"""Job records into the tidy frame's rows and columns (SPEC §6: one row per job × direction); no pandas.
+"""Job records into the tidy frame's rows and columns (one row per job × direction); no pandas.
 
 Derived columns:
 
