@@ -631,6 +631,7 @@ def test_other_processes_on_the_points_cpus_are_counted_per_cpu(fake_run: Callab
             (300, 300, "burner", False): (0.5, 0.0, 0),
             (400, 400, "iobench", False): (0.2, 0.0, 1),  # the runner itself: not another process
             (400, 401, "iobench-sample", False): (0.1, 0.0, 1),
+            (500, 500, "iobench", False): (0.1, 0.0, 1),  # another process of the same name: is one
             (9, 9, "kworker/0:1", True): (0.0, 0.3, 0),
         },
     )
@@ -643,11 +644,15 @@ def test_other_processes_on_the_points_cpus_are_counted_per_cpu(fake_run: Callab
     )
     samples = iobench.telemetry(fake.run.path)
     other = samples[(samples["metric"] == "other_pct") & (samples["point"] == 1)]
-    assert other.groupby("entity")["value"].mean().to_dict() == pytest.approx({"0": 50.0, "1": 0.0})
+    assert other.groupby("entity")["value"].mean().to_dict() == pytest.approx({"0": 50.0, "1": 10.0})
+    # A busy process is named with its pid; iobench's own threads are told apart from a namesake.
+    threads = samples[(samples["source"] == "thread") & (samples["point"] == 1)]
+    assert {"burner [pid 300]", "iobench [pid 500]", "iobench [iobench, pid 400]"} <= set(threads["entity"])
+    assert "iobench-sample [iobench, pid 400]" in set(threads["entity"])
     out = summary(fake).set_index("point")
-    assert out["cpu_other_pct"][1] == pytest.approx(25.0)
+    assert out["cpu_other_pct"][1] == pytest.approx(30.0)
     assert out["cpu_other_max_pct"][1] == pytest.approx(50.0)
-    assert out["cpu_other_top"][1] == "burner (50 %)"
+    assert out["cpu_other_top"][1] == "burner [pid 300] (50 %)"
     assert out["cpu_other_pct"][2] == 0.0 and pd.isna(out["cpu_other_top"][2])
     assert "iobench" not in (out["telemetry_note"][1] or "")
 

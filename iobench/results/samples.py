@@ -102,6 +102,19 @@ def _cpu_rows(
             rows.add(t_s, "cpu", str(cpu), node, metric, value)
 
 
+def thread_name(comm: str, pid: int, kind: str) -> str:
+    """A thread's ``entity`` in the long form: its name, and for a process's own threads its pid.
+
+    fio's threads and the kernel's are summed by name (``fio``, ``kworker/0:1H``):
+    what they cost is the point's. Any other process's are named with its pid,
+    and iobench's own say so (``python3 [iobench, pid 400]``), so that a busy
+    process is never confused with iobench itself or another of the same name.
+    """
+    if kind in ("fio", "kernel"):
+        return comm
+    return f"{comm} [iobench, pid {pid}]" if kind == "iobench" else f"{comm} [pid {pid}]"
+
+
 def _thread_rows(
     rows: _Rows,
     t_s: float,
@@ -133,14 +146,6 @@ def _thread_rows(
         if user + system <= 0:
             continue
         share = 100.0 * (user + system) / seconds
-        totals = named.setdefault(now.comm, [0.0, 0.0, 0.0, 0.0, 0.0])
-        totals[0] += share
-        totals[1] += 100.0 * user / seconds
-        totals[2] += 100.0 * system / seconds
-        totals[3] += 1
-        totals[4] = max(totals[4], share)
-        if share >= where.get(now.comm, (-1.0, None))[0]:
-            where[now.comm] = (share, None if now.processor is None else cpu_nodes.get(now.processor))
         leader = leaders.get(now.pid, "")
         kind = (
             "kernel"
@@ -148,10 +153,19 @@ def _thread_rows(
             else "fio"
             if leader.startswith("fio")
             else "iobench"
-            if now.pid == runner
+            if now.pid == runner or (runner is None and now.comm.startswith("iobench-"))
             else "other"
         )
-        kinds.setdefault(now.comm, kind)
+        name = thread_name(now.comm, now.pid, kind)
+        totals = named.setdefault(name, [0.0, 0.0, 0.0, 0.0, 0.0])
+        totals[0] += share
+        totals[1] += 100.0 * user / seconds
+        totals[2] += 100.0 * system / seconds
+        totals[3] += 1
+        totals[4] = max(totals[4], share)
+        if share >= where.get(name, (-1.0, None))[0]:
+            where[name] = (share, None if now.processor is None else cpu_nodes.get(now.processor))
+        kinds.setdefault(name, kind)
         if kind == "other" and now.processor is not None:
             others[now.processor] = others.get(now.processor, 0.0) + share
     for comm, (cpu, user, system, threads, busiest) in named.items():

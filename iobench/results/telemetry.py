@@ -371,10 +371,10 @@ class _Judge:
         others = [
             f"{name} ({_pct(value)})"
             for name, value in ranked
-            if kinds.get(name) == "other" and value >= OTHER_THREAD_PCT and name != "iobench-sample"
+            if kinds.get(name) == "other" and value >= OTHER_THREAD_PCT
         ]
         top_other = next(
-            ((n, v) for n, v in ranked if kinds.get(n) == "other" and n != "iobench-sample"), None
+            ((n, v) for n, v in ranked if kinds.get(n) == "other"), None
         )
         if top_other is not None:
             self.row["cpu_other_top"] = f"{top_other[0]} ({_pct(top_other[1])})"
