@@ -16,6 +16,7 @@ import pytest
 from iobench.errors import MatrixError
 from iobench.matrix.hosts import ALLOWED_SSH_OPTIONS, IOBENCH_SSH_OPTIONS, ssh_option_problem, user_overrides
 from iobench.matrix.model import parse_matrix
+from iobench.system.fleet import MAX_HOSTS
 from iobench.system.ssh import Ssh, SshTarget
 
 ACCEPTED = [
@@ -141,8 +142,19 @@ def test_a_refused_ssh_option_names_the_line_and_the_allowed_set(
 
 
 @pytest.mark.fio
-def test_hosts_are_capped(tmp_path: Path) -> None:
-    hosts = "".join(f"  - {{name: h{i}, ssh: root@h{i}}}\n" for i in range(1025))
+@pytest.mark.parametrize("count", [MAX_HOSTS + 1, 1025])
+def test_hosts_above_the_tested_fleet_are_refused(tmp_path: Path, count: int) -> None:
+    hosts = "".join(f"  - {{name: h{i}, ssh: root@h{i}}}\n" for i in range(count))
     text = f"version: 1\nname: h\ntargets: [{{path: {tmp_path}/t.dat, size: 1M}}]\nhosts:\n{hosts}"
-    with pytest.raises(MatrixError, match=r"hosts: 1,025 hosts; a matrix runs on at most 1,024"):
+    with pytest.raises(MatrixError) as caught:
         parse_matrix(text, "h.yaml")
+    (issue,) = caught.value.issues
+    assert f"hosts: {count:,} hosts; iobench is tested with up to {MAX_HOSTS} hosts in one run" in issue
+    assert "split the hosts over several runs" in issue
+
+
+@pytest.mark.fio
+def test_the_tested_fleet_is_accepted(tmp_path: Path) -> None:
+    hosts = "".join(f"  - {{name: h{i}, ssh: root@h{i}}}\n" for i in range(MAX_HOSTS))
+    text = f"version: 1\nname: h\ntargets: [{{path: {tmp_path}/t.dat, size: 1M}}]\nhosts:\n{hosts}"
+    assert len(parse_matrix(text, "h.yaml").hosts) == MAX_HOSTS

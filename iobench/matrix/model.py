@@ -53,11 +53,10 @@ from iobench.matrix.values import (
     option_value,
 )
 from iobench.matrix.yamlsource import YamlSyntaxError, load_yaml, locate, locate_key
+from iobench.system.fleet import MAX_HOSTS, too_many_hosts
 
 SUPPORTED_VERSIONS = (1,)
 MAX_RUNS = 10_000
-#: The most hosts one matrix may run on (each is an SSH connection and a fio server).
-MAX_HOSTS = 1024
 WRITE_MODES = {
     "write",
     "trim",
@@ -601,8 +600,8 @@ def _hosts(checker: _Checker, axes: dict[str, tuple[Value, ...]], entries: list[
     if len(checker.model.hosts) > MAX_HOSTS:
         issues.add(
             ("hosts",),
-            f"{len(checker.model.hosts):,} hosts; a matrix runs on at most {MAX_HOSTS:,}",
-            "split the hosts into several matrices",
+            too_many_hosts(len(checker.model.hosts)),
+            f"split the hosts over several runs of at most {MAX_HOSTS}",
             key=True,
         )
         return ()

@@ -58,9 +58,21 @@ from iobench.system.topology import TargetLocation, Topology, discover_topology,
 
 MAX_PARALLEL = 32
 """Hosts connected, checked, started and stopped at once."""
-MAX_HOSTS = 1024
-"""The most hosts one run takes (the matrix says so before anything connects)."""
+MAX_HOSTS = 32
+"""The most hosts one run takes: the largest fleet iobench is tested with (docs/hosts.md, limits).
+
+The matrix refuses more before anything connects. Each host costs this machine
+an SSH control connection, a forward, an agent session and their descriptors
+(about a dozen), and the fio client holds a connection to every server at once.
+"""
 STOP_WAIT_S = 3.0
+
+
+def too_many_hosts(count: int) -> str:
+    """Why a run of ``count`` hosts is refused (above :data:`MAX_HOSTS`)."""
+    return f"{count:,} hosts; iobench is tested with up to {MAX_HOSTS} hosts in one run"
+
+
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 """What a host's frame name may be (it names files): the matrix's rule for ``name:``, also for a hostname."""
 
@@ -347,7 +359,7 @@ class Fleet:
         fio: str = "fio",
     ) -> None:
         if len(specs) > MAX_HOSTS:
-            raise HostsRefused([f"{len(specs)} hosts; one run takes at most {MAX_HOSTS}: split the fleet"])
+            raise HostsRefused([too_many_hosts(len(specs))])
         self.fio_version = fio_version
         self.allow_write = tuple(allow_write)
         self.fio = fio
