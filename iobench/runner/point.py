@@ -398,6 +398,9 @@ class ClientLaunch:
                 dead = host.monitor.unreaped() if host.monitor is not None else []
                 if dead:
                     raise _Killed(f"host {host.host}: {_remote_killed(host, dead)}")
+            if not runner.imported and all(_settled(h, run) for h in hosts):
+                for process in run.processes:
+                    runner.workers_seen(run, process)
             return HOSTS_POLL_S
 
         links = [cwd / f"host-{h.host}" for h in hosts]
@@ -426,6 +429,13 @@ class ClientLaunch:
         if done.timed_out:
             _stop_jobs(hosts)
         return _client_shares(run, sites, done, cwd)
+
+
+def _settled(host: HostSite, run: PlannedRun) -> bool:
+    """Whether the host's agent has seen every worker of the point's fio there (twice)."""
+    expected = sum(p.workers for p in run.processes if p.host == host.host)
+    monitor = host.monitor
+    return monitor is not None and sum(w.settled for w in monitor.workers.values()) >= expected
 
 
 def _remote_killed(host: HostSite, pids: list[int]) -> str:
@@ -578,7 +588,7 @@ class PointRunner:
         self.imported = True
         system = SystemRoot()
         allowed = os.sched_getaffinity(0)
-        keep_thread_off(sorted({c for p in run.processes for c in p.cpus}), system)
+        keep_thread_off(sorted({c for p in run.processes if p.host is None for c in p.cpus}), system)
         try:
             for name in LATER_MODULES:
                 with contextlib.suppress(ImportError):  # fails again, with its message, where it is used

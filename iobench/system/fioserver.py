@@ -92,11 +92,10 @@ boot=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)
 "$fio" --server="sock:$dir/fio.sock" </dev/null >server.log 2>&1 &
 pid=$!
 printf '%s %s\n' "$pid" "$boot" >pid
-( while kill -0 "$pid" 2>/dev/null; do sleep 0.5; done; echo exited ) &
-watch=$!
+reader=
 finish() {
   trap '' HUP INT TERM PIPE
-  kill "$watch" 2>/dev/null
+  [ -n "$reader" ] && kill "$reader" 2>/dev/null
   stop_tree "$pid" "$grace"
   cd / && rm -rf -- "$dir"
 }
@@ -111,7 +110,15 @@ while [ ! -S fio.sock ]; do
   sleep 0.02
 done
 printf 'ready %s %s %s\n' "$pid" "$dir" "$boot"
-cat >/dev/null
+# Nothing polls for the whole run: a reader ends this shell when the input ends, and the shell
+# waits for the server (a background list reads /dev/null unless told: the input goes through fd 3).
+exec 3<&0
+( cat <&3 >/dev/null; kill -TERM $$ 2>/dev/null ) &
+reader=$!
+exec 3<&-
+wait "$pid"
+echo exited
+wait "$reader"
 """
 )
 
