@@ -543,6 +543,43 @@ def test_servers_listen_on_private_sockets_only_and_stop_with_their_session(tmp_
 
 
 @pytest.mark.fio
+def test_a_server_that_ends_on_its_own_is_seen_at_once_and_its_folder_removed(tmp_path: Path) -> None:
+    """The session waits for the server (no polling loop on the host): its end is reported, not guessed."""
+    spec = HostSpec(SshTarget("root@h", (), "h"), ())
+    with Fleet([spec], fio_version="fio-3.33", connector=LocalHosts(tmp_path)) as fleet:
+        fleet.preflight()
+        fleet.start_servers()
+        (host,) = fleet.hosts
+        server = host.server
+        assert server is not None and server.alive()
+        session = server.session.pid
+        # Between points the session runs no program: only its shell, the reader and the server.
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            running = sorted(_cmdline(c).split()[0] for c in _children_of(session))
+            if running == ["cat", "fio", "sh"]:
+                break
+            time.sleep(0.05)
+        time.sleep(1.5)  # what a polling loop would have started meanwhile
+        assert sorted(_cmdline(c).split()[0] for c in _children_of(session)) == ["cat", "fio", "sh"]
+        os.kill(server.pid, 9)
+        deadline = time.monotonic() + 5
+        while server.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not server.alive() and not host.alive()
+        assert Path(server.folder).exists()  # the session stays until its input ends, then tidies up
+    assert _gone(session, wait=10) and not Path(server.folder).exists()
+
+
+def _children_of(pid: int) -> list[int]:
+    """Every descendant of ``pid`` here."""
+    found = []
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        found += [int(child), *_children_of(int(child))]
+    return found
+
+
+@pytest.mark.fio
 def test_a_killed_runs_server_is_stopped_and_a_planted_pid_file_kills_nothing(tmp_path: Path) -> None:
     home = tmp_path / "h"
     connection = _local(tmp_path)
