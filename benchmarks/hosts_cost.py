@@ -1,24 +1,34 @@
-"""What driving N hosts costs the client: wall time and CPU of ``iobench run`` on 1 vs 8 hosts.
+"""What driving N hosts costs: this machine's CPU, each host's CPU against plain fio, wall time.
 
-Creates 8 test hosts on this machine (network namespaces with their own sshd:
+Creates test hosts on this machine (network namespaces with their own sshd:
 tests/netns_hosts.py; needs root and openssh-server), then runs the same short
 sweep (null engine, rate-limited so the hosts' fio servers stay light on a small
-machine; 4 points of 1 s; every point on all hosts at once) through the real CLI
-(``python -m iobench run``) with ``hosts:`` naming 1, then 8 of them, and, as
-the baseline, on this machine alone (no ``hosts:``).
+machine; POINTS points of 1 s; every point on all hosts at once) through the
+library in a fresh process (as ``iobench run`` does) with ``hosts:`` naming 1,
+then N of them; then the same job files as plain ``fio --client`` on plain
+servers of the same hosts, point after point.
 
-Each run is started by a small reaper process (PR_SET_CHILD_SUBREAPER), so every
-process the run starts here — fio clients, ssh control connections and forwards,
-even ones that detach — is reaped by it and its CPU counted:
+Measured, each as the median of the rounds:
 
-- *iobench CPU*: the iobench process itself (all its threads), from
-  ``/proc/<pid>/stat`` of the exited, not yet reaped process;
-- *client CPU*: everything on this machine, iobench included;
-- *hosts' CPU*: what the hosts' sshd sessions (fio servers, remote commands)
-  used, from the sshd listeners' reaped-children times — the far side, shown for
-  scale, not part of the client's cost.
+- *setup*: from the process's start to the first point's start (connect, check,
+  snapshot, plan, lock, start servers, the run directory); *teardown*: from the
+  last point's end to the process's exit;
+- *point spacing*: the median time between two points' starts, against plain
+  ``fio --client``'s time for one point (its wall, point after point);
+- *iobench CPU a point*: the iobench process's own CPU (every thread) while the
+  points ran, divided by the points; *fio client CPU a point*: its children's
+  (the fio client) over the same span; *iobench CPU, setup and teardown*: the rest;
+- *hosts' CPU a point*: every process under the hosts' sshd listeners (sessions,
+  agents, fio servers and their jobs; running ones from /proc, ended ones from
+  their parents' reaped-children times) while the points ran, per host and per
+  point, for iobench and for plain fio on the same hosts: the difference is what
+  iobench adds on each host.
 
-    .venv/bin/python benchmarks/hosts_cost.py [--hosts 1 8] [--rounds 3] [--markdown]
+Each run is started by a small reaper process (PR_SET_CHILD_SUBREAPER), so that
+whatever it leaves running (a detached control master, say) is found, counted as
+a failure and stopped.
+
+    .venv/bin/python benchmarks/hosts_cost.py [--hosts 1 8 32] [--rounds 3] [--markdown]
 """
 
 from __future__ import annotations
@@ -84,6 +94,60 @@ def _stat_times(pid: int) -> tuple[float, float]:
     return (utime + stime) / CLK_TCK, (cutime + cstime) / CLK_TCK
 
 
+def tree_cpu(roots: list[int]) -> tuple[float, float]:
+    """CPU seconds under ``roots`` (theirs included), running and reaped: (fio's, everything else's).
+
+    fio's is every process from a ``fio`` down (the servers and their jobs):
+    what fio itself costs. The rest is the sessions, shells and sshd: what
+    reaching the host costs.
+    """
+    fio = other = 0.0
+    stack = [(pid, False) for pid in roots]
+    while stack:
+        pid, under_fio = stack.pop()
+        try:
+            text = Path(f"/proc/{pid}/stat").read_text()
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:  # ended meanwhile: its parent's reaped-children time has it
+            continue
+        is_fio = under_fio or text[text.index("(") + 1 : text.rindex(")")].startswith("fio")
+        fields = text.rpartition(")")[2].split()
+        own, reaped = (
+            sum(int(f) for f in fields[11:13]) / CLK_TCK,
+            sum(int(f) for f in fields[13:15]) / CLK_TCK,
+        )
+        # A shell's reaped children are its programs; a fio's are its jobs.
+        if is_fio:
+            fio += own + reaped
+        else:
+            other += own + reaped
+        stack += [(int(c), is_fio) for c in children]
+    return fio, other
+
+
+class Others:
+    """How many CPUs other processes (and steal) took meanwhile: the machine's busy time less this run's own."""
+
+    def __init__(self, listeners: list[int]) -> None:
+        self.listeners = listeners
+        self.start = (self._busy(), self._ours(), time.perf_counter())
+
+    @staticmethod
+    def _busy() -> float:
+        with open("/proc/stat") as stat:
+            ticks = [int(x) for x in stat.readline().split()[1:9]]  # user ... steal
+        return (sum(ticks) - ticks[3] - ticks[4]) / CLK_TCK
+
+    def _ours(self) -> float:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime + time.process_time() + sum(tree_cpu(self.listeners))
+
+    def cpus(self) -> float:
+        busy, ours, started = self.start
+        taken = (self._busy() - busy) - (self._ours() - ours)
+        return max(taken, 0.0) / (time.perf_counter() - started)
+
+
 def reaper(argv: list[str], out: Path) -> dict[str, Any]:
     """Run ``argv``, then reap it and every orphan it leaves; its wall time and CPU (this runs in a child)."""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -134,23 +198,30 @@ def reaper(argv: list[str], out: Path) -> dict[str, Any]:
 # What `iobench run` does, through the library, with the moments that matter recorded: the run
 # starting (connected, checked, servers up), each point's start and end, the run's end.
 DRIVER = """
-import json, sys, time
+import json, os, resource, sys, time
+sys.path.insert(0, sys.argv[3])
+from hosts_cost import tree_cpu
 import iobench
 from iobench.runner.sweep import NullProgress
 t0 = time.monotonic()
+sshd = [int(p) for p in os.environ.get("HOSTS_SSHD", "").split()]
 marks = {"points": []}
+def cpu():
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return [time.process_time(), children.ru_utime + children.ru_stime, *tree_cpu(sshd)]
 class Timed(NullProgress):
-    def started(self, plan, todo, run_dir):
-        marks["started"] = time.monotonic() - t0
     def point_started(self, run, index):
-        marks["points"].append([time.monotonic() - t0, None])
+        now = time.monotonic() - t0
+        if not marks["points"]:
+            marks["first"] = cpu()
+        marks["points"].append([now, None])
     def point_finished(self, run, outcome):
         marks["points"][-1][1] = time.monotonic() - t0
-    def finished(self, result):
-        marks["finished"] = time.monotonic() - t0
+        marks["last"] = cpu()
 r = iobench.run(iobench.load_matrix(sys.argv[1]), out=sys.argv[2], progress=Timed())
 marks["ended"] = time.monotonic() - t0
 marks["run_dir"] = str(r.run_dir)
+marks["total"] = [time.process_time()]
 print(json.dumps(marks))
 """
 
@@ -161,13 +232,15 @@ def run_once(matrix: Path, hosts: NetnsHosts, out: Path) -> dict[str, Any]:
     # The sshd listeners (children of `unshare`) reap the sessions, and with them the fio servers.
     sshds = [c for h in hosts if h.sshd is not None for c in _children(h.sshd.pid)]
     before = sum(_stat_times(p)[1] for p in sshds)
-    argv = [sys.executable, "-c", DRIVER, str(matrix), str(out / "results")]
+    argv = [sys.executable, "-c", DRIVER, str(matrix), str(out / "results"), str(Path(__file__).parent)]
+    listeners = " ".join(str(h.sshd.pid) for h in hosts if h.sshd is not None)
     done = subprocess.run(
         [sys.executable, __file__, "--reap", str(out), "--", *argv],
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT_S + 60,
         check=True,
+        env={**os.environ, "HOSTS_SSHD": listeners},
     )
     result: dict[str, Any] = json.loads(done.stdout)
     # sshd reaps its sessions once they closed; give the last ones a moment.
@@ -186,6 +259,12 @@ def run_once(matrix: Path, hosts: NetnsHosts, out: Path) -> dict[str, Any]:
         else math.nan
     )
     result["run_dir"] = marks["run_dir"]
+    (own0, kids0, fio0, other0), (own1, kids1, fio1, other1) = marks["first"], marks["last"]
+    result["iobench_point_cpu_s"] = (own1 - own0) / len(points)
+    result["client_point_cpu_s"] = (kids1 - kids0) / len(points)
+    result["iobench_rest_cpu_s"] = marks["total"][0] - (own1 - own0)
+    result["hosts_fio_point_cpu_s"] = (fio1 - fio0) / len(points)
+    result["hosts_point_cpu_s"] = (other1 - other0) / len(points)
     return result
 
 
@@ -237,6 +316,8 @@ def plain_fio(hosts: list[NetnsHost], every: NetnsHosts, run_dir: Path, base: Pa
                 check=True,
                 capture_output=True,
             )
+        listeners = [h.sshd.pid for h in every if h.sshd is not None]
+        fio_first, at_first = tree_cpu(listeners)
         for point in sorted(p for p in (run_dir / "points").iterdir() if p.name[0].isdigit()):
             work = base / f"plain-{point.name}"
             work.mkdir()
@@ -248,6 +329,7 @@ def plain_fio(hosts: list[NetnsHost], every: NetnsHosts, run_dir: Path, base: Pa
             started = time.monotonic()
             subprocess.run(argv, cwd=work, check=True, capture_output=True, timeout=RUN_TIMEOUT_S)
             walls.append(time.monotonic() - started)
+        fio_last, at_last = tree_cpu(listeners)
     finally:
         for session in sessions:
             assert session.stdin is not None
@@ -260,13 +342,15 @@ def plain_fio(hosts: list[NetnsHost], every: NetnsHosts, run_dir: Path, base: Pa
     return {
         "plain_point_s": statistics.median(walls),
         "plain_hosts_cpu_s": sum(_stat_times(p)[1] for p in sshds) - before,
+        "plain_hosts_point_cpu_s": (at_last - at_first) / len(walls),
+        "plain_hosts_fio_point_cpu_s": (fio_last - fio_first) / len(walls),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--hosts", type=int, nargs="+", default=[0, 1, 8], help="host counts (0: this machine alone)"
+        "--hosts", type=int, nargs="+", default=[1, 8, 32], help="host counts (0: this machine alone)"
     )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--markdown", action="store_true", help="print a table for docs/benchmarks.md")
@@ -284,6 +368,7 @@ def main() -> None:
         netns_hosts(max(args.hosts)) as hosts,
     ):
         base = Path(tmp)
+        others = Others([h.sshd.pid for h in hosts if h.sshd is not None])
         for n in args.hosts:
             matrix = base / f"hosts-{n}.yaml"
             matrix.write_text(matrix_text(hosts.hosts[:n], base))
@@ -297,42 +382,59 @@ def main() -> None:
                         plain_fio(hosts.hosts[:n], hosts, Path(result["run_dir"]), base / f"run-{n}-{r}")
                     )
                 else:
-                    result.update(plain_point_s=math.nan, plain_hosts_cpu_s=math.nan)
+                    result.update(
+                        plain_point_s=math.nan, plain_hosts_cpu_s=math.nan, plain_hosts_point_cpu_s=math.nan
+                    )
                 runs.append(result)
             rows.append((n, {k: statistics.median(float(x[k]) for x in runs) for k in MEASURES}))
             if not args.markdown:
                 print(n, rows[-1][1], flush=True)
+        taken = others.cpus()
     print(
-        "| hosts | points | setup (s) | teardown (s) | point spacing (s) | plain fio --client a point (s) "
-        "| iobench CPU (s) | client CPU (s) | hosts' CPU (s) | hosts' CPU, plain fio (s) |"
+        "| hosts | setup (s) | teardown (s) | point spacing (s) | plain fio --client a point (s) | ratio "
+        "| iobench CPU a point (ms) | fio client CPU a point (ms) | iobench CPU, setup and teardown (s) "
+        "| each host's CPU a point besides fio, iobench (ms) | the same, plain fio (ms) | added (ms) "
+        "| fio's own CPU a point on each host, iobench / plain fio (ms) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n, m in rows:
+        keys = (
+            "hosts_point_cpu_s",
+            "plain_hosts_point_cpu_s",
+            "hosts_fio_point_cpu_s",
+            "plain_hosts_fio_point_cpu_s",
+        )
+        host_ms = {k: 1000 * m[k] / n if n else math.nan for k in keys}
         print(
-            f"| {n or 'this machine'} | {POINTS} | {m['setup_s']:.2f} | {m['teardown_s']:.2f} | "
-            f"{m['point_spacing_s']:.2f} | {m['plain_point_s']:.2f} | {m['iobench_cpu_s']:.2f} | "
-            f"{m['client_cpu_s']:.2f} | {m['hosts_cpu_s']:.2f} | {m['plain_hosts_cpu_s']:.2f} |"
+            f"| {n or 'this machine'} | {m['setup_s']:.2f} | {m['teardown_s']:.2f} | "
+            f"{m['point_spacing_s']:.2f} | {m['plain_point_s']:.2f} | "
+            f"{m['point_spacing_s'] / m['plain_point_s']:.2f} | {1000 * m['iobench_point_cpu_s']:.0f} | "
+            f"{1000 * m['client_point_cpu_s']:.0f} | {m['iobench_rest_cpu_s']:.2f} | "
+            f"{host_ms['hosts_point_cpu_s']:.0f} | {host_ms['plain_hosts_point_cpu_s']:.0f} | "
+            f"{host_ms['hosts_point_cpu_s'] - host_ms['plain_hosts_point_cpu_s']:.0f} | "
+            f"{host_ms['hosts_fio_point_cpu_s']:.0f} / {host_ms['plain_hosts_fio_point_cpu_s']:.0f} |"
         )
     remote = sorted((n, m) for n, m in rows if n > 0)
     if len(remote) >= 2:
         (n0, m0), (n1, m1) = remote[0], remote[-1]
-        extra = (n1 - n0) * POINTS
+        during = 1000 * (m1["iobench_point_cpu_s"] - m0["iobench_point_cpu_s"]) / (n1 - n0)
+        whole = 1000 * (m1["iobench_cpu_s"] - m0["iobench_cpu_s"]) / ((n1 - n0) * POINTS)
         print(
-            f"\neach host beyond {n0}, per point: wall {1000 * (m1['wall_s'] - m0['wall_s']) / extra:.0f} ms, "
-            f"iobench CPU {1000 * (m1['iobench_cpu_s'] - m0['iobench_cpu_s']) / extra:.0f} ms, "
-            f"client CPU {1000 * (m1['client_cpu_s'] - m0['client_cpu_s']) / extra:.0f} ms"
+            f"\neach host beyond {n0}, per point: iobench CPU {during:.1f} ms while the points run, "
+            f"{whole:.1f} ms with setup and teardown spread over the {POINTS} points"
         )
-    for n, m in remote:
-        added = (m["hosts_cpu_s"] - m["plain_hosts_cpu_s"]) / (n * POINTS)
-        print(
-            f"{n} hosts: iobench adds {1000 * added:.0f} ms of each host's CPU a point over plain fio --client; "
-            f"points {m['point_spacing_s']:.2f} s apart against {m['plain_point_s']:.2f} s for plain fio "
-            f"({m['point_spacing_s'] / m['plain_point_s']:.2f}x)"
-        )
+    print(f"({POINTS} points of 1 s; other processes took {taken:.2f} of {os.cpu_count()} CPUs meanwhile)")
 
 
 MEASURES = (
     "wall_s",
+    "iobench_point_cpu_s",
+    "client_point_cpu_s",
+    "iobench_rest_cpu_s",
+    "hosts_point_cpu_s",
+    "plain_hosts_point_cpu_s",
+    "hosts_fio_point_cpu_s",
+    "plain_hosts_fio_point_cpu_s",
     "iobench_cpu_s",
     "client_cpu_s",
     "hosts_cpu_s",

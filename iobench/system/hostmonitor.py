@@ -359,8 +359,9 @@ class HostMonitor:
                 if now >= due:
                     with self._lock:
                         if self._active:
-                            self._send(b"L\nS\n" if every and ticks % every == 0 else b"L\n")
+                            # The point's edge took a sample as it began: the next one an interval later.
                             ticks += 1
+                            self._send(b"L\nS\n" if every and ticks % every == 0 else b"L\n")
                         else:
                             ticks = 0
                     due = now + self.tick
