@@ -118,7 +118,7 @@ def test_an_allowed_engine_written_in_capitals_still_finds_its_options(
     text = ENGINE_MATRIX.format(
         target=tmp_path / "t.dat", fio="  ioengine: LIBAIO\n  userspace_reap: 1", matrix=""
     )
-    done = iobench("plan", str(write_matrix(text)))
+    done = iobench("plan", str(write_matrix(text)), "--jobfiles")
     assert done.returncode == 0, done.stderr
     assert "ioengine=libaio" in done.stdout and "userspace_reap=1" in done.stdout
 

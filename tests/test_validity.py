@@ -267,7 +267,7 @@ def test_a_process_on_the_points_cpus_is_contention(quiet: SystemRoot, tmp_path:
     assert codes(out.loc[(1, 1)]) == {"cpu-contention"}
     assert out.loc[(1, 1), "validity_detail"] == (
         "cpu-contention: other processes took 30 % of the point's CPUs on average and 60 % of the busiest "
-        "one; the busiest of them: burner (60 %)."
+        "one; the busiest of them: burner [pid 300] (60 %)."
     )
     assert codes(out.loc[(2, 1)]) == set()
 

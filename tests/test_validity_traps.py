@@ -145,7 +145,8 @@ while True:
 def burner_share(frame: pd.DataFrame) -> float:
     """The burner's mean CPU share (% of one CPU) in the point's telemetry; 0 when it was not seen."""
     samples = iobench.telemetry(frame.attrs["run_dir"])
-    mine = samples[(samples["entity"] == "iobench-burner") & (samples["metric"] == "cpu_pct")]
+    named = samples["entity"].str.startswith("iobench-burner [pid ")  # another process: named with its pid
+    mine = samples[named & (samples["metric"] == "cpu_pct")]
     return float(mine["value"].mean()) if len(mine) else 0.0
 
 
