@@ -487,7 +487,7 @@ def _check_columns(side: _Side, split: Sequence[str]) -> None:
         params = [c for c in parameter_columns(side.frame) if c != "run_id"]
         raise ResultsError(
             f"--by {','.join(missing)}: no such column in {side.name} ({side.label}); its parameters: "
-            f"{', '.join(params) or 'none'} (also: {', '.join(c for c in (*CONTEXT, 'host') if c in side.frame)})"
+            f"{', '.join(params) or 'none'} (also: {', '.join(c for c in CONTEXT if c in side.frame)})"
         )
 
 
@@ -645,7 +645,7 @@ def _point_ids(rows: pd.DataFrame, point: str) -> list[object]:
 
 
 def _ambiguous(side: _Side, keys: Sequence[str], rows: pd.DataFrame, first: pd.Series) -> str:
-    candidates = [c for c in (*parameter_columns(rows), *CONTEXT, "host", "target") if c in rows]
+    candidates = [c for c in (*parameter_columns(rows), *CONTEXT) if c in rows]
     differing = [c for c in dict.fromkeys(candidates) if c not in keys and _varies(rows, c)]
     where = ", ".join(f"{k}={first[k]}" for k in keys) or "the whole run"
     hint = f"they differ in {', '.join(differing)}; add " + (differing[0] if differing else "a column")

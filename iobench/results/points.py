@@ -24,6 +24,17 @@ column                             a point × repeat × direction
 ``inflight``                       Little's law on the point: ``iops × lat_mean_us / 1e6``
 =================================  ==============================================================
 
+**A point on several hosts** (a group whose rows name two hosts or more) is
+the cluster: its ``iops`` and ``bw_bytes`` are all its hosts' I/Os and bytes
+within the window all of them ran (``window_ios``, ``window_s``:
+:mod:`iobench.results.hostspan`) over that window; ``total_ios``,
+``io_bytes`` and ``runtime_ms`` stay fio's group rule over every host (all
+I/Os, the longest runtime), the percentiles come from every host's merged
+histograms, and ``hosts`` says how many hosts the total sums. Where a host's
+window is unknown (a run from before iobench logged hosts in Unix time, a log
+missing) the point falls back to fio's group rule over all hosts, and
+``window_s`` is NA. ``by=["host"]`` gives each host its own row, by fio's rule.
+
 A sum or mean over a point is NA when any of its jobs lacks the value: a total
 over some of the jobs is not the point's. Without a ``runtime_ms`` column (a
 hand-made frame) every job counts as running equally long.
@@ -55,11 +66,19 @@ IDENTITY: tuple[str, ...] = schema.group("identity")
 PLACEMENT: tuple[str, ...] = schema.group("placement")
 #: Run bookkeeping columns.
 EXTRA: tuple[str, ...] = schema.group("run")
-#: Placement columns that can differ from point to point: :func:`point_totals` keeps them
-#: (the distinct values joined with ``+`` where a point spans several).
-CONTEXT: tuple[str, ...] = ("target", "scheduler", "readahead_kb")
+#: Columns that can differ from point to point: :func:`point_totals` keeps them (the distinct
+#: values joined with ``+`` where a point spans several: ``a+b``, the hosts of a point on two).
+CONTEXT: tuple[str, ...] = ("host", "target", "scheduler", "readahead_kb")
 #: Columns :func:`point_totals` adds besides the metrics.
 ADDED: tuple[str, ...] = ("jobs", "pct_exact")
+#: When a point's hosts ran together, and the hosts far from the others (:mod:`iobench.results.hostspan`,
+#: :mod:`iobench.results.hostoutliers`): the same on every row of a point × repeat (× direction),
+#: but ``window_ios``, which is per job and direction.
+HOSTS: tuple[str, ...] = schema.group("hosts")
+#: The text columns among :data:`HOSTS`.
+HOSTS_TEXT: frozenset[str] = frozenset(c for c in HOSTS if schema.dtype(c) == "string")
+#: What :func:`summarize` keeps of them over repeats: the numbers' means, the outliers seen.
+HOSTS_SUMMARY: tuple[str, ...] = ("window_s", "start_skew_ms", "overlap_pct", "host_outliers")
 #: The steady-state verdict of each point × repeat (:mod:`iobench.results.steady`), and the
 #: count :func:`summarize` makes of it: not parameters.
 STEADY: tuple[str, ...] = schema.group("steady")
@@ -380,6 +399,9 @@ def _totals(rows: pd.DataFrame, keys: list[str], context: list[str]) -> pd.DataF
     out["iops"] = _ratio(groups.sum(ios) * 1000.0, longest)
     if {"io_bytes", "bw_bytes"} & present:
         out["bw_bytes"] = _ratio(groups.sum(volume) * 1000.0, longest)
+    hosts = _host_counts(rows, ids, count) if "host" in present else None
+    if hosts is not None and "window_ios" in present and "window_s" in present:
+        _cluster_rates(rows, groups, hosts, ios, volume, out)
     # Without runtimes, volumes would only be the rates renamed: left out.
     if "io_bytes" in present or ("bw_bytes" in present and has_runtime):
         out["io_bytes"] = groups.sum(volume)
@@ -414,15 +436,19 @@ def _totals(rows: pd.DataFrame, keys: list[str], context: list[str]) -> pd.DataF
     columns.update((column, pd.array(values, dtype="Float64")) for column, values in out.items())
     columns["jobs"] = pd.array(np.bincount(ids, minlength=count), dtype="Int64")
     columns["pct_exact"] = pct_exact.array
+    if hosts is not None:
+        columns["hosts"] = pd.array(hosts, dtype="Int64")
     for column in context:
         columns[column] = _one_or_joined(rows, column, ids, count).array
     if "steady" in present:
         columns["steady"] = _all_of(rows["steady"], ids, count)
     if "steady_reason" in present:
         columns["steady_reason"] = _one_or_joined(rows, "steady_reason", ids, count).astype("string").array
-    for column in TELEMETRY:
-        if column in present:  # the same on every row of a point × repeat (× direction)
-            if column in TELEMETRY_TEXT:
+    for column in (*TELEMETRY, *HOSTS):
+        if (
+            column in present and column != "window_ios"
+        ):  # the same on every row of a point × repeat (× direction)
+            if column in TELEMETRY_TEXT or column in HOSTS_TEXT:
                 columns[column] = pd.array(_one_or_joined(rows, column, ids, count).array, dtype="string")
             else:
                 numbers = _floats(rows, column)
@@ -430,6 +456,37 @@ def _totals(rows: pd.DataFrame, keys: list[str], context: list[str]) -> pd.DataF
                 top = groups.max(np.where(np.isnan(numbers), -np.inf, numbers))
                 columns[column] = pd.array(np.where(known, top, np.nan), dtype="Float64")
     return pd.DataFrame(columns, index=pd.RangeIndex(count))
+
+
+def _host_counts(rows: pd.DataFrame, ids: np.ndarray, count: int) -> np.ndarray:
+    """How many distinct hosts each group's rows name."""
+    codes, _ = pd.factorize(rows["host"].array, use_na_sentinel=True)
+    known = codes >= 0
+    pairs = np.unique(ids[known].astype(np.int64) * (int(codes.max(initial=0)) + 1) + codes[known])
+    return np.bincount(pairs // (int(codes.max(initial=0)) + 1), minlength=count)
+
+
+def _cluster_rates(
+    rows: pd.DataFrame,
+    groups: _Groups,
+    hosts: np.ndarray,
+    ios: np.ndarray,
+    volume: np.ndarray,
+    out: dict[str, np.ndarray],
+) -> None:
+    """Groups of several hosts: ``iops`` and ``bw_bytes`` over the window all of them ran (module note)."""
+    window_ios = _floats(rows, "window_ios")
+    in_window = groups.sum(window_ios)
+    window_s = groups.max(_floats(rows, "window_s"))
+    # Each job's bytes follow its I/Os at its own mean size.
+    window_bytes = groups.sum(window_ios * _ratio(volume, ios))
+    cluster = (hosts >= 2) & np.isfinite(in_window) & (window_s > 0)
+    out["window_ios"] = in_window
+    out["iops"] = np.where(cluster, _ratio(in_window, window_s), out["iops"])
+    if "bw_bytes" in out:
+        out["bw_bytes"] = np.where(
+            cluster & np.isfinite(window_bytes), _ratio(window_bytes, window_s), out["bw_bytes"]
+        )
 
 
 def _all_of(column: pd.Series, ids: np.ndarray, count: int) -> pd.api.extensions.ExtensionArray:
@@ -514,7 +571,9 @@ def point_totals(df: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFr
         bins, or one job's printed value; false: approximated; NA: none); then
         the :data:`CONTEXT` columns; then ``steady`` and ``steady_reason`` when
         ``df`` has them (a point × repeat judged as a whole); then the
-        :data:`TELEMETRY` columns the frame has (the same on every row of a point × repeat × direction).
+        :data:`TELEMETRY` columns the frame has (the same on every row of a point × repeat × direction),
+        ``hosts`` (how many hosts the total sums; with a ``host`` column) and
+        the :data:`HOSTS` columns the frame has (``window_ios`` summed).
 
     Raises
     ------
