@@ -23,8 +23,8 @@ from iobench.matrix.model import Matrix, point_writes
 from iobench.matrix.targets import Target
 from iobench.matrix.values import IOBENCH_AXES, Duration, Value, fio_text
 from iobench.planner.jobfile import opened_problems, render_jobfile
-from iobench.planner.timelogs import host_log_options
 from iobench.planner.placement import Placement, Skip, job_binding, resolve_placement
+from iobench.planner.timelogs import host_log_options
 from iobench.system.cpulist import format_cpulist
 from iobench.system.fleet import Fleet, HostFacts, HostSpec
 from iobench.system.hostfs import SystemRoot

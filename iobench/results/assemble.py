@@ -313,13 +313,35 @@ def point_frame(
 def with_hosts(frame: pd.DataFrame, run: RunDir, points: Sequence[tuple[Path, PointMeta]]) -> pd.DataFrame:
     """``frame`` with the ``hosts`` group's columns for its ``ok`` points that ran on hosts.
 
-    ``window_s``, ``start_skew_ms`` and ``overlap_pct`` on every row of such a
-    point × repeat and ``window_ios`` on each job × direction
-    (:mod:`iobench.results.hostspan`), from the logs of those points only;
-    ``host_outliers`` and ``host_outliers_detail`` on every row of a point ×
-    repeat × direction that ran on several hosts
-    (:mod:`iobench.results.hostoutliers`). A frame without such points is
-    returned as it is.
+    :func:`with_host_window`, then ``host_outliers`` and
+    ``host_outliers_detail`` on every row of a point × repeat × direction
+    that ran on several hosts (:mod:`iobench.results.hostoutliers`).
+    """
+    frame = with_host_window(frame, run, points)
+    if "window_s" not in frame:
+        return frame
+    judged = outliers(frame)
+    if judged.empty:
+        return frame
+    by = [c for c in judged.columns if c not in OUTLIER_COLUMNS]
+    found = pd.MultiIndex.from_frame(judged[by].astype(str)).get_indexer(
+        pd.MultiIndex.from_frame(frame[by].astype(str))
+    )
+    for column in OUTLIER_COLUMNS:
+        values = judged[column].array.take(found, allow_fill=True)
+        frame[column] = pd.array(values, dtype="string")
+    return frame
+
+
+def with_host_window(
+    frame: pd.DataFrame, run: RunDir, points: Sequence[tuple[Path, PointMeta]]
+) -> pd.DataFrame:
+    """``frame`` with ``window_s``, ``start_skew_ms``, ``overlap_pct`` and ``window_ios`` for points on hosts.
+
+    The first three on every row of an ``ok`` point × repeat of ``points``
+    that ran on hosts, ``window_ios`` on each of its job × direction rows
+    (:mod:`iobench.results.hostspan`), from those points' logs only. A frame
+    without such points is returned as it is.
     """
     on_hosts = [
         (d, m) for d, m in points if m.status == "ok" and any(p.host is not None for p in m.processes)
@@ -346,16 +368,6 @@ def with_hosts(frame: pd.DataFrame, run: RunDir, points: Sequence[tuple[Path, Po
     counted[data] = window_ios(frame[data], series, logs.spans, windows, log_window)
     frame["window_ios"] = pd.array(counted, dtype="Float64")
     frame.loc[~data, "window_ios"] = pd.NA
-    judged = outliers(frame)
-    if judged.empty:
-        return frame
-    by = [c for c in judged.columns if c not in OUTLIER_COLUMNS]
-    found = pd.MultiIndex.from_frame(judged[by].astype(str)).get_indexer(
-        pd.MultiIndex.from_frame(frame[by].astype(str))
-    )
-    for column in OUTLIER_COLUMNS:
-        values = judged[column].array.take(found, allow_fill=True)
-        frame[column] = pd.array(values, dtype="string")
     return frame
 
 

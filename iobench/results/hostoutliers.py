@@ -89,8 +89,8 @@ def outliers(frame: pd.DataFrame) -> pd.DataFrame:
         two hosts (NA below :data:`MIN_HOSTS`).
     """
     rows = data_rows(frame)
-    group = ["groupid"] if "groupid" in rows and rows["groupid"].notna().any() else []
-    keys = [c for c in ("run_id", "point", *group, "repeat", "direction") if c in frame]
+    reporting = ["groupid"] if "groupid" in rows and rows["groupid"].notna().any() else []
+    keys = [c for c in ("run_id", "point", *reporting, "repeat", "direction") if c in frame]
     empty = pd.DataFrame(columns=[*keys, *COLUMNS])
     if "host" not in rows or rows.empty or rows["host"].nunique() < 2:
         return empty
@@ -98,12 +98,8 @@ def outliers(frame: pd.DataFrame) -> pd.DataFrame:
     rows = rows[several.to_numpy()]
     if rows.empty:
         return empty
-    wanted = [
-        c
-        for c in (*keys, "host", "iops", "total_ios", "runtime_ms", "io_bytes", "clat_bins", "clat_p99_us")
-        if c in rows
-    ]
-    per_host = point_totals(rows[wanted], by=["host"])
+    needed = ("host", "iops", "total_ios", "runtime_ms", "io_bytes", "clat_bins", "clat_p99_us")
+    per_host = point_totals(rows[[c for c in (*keys, *needed) if c in rows]], by=["host"])
     found = []
     for key, group in per_host.groupby(keys, dropna=False, sort=True):
         hosts = group["host"].astype(str).to_numpy()

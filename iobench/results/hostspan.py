@@ -107,9 +107,11 @@ def host_runtimes(point_dir: Path, meta: PointMeta) -> pd.DataFrame:
             raise ResultsError(f"{path}: not fio output ({exc})") from None
         if rows.empty or "runtime_ms" not in rows:
             continue
-        rows = rows[["host", "jobname", "job_index", "runtime_ms"]].astype({"runtime_ms": "Float64"})
-        jobs = rows.groupby(["host", "jobname", "job_index"], sort=True, dropna=False)["runtime_ms"].max()
-        jobs = jobs.reset_index()
+        entries = rows[["host", "jobname", "job_index", "runtime_ms"]].astype({"runtime_ms": "Float64"})
+        longest = entries.groupby(["host", "jobname", "job_index"], sort=True, dropna=False)[
+            "runtime_ms"
+        ].max()
+        jobs = longest.reset_index()
         jobs["rank"] = jobs.groupby(["host", "jobname"], sort=False).cumcount()
         frames.append(jobs[columns])
     if not frames:
@@ -299,8 +301,8 @@ def window_ios(
     if not series.empty:
         data = series.sort_values([*section, "job", "direction", "t_s"])
         for key, group in data.groupby([*section, "job", "direction"], sort=False):
-            p, r, host, name, job, direction = key
-            samples[(int(p), int(r), str(host), str(name), int(job), str(direction))] = (
+            p, r, host, name, job, direction = (str(k) for k in key)
+            samples[(int(p), int(r), host, name, int(job), direction)] = (
                 group["t_s"].to_numpy(dtype=float),
                 group["value"].to_numpy(dtype=float),
             )

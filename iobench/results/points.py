@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -599,21 +599,24 @@ WINDOW_RATES: tuple[str, ...] = ("iops", "bw_bytes")
 WINDOW_LATENCIES: tuple[str, ...] = ("lat_mean_us", "clat_mean_us", "slat_mean_us")
 
 
-def window_totals(series: pd.DataFrame) -> pd.DataFrame:
+def window_totals(series: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
     """One row per point × repeat × window: its jobs and directions combined, as :func:`point_totals` does.
 
     Parameters
     ----------
     series : pandas.DataFrame
         The long frame of :func:`iobench.timeseries` (``point``, ``repeat``,
-        ``jobname``, ``job``, ``direction``, ``window``, ``t_s``, ``metric``,
-        ``value``).
+        ``host``, ``jobname``, ``job``, ``direction``, ``window``, ``t_s``,
+        ``metric``, ``value``). A point's jobs are its hosts' jobs: on several
+        hosts a window's sum is the cluster's.
+    by : sequence of str, optional
+        Columns that split a point further: ``["host"]`` gives each host's windows.
 
     Returns
     -------
     pandas.DataFrame
-        ``point``, ``repeat`` (and ``run_id`` when present), ``window``,
-        ``t_s`` (the window's latest time stamp), ``iops`` and ``bw_bytes``
+        ``point``, ``repeat`` (and ``run_id`` when present), the ``by``
+        columns, ``window``, ``t_s`` (the window's latest time stamp), ``iops`` and ``bw_bytes``
         (summed over the jobs and directions that logged the window; a job with
         two samples in one window counts their mean), ``lat_mean_us``,
         ``clat_mean_us``, ``slat_mean_us`` (the jobs' means weighted by the
@@ -624,8 +627,8 @@ def window_totals(series: pd.DataFrame) -> pd.DataFrame:
         window, so an incomplete window's sum is not the point's), in point,
         repeat and window order. Metrics the logs do not have are left out.
     """
-    keys = [c for c in ("run_id", "point", "repeat") if c in series]
-    job = [c for c in ("jobname", "job") if c in series]
+    keys = [*(c for c in ("run_id", "point", "repeat") if c in series), *by]
+    job = [c for c in ("host", "jobname", "job") if c in series and c not in by]
     cell_keys = [*keys, *job, "direction", "window"]
     wanted = series[series["metric"].isin([*WINDOW_RATES, *WINDOW_LATENCIES])]
     if wanted.empty:
@@ -852,35 +855,51 @@ def rate_totals(df: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
     return point_totals(df[[c for c in dict.fromkeys(keep) if c in df]], by=list(by) or None)
 
 
-def headline(frames: pd.DataFrame | Sequence[pd.DataFrame]) -> tuple[float | None, float | None]:
-    """The CLI's line for one finished point: its IOPS (every direction) and the mean latency of its I/Os.
+class Headline(NamedTuple):
+    """The CLI's figures of one finished point (:func:`headline`)."""
+
+    iops: float | None
+    """IOPS summed over the directions: the cluster's over the window all hosts ran, on several hosts."""
+    lat_mean_us: float | None
+    """The mean latency of the point's I/Os (µs)."""
+    hosts: int
+    """How many hosts the IOPS sums (1: this machine, or one host)."""
+
+
+def headline(frames: pd.DataFrame | Sequence[pd.DataFrame]) -> Headline:
+    """The CLI's line for one finished point: its IOPS (every direction), mean latency and hosts.
 
     Parameters
     ----------
     frames : pandas.DataFrame or sequence of them
         fio's outputs of one point × repeat as :func:`iobench.parse_fio_text`
-        gives them (one frame per fio process, or one frame).
+        gives them (one frame per fio process, or one frame); on several
+        hosts with ``window_s`` and ``window_ios``
+        (:func:`iobench.results.assemble.with_host_window`), so the IOPS are
+        the cluster's as :func:`point_totals` gives them.
 
     Returns
     -------
-    tuple of (float or None, float or None)
-        The point's IOPS summed over its directions, and ``lat_mean_us``
-        weighted by each direction's I/Os; ``None`` where there is none.
+    Headline
+        The point's IOPS summed over its directions, ``lat_mean_us`` weighted
+        by each direction's I/Os (``None`` where there is none), and how many
+        hosts the IOPS sum.
     """
     parts = [frames] if isinstance(frames, pd.DataFrame) else list(frames)
     rows = data_rows(pd.concat(parts, ignore_index=True)) if parts else pd.DataFrame()
+    hosts = int(rows["host"].nunique()) if "host" in rows and rows["host"].notna().any() else 1
     if rows.empty or "iops" not in rows or rows["iops"].isna().all():
-        return None, None
+        return Headline(None, None, hosts)
     # Only what the line shows: the percentiles (json+ bins decoded and merged) would cost 20x the rest.
-    needed = [c for c in ("direction", *_HEADLINE) if c in rows]
+    needed = [c for c in ("direction", "host", "window_s", "window_ios", *_HEADLINE) if c in rows]
     directions = _totals(rows[needed].reset_index(drop=True), ["direction"], [])
     iops = directions["iops"].astype("Float64")
     if iops.isna().all():
-        return None, None
+        return Headline(None, None, hosts)
     lat = (
         directions["lat_mean_us"] if "lat_mean_us" in directions else pd.Series(pd.NA, index=directions.index)
     )
     weights = directions["total_ios"].astype("Float64")
     valid = lat.notna() & weights.notna() & (weights > 0)
     mean = float((lat[valid] * weights[valid]).sum() / weights[valid].sum()) if valid.any() else None
-    return float(iops.sum()), mean
+    return Headline(float(iops.sum()), mean, hosts)

@@ -327,12 +327,11 @@ def _on_point_clocks(
             continue
         rows = series.iloc[at][["host", "jobname", "job", "metric"]].assign(t_ms=t_ms[at])
         width_ms = float(timing["window_s"].iloc[index]) * 1000.0
+        problem: str | None = None
         try:
             runtimes = host_runtimes(point_dir, meta)
         except ResultsError as exc:
             runtimes, problem = pd.DataFrame(columns=["host", "jobname", "rank", "runtime_ms"]), str(exc)
-        else:
-            problem = None
         found, unknown = job_spans(rows, runtimes)
         problem = problem or unknown
         starts = found["start_ms"].to_numpy(dtype=float)
