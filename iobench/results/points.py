@@ -757,9 +757,13 @@ def summarize(
         shorter than ``runtime_requested_ms``, unless fio stopped it on reaching
         steady state), ``unsteady`` (repeats judged not steady, counted before
         ``steady_only`` leaves them out; NA when the frame has no ``steady``
-        column), then the :data:`CONTEXT` columns, then, where the frame has
-        telemetry, ``<m>_mean`` of its numbers and the distinct ``top_thread``
-        and ``bottleneck`` values over the repeats (joined with ``+``).
+        column), ``hosts`` (with a ``host`` column: how many hosts the point's
+        numbers sum, the most over its repeats), then the :data:`CONTEXT`
+        columns, then, where the frame has telemetry, ``<m>_mean`` of its
+        numbers and the distinct ``top_thread`` and ``bottleneck`` values over
+        the repeats (joined with ``+``), and, for points on hosts,
+        ``window_s_mean``, ``start_skew_ms_mean``, ``overlap_pct_mean`` and the
+        distinct ``host_outliers`` of the repeats.
 
     Raises
     ------
@@ -774,10 +778,22 @@ def summarize(
     extra = [c for cs in list(_PERCENTILES.values())[1:] for c in cs.values() if c in totals]
     metrics = [m for m in SUMMARY_METRICS if m in totals] + extra
     stats = [f"{m}_{s}" for m in metrics for s in ("mean", "std", "ci95", "cv")]
-    observed = [c for c in TELEMETRY_SUMMARY if c in totals]
-    numbers = [c for c in observed if c not in TELEMETRY_TEXT]
+    observed = [c for c in (*TELEMETRY_SUMMARY, *HOSTS_SUMMARY) if c in totals]
+    numbers = [c for c in observed if c not in TELEMETRY_TEXT and c not in HOSTS_TEXT]
     telemetry = [f"{c}_mean" if c in numbers else c for c in observed]
-    columns = [*keys, "n", *stats, "pct_exact", "noisy", "short_runtime", "unsteady", *context, *telemetry]
+    hosts = ["hosts"] if "hosts" in totals else []
+    columns = [
+        *keys,
+        "n",
+        *stats,
+        "pct_exact",
+        "noisy",
+        "short_runtime",
+        "unsteady",
+        *hosts,
+        *context,
+        *telemetry,
+    ]
     if totals.empty:
         return pd.DataFrame(columns=columns)
     not_steady = _not_steady(totals)
@@ -811,6 +827,10 @@ def summarize(
     first = np.unique(ids, return_index=True)[1]
     counted = pd.array(unsteady.to_numpy()[first], dtype="Int64")
     summary["unsteady"] = counted if "steady" in totals else pd.array([pd.NA] * count, dtype="Int64")
+    if hosts:
+        most = np.zeros(count, dtype=np.int64)
+        np.maximum.at(most, ids, totals["hosts"].fillna(0).to_numpy(dtype=np.int64))
+        summary["hosts"] = pd.array(most, dtype="Int64")
     for column in context:
         summary[column] = _one_or_joined(totals, column, ids, count).array
     if numbers:
@@ -818,7 +838,7 @@ def summarize(
         for column in numbers:
             summary[f"{column}_mean"] = means[f"{column}_mean"].astype("Float64").array
     for column in observed:
-        if column in TELEMETRY_TEXT:
+        if column in TELEMETRY_TEXT or column in HOSTS_TEXT:
             summary[column] = pd.array(_one_or_joined(totals, column, ids, count).array, dtype="string")
     return summary[columns]
 

@@ -601,6 +601,10 @@ def series_frame(logs: RunLogs, run: RunDir | None = None) -> pd.DataFrame:
     """The long frame of :func:`timeseries` from logs already read (``run`` adds the machine facts)."""
     series = _with_params(logs.series, logs)
     series.attrs["timing"] = logs.timing.to_dict("records")
+    series.attrs["spans"] = [
+        {k: (None if pd.isna(v) else v) for k, v in record.items()}
+        for record in logs.spans.to_dict("records")
+    ]
     series.attrs["notes"] = list(dict.fromkeys(logs.problems.values()))
     if run is not None:
         machine = run.manifest().machine.facts()
@@ -628,7 +632,10 @@ def timeseries(run: str | os.PathLike[str] | RunDir | Any) -> pd.DataFrame:
         ``attrs["timing"]`` lists, per point × repeat, ``window_s``
         (``log_avg_msec``), ``ramp_s`` (``ramp_time``: before the logs begin),
         ``steadystate_ramp_s``, ``steadystate_s`` and ``steadystate`` (fio's
-        steady-state options, when the point used them); ``attrs["machine"]``
+        steady-state options, when the point used them); ``attrs["spans"]``,
+        for points on hosts, each job's ``host``, ``jobname``, ``job``,
+        ``start_s`` and ``end_s`` on ``t_s``'s clock
+        (:mod:`iobench.results.hostspan`); ``attrs["machine"]``
         the host, CPU, kernel and fio version for captions; ``attrs["notes"]``
         each log left out because it cannot be read or is not in fio's format
         (naming the file and line).
