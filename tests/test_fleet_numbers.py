@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import textwrap
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,20 +32,23 @@ from iobench.runner.sweep import NullProgress, PointOutcome
 from iobench.runner.sweep import run as run_sweep
 
 
-def _matrix(tmp_path: Path, hosts: dict[str, str], fio: str, axes: str = "iodepth: [1]\n") -> Path:
+def _matrix(
+    tmp_path: Path, hosts: dict[str, str], fio: str, axes: str = "iodepth: [1]\n", repeat: int = 1
+) -> Path:
     """A null-engine matrix over fake hosts, each with its own target (``name -> size``) unless ``shared``."""
     entries = "".join(
         f"  - {{name: {name}, ssh: root@{name}, targets: [{{path: {path}, size: {size}}}]}}\n"
         for name, (path, size) in ((n, _target(tmp_path, n, s)) for n, s in hosts.items())
     )
     text = (
-        "version: 1\nname: fleet\nfio:\n  ioengine: null\n  rw: randread\n  bs: 4k\n"
+        f"version: 1\nname: fleet\nrepeat: {repeat}\nfio:\n  ioengine: null\n  rw: randread\n  bs: 4k\n"
         + textwrap.indent(textwrap.dedent(fio), "  ")
         + "hosts:\n"
         + entries
         + "matrix:\n"
         + textwrap.indent(axes, "  ")
     )
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "matrix.yaml"
     path.write_text(text)
     return path
@@ -327,4 +329,26 @@ def test_the_rule_is_the_median_and_its_mads() -> None:
     assert hostoutliers.judge_hosts(edge) == []
 
 
-_: Callable[..., Any] = raw_cluster  # used by tests/test_fleet_e2e.py as well
+# --- comparing runs on different numbers of hosts -----------------------------------------------
+
+
+@pytest.mark.fio
+def test_compare_states_that_a_sum_over_hosts_is_not_one_hosts_number(tmp_path: Path) -> None:
+    fio = "runtime: 1\ntime_based: 1\nrate_iops: 1000\n"
+    hosts = _run(_matrix(tmp_path / "hosts", {"a": "8M", "b": "8M"}, fio, repeat=2), tmp_path / "hosts")
+    local = tmp_path / "local.yaml"
+    local.write_text(
+        f"version: 1\nname: local\nrepeat: 2\ntargets: [{{path: {tmp_path / 'l.dat'}, size: 8M}}]\n"
+        "fio:\n  ioengine: null\n  rw: randread\n  bs: 4k\n"
+        + textwrap.indent(fio, "  ")
+        + "matrix:\n  iodepth: [1]\n"
+    )
+    alone = run_sweep(load_matrix(local), out=tmp_path / "results").run_dir
+    result = iobench.compare(alone, hosts)
+    iops = result[result["metric"].eq("iops")].iloc[0]
+    assert pd.isna(iops["verdict"]) and pd.isna(iops["ratio"])
+    assert iops["reason"].startswith("not compared: A ran on this machine or one host, B on 2 hosts at once")
+    assert iops["b_mean"] == pytest.approx(2 * iops["a_mean"], rel=0.1)  # both shown, side by side
+    facts = {f["fact"]: f for f in result.attrs["machines"]}
+    assert facts["hosts per point"]["a"] == "1" and facts["hosts per point"]["b"] == "2"
+    assert facts["host"]["b"] == "a, b" and facts["host"]["differs"]
