@@ -71,6 +71,20 @@ def _detail(host: str, metric: str, value: float, median: float, mads: float) ->
     )
 
 
+def named(detail: object) -> dict[str, set[str]]:
+    """The hosts a ``host_outliers_detail`` names, by metric (``{"iops": {"h3"}, "clat_p99_us": set()}``)."""
+    found: dict[str, set[str]] = {metric: set() for metric in METRICS}
+    if not isinstance(detail, str):
+        return found
+    labels = {label: metric for metric, (label, _) in METRICS.items()}
+    for sentence in detail.split("; "):
+        host, _, rest = sentence.partition(": ")
+        metric = labels.get(rest.split(" ", 1)[0])
+        if metric is not None:
+            found[metric].add(host)
+    return found
+
+
 def outliers(frame: pd.DataFrame) -> pd.DataFrame:
     """Each point × repeat × direction of ``frame`` that ran on several hosts, judged (module note).
 
