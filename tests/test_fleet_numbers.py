@@ -352,3 +352,97 @@ def test_compare_states_that_a_sum_over_hosts_is_not_one_hosts_number(tmp_path: 
     facts = {f["fact"]: f for f in result.attrs["machines"]}
     assert facts["hosts per point"]["a"] == "1" and facts["hosts per point"]["b"] == "2"
     assert facts["host"]["b"] == "a, b" and facts["host"]["differs"]
+
+
+# --- the figures ---------------------------------------------------------------------------------
+
+
+def _fleet_frame(
+    counts: list[int], iodepths: list[int], bss: list[int], slow: str | None = None
+) -> pd.DataFrame:
+    """A scale-out sweep as the frame holds it: each point on the first N of 32 hosts, 2 repeats, one job each.
+
+    Each host does ``10,000 × iodepth`` IOPS until the backend's 200,000 are shared out; ``slow`` gets half.
+    """
+    rows = []
+    point = 0
+    for count in counts:
+        for iodepth in iodepths:
+            for bs in bss:
+                point += 1
+                for repeat in (1, 2):
+                    each = min(10_000.0 * iodepth, 200_000.0 / count) * (1 + 0.01 * repeat)
+                    for index in range(count):
+                        host = f"h{index:02d}"
+                        rate = each / 2 if host == slow else each
+                        latency = int(1e9 * iodepth / rate)
+                        rows.append(
+                            {
+                                "run_id": "fleet",
+                                "point": point,
+                                "repeat": repeat,
+                                "host": host,
+                                "host_count": count,
+                                "iodepth": iodepth,
+                                "bs": bs,
+                                "jobname": "nvme0n1",
+                                "job_index": index,
+                                "direction": "read",
+                                "status": "ok",
+                                "iops": rate,
+                                "total_ios": int(rate * 10),
+                                "runtime_ms": 10_000,
+                                "window_ios": rate * 9.9,
+                                "window_s": 9.9,
+                                "clat_bins": f"{latency}:{int(rate * 10)}",
+                            }
+                        )
+    frame = pd.DataFrame(rows).astype(
+        {"point": "Int64", "repeat": "Int64", "total_ios": "Int64", "runtime_ms": "Int64"}
+    )
+    judged = hostoutliers.outliers(frame)
+    return frame.merge(judged, on=["run_id", "point", "repeat", "direction"], how="left")
+
+
+def test_the_cluster_of_a_sweep_and_each_host_are_drawn_with_the_slow_host_in_red(tmp_path: Path) -> None:
+    from matplotlib.collections import PathCollection
+
+    from iobench.plots import figures_for, hosts, scale_out
+
+    frame = _fleet_frame([1, 2, 4, 8], [1, 4], [4096], slow="h01")
+    assert {"scale-out", "hosts"} <= set(figures_for(frame))
+    fig = scale_out(frame)
+    cluster, p99, each = fig.axes[:3]
+    line = cluster.containers[0].lines[0]  # the first line's data: iodepth=1
+    totals = point_totals(frame)
+    at_one = totals[totals["iodepth"].eq(1)].groupby("host_count")["iops"].mean()
+    assert list(line.get_xdata()) == [1, 2, 4, 8]
+    assert list(line.get_ydata()) == pytest.approx(at_one.tolist(), rel=1e-9)
+    reds = [
+        c
+        for c in each.collections
+        if isinstance(c, PathCollection) and c.get_label().startswith("a host far")
+    ]
+    assert reds and {t.get_text() for t in each.texts} == {"h01"}
+    assert "h01" in str(frame["host_outliers"].dropna().unique())
+    # Past 2 hosts each host's own: one panel per host count, h01 named wherever it is judged.
+    fig = hosts(frame)
+    assert "(8 hosts)" in fig.get_suptitle()
+    named = {t.get_text() for ax in fig.axes for t in ax.texts}
+    assert named == {"h01"}
+
+
+def test_host_figures_of_a_big_fleet_stay_figures(tmp_path: Path) -> None:
+    from iobench.plots import hosts, save_figure, scale_out
+    from iobench.plots.limits import MAX_PIXELS
+
+    frame = _fleet_frame(
+        [1, 2, 4, 8, 16, 32], [1, 2, 4, 8, 16, 32, 64], [4096, 8192, 16384, 65536, 131072, 1048576]
+    )
+    for name, fig in (("hosts", hosts(frame)), ("scale-out", scale_out(frame))):
+        path = save_figure(fig, tmp_path / f"{name}.png")
+        width, height = (
+            int.from_bytes(path.read_bytes()[16:20], "big"),
+            int.from_bytes(path.read_bytes()[20:24], "big"),
+        )
+        assert 0 < width <= MAX_PIXELS and 0 < height <= MAX_PIXELS, (name, width, height)

@@ -8,8 +8,8 @@ are compared with the other hosts', metric by metric (:data:`METRICS`):
   deviation** (MAD: the median of the hosts' distances from that median),
   which one odd host cannot move, as it moves a mean and a standard deviation;
 - a host is far when its distance from the median is more than
-  :data:`OUTLIER_MADS` MADs (5 MADs is about 3.4 standard deviations of a
-  normal spread: Iglewicz and Hoaglin's modified z-score of 3.5) **and** at
+  :data:`OUTLIER_MADS` MADs (5 MADs is Iglewicz and Hoaglin's modified
+  z-score of 3.4, about 3.4 standard deviations of a normal spread) **and** at
   least :data:`OUTLIER_MIN_PCT` % of the median: hosts that agree to within
   a fraction of a percent have a MAD near 0, and a host 1 % off them is no
   finding.
