@@ -86,7 +86,9 @@ def measure(run_dir: Path, truth: int | None, hosts: int) -> dict[str, list[floa
             & (iops["host"] == span.host)
             & (iops["job"] == span.job)
         ].sort_values("t_s")
-        job = rows[(rows["point"] == span.point) & (rows["repeat"] == span.repeat) & (rows["host"] == span.host)]
+        job = rows[
+            (rows["point"] == span.point) & (rows["repeat"] == span.repeat) & (rows["host"] == span.host)
+        ]
         if mine.empty or job.empty:
             continue
         times, counts = cumulative(
