@@ -446,3 +446,74 @@ def test_host_figures_of_a_big_fleet_stay_figures(tmp_path: Path) -> None:
             int.from_bytes(path.read_bytes()[20:24], "big"),
         )
         assert 0 < width <= MAX_PIXELS and 0 < height <= MAX_PIXELS, (name, width, height)
+
+
+# --- the rule's pieces --------------------------------------------------------------------------
+
+
+def test_a_jobs_count_over_time_follows_its_log_and_carries_the_last_rate_to_its_end() -> None:
+    from iobench.results.hostspan import cumulative, in_window
+
+    # Samples at 1, 2, 3 s of 100, 200, 100 I/O/s; the job ran from 0 to 3.5 s.
+    times, counts = cumulative(np.array([1.0, 2.0, 3.0]), np.array([100.0, 200.0, 100.0]), 0.0, 3.5, 1.0)
+    assert times.tolist() == [0.0, 1.0, 2.0, 3.0, 3.5] and counts.tolist() == [0, 100, 300, 400, 450]
+    # fio said 900 I/Os: the log's shape, fio's amount. Between 1 and 2 s: 200 of 450 → 400.
+    assert in_window(times, counts, 900.0, 1.0, 2.0) == pytest.approx(400.0)
+    # A sample 3 windows after the previous one follows two windows without I/O: it covers one.
+    times, counts = cumulative(np.array([1.0, 4.0]), np.array([100.0, 100.0]), 0.0, 4.0, 1.0)
+    assert counts.tolist() == [0, 100, 200, 200]
+    # No samples: the I/Os spread evenly over the span.
+    times, counts = cumulative(np.array([]), np.array([]), 0.0, 2.0, 1.0)
+    assert in_window(times, counts, 1000.0, 0.5, 1.5) == pytest.approx(500.0)
+
+
+def test_the_window_is_the_latest_start_to_the_earliest_end() -> None:
+    from iobench.results.hostspan import host_windows
+
+    spans = pd.DataFrame(
+        {
+            "point": [1, 1, 1, 1],
+            "repeat": [1, 1, 1, 1],
+            "host": ["a", "a", "b", "c"],
+            "jobname": ["x"] * 4,
+            "job": [1, 2, 1, 1],
+            "start_s": [0.00, 0.02, 0.05, 0.10],
+            "end_s": [3.0, 3.1, 2.0, 4.0],
+        }
+    )
+    [w] = host_windows(spans).to_dict("records")
+    assert (w["from_s"], w["to_s"], w["hosts"]) == (0.10, 2.0, 3)
+    assert w["window_s"] == pytest.approx(1.9) and w["start_skew_ms"] == pytest.approx(100.0)
+    assert w["overlap_pct"] == pytest.approx(100 * 1.9 / 3.9)  # c's span, 0.1 to 4.0, is the longest
+
+
+def test_a_host_not_steady_makes_its_point_not_steady_and_is_named() -> None:
+    from iobench.results.points import window_totals
+    from iobench.results.steady import host_verdicts, judge_windows, with_host_verdicts
+
+    rows = []
+    for host, values in (("a", [1000] * 8), ("b", [1000, 1000, 1000, 1000, 600, 500, 400, 300])):
+        for window, value in enumerate(values, start=1):
+            rows.append(
+                {
+                    "point": 1,
+                    "repeat": 1,
+                    "host": host,
+                    "jobname": "nvme0n1",
+                    "job": 1,
+                    "direction": "read",
+                    "window": window,
+                    "t_s": float(window),
+                    "metric": "iops",
+                    "value": float(value),
+                }
+            )
+    series = pd.DataFrame(rows).astype(
+        {"point": "Int64", "repeat": "Int64", "job": "Int64", "window": "Int64"}
+    )
+    per_host = host_verdicts(series).set_index("host")
+    assert bool(per_host.loc["a", "steady"]) and not bool(per_host.loc["b", "steady"])
+    assert judge_windows(window_totals(series, by=["host"]), by=["host"])["host"].tolist() == ["a", "b"]
+    combined = with_host_verdicts(judge_windows(window_totals(series)), series, pd.DataFrame())
+    assert combined["steady"].tolist() == [False]
+    assert combined["steady_reason"].iloc[0].startswith("1 host not steady; host b: IOPS ")

@@ -27,7 +27,7 @@ from iobench.results.fioout.frame import FrameBuilder
 from iobench.results.fioout.rows import FRAME_COLUMNS, Row, job_rows
 from iobench.results.hostoutliers import COLUMNS as OUTLIER_COLUMNS
 from iobench.results.hostoutliers import outliers
-from iobench.results.hostspan import WINDOW_COLUMNS, host_windows, window_ios
+from iobench.results.hostspan import WINDOW_COLUMNS, host_windows, runtimes_of, window_ios
 from iobench.results.points import IDENTITY, PLACEMENT, parameter_columns
 from iobench.results.steady import with_steady
 from iobench.results.telemetry import with_telemetry
@@ -348,9 +348,15 @@ def with_host_window(
     ]
     if not on_hosts or frame.empty or "point" not in frame:
         return frame
-    logs = read_run_logs(run, on_hosts)
-    windows = host_windows(logs.spans)
     ok = frame["status"].eq("ok").fillna(False).to_numpy() if "status" in frame else np.ones(len(frame), bool)
+    # fio's runtimes of each point's jobs, from its rows here: its output is not parsed twice.
+    jobs = frame[ok & frame["direction"].notna().to_numpy()] if "direction" in frame else frame.iloc[0:0]
+    runtimes = {
+        (int(str(p)), int(str(r))): runtimes_of(rows)
+        for (p, r), rows in jobs.dropna(subset=["point", "repeat"]).groupby(["point", "repeat"], sort=False)
+    }
+    logs = read_run_logs(run, on_hosts, runtimes)
+    windows = host_windows(logs.spans)
     keys = pd.MultiIndex.from_arrays([windows["point"].astype("Int64"), windows["repeat"].astype("Int64")])
     at = keys.get_indexer(pd.MultiIndex.from_arrays([frame["point"], frame["repeat"]]))
     at = np.where(ok, at, -1)

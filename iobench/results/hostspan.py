@@ -74,18 +74,13 @@ def client_hosts(meta: PointMeta) -> dict[str, str]:
 
 
 def host_runtimes(point_dir: Path, meta: PointMeta) -> pd.DataFrame:
-    """Each host job's runtime as fio's JSON says: ``host``, ``jobname``, ``rank``, ``runtime_ms``.
-
-    ``rank`` is the job's place among the entries of its host and section, in
-    fio's order (the order of its logs' job numbers); ``runtime_ms`` the
-    longest of its directions'.
+    """Each host job's runtime as fio's JSON says (:func:`runtimes_of` of the point's client output).
 
     Raises
     ------
     ResultsError
         The fio output cannot be read or holds no client results (naming it).
     """
-    columns = ["host", "jobname", "rank", "runtime_ms"]
     by_output: dict[str, dict[tuple[str, int | None], str]] = {}
     for process in meta.processes:
         if process.client is not None and process.host is not None:
@@ -102,21 +97,31 @@ def host_runtimes(point_dir: Path, meta: PointMeta) -> pd.DataFrame:
         except OSError as exc:
             raise ResultsError(f"{path}: cannot read: {exc.strerror}") from None
         try:
-            rows = parse_client_output(text, clients, origin=str(path))
+            frames.append(runtimes_of(parse_client_output(text, clients, origin=str(path))))
         except ValueError as exc:
             raise ResultsError(f"{path}: not fio output ({exc})") from None
-        if rows.empty or "runtime_ms" not in rows:
-            continue
-        entries = rows[["host", "jobname", "job_index", "runtime_ms"]].astype({"runtime_ms": "Float64"})
-        longest = entries.groupby(["host", "jobname", "job_index"], sort=True, dropna=False)[
-            "runtime_ms"
-        ].max()
-        jobs = longest.reset_index()
-        jobs["rank"] = jobs.groupby(["host", "jobname"], sort=False).cumcount()
-        frames.append(jobs[columns])
     if not frames:
-        return pd.DataFrame(columns=columns)
+        return runtimes_of(pd.DataFrame())
     return pd.concat(frames, ignore_index=True)
+
+
+def runtimes_of(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each job's runtime in fio's rows of one point: ``host``, ``jobname``, ``rank``, ``runtime_ms``.
+
+    ``rows``: a point's tidy rows (``host``, ``jobname``, ``job_index``,
+    ``runtime_ms``, one per job and direction). ``rank`` is the job's place
+    among the entries of its host and section, in fio's order (the order of
+    its logs' job numbers); ``runtime_ms`` the longest of its directions'.
+    """
+    columns = ["host", "jobname", "rank", "runtime_ms"]
+    needed = ["host", "jobname", "job_index", "runtime_ms"]
+    if rows.empty or any(c not in rows for c in needed):
+        return pd.DataFrame(columns=columns)
+    entries = rows[needed].astype({"runtime_ms": "Float64"})
+    longest = entries.groupby(["host", "jobname", "job_index"], sort=True, dropna=False)["runtime_ms"].max()
+    jobs = longest.reset_index()
+    jobs["rank"] = jobs.groupby(["host", "jobname"], sort=False).cumcount()
+    return jobs[columns]
 
 
 def job_spans(series: pd.DataFrame, runtimes: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:

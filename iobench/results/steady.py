@@ -323,7 +323,7 @@ def verdicts(
     # Only the throughput is judged: the other logs need not be combined.
     rate = "iops" if series["metric"].eq("iops").any() else "bw_bytes"
     judged = judge_windows(window_totals(series[series["metric"].eq(rate)]), logs.timing)
-    judged = _with_hosts(judged, series[series["metric"].eq(rate)], logs.timing)
+    judged = with_host_verdicts(judged, series[series["metric"].eq(rate)], logs.timing)
     present = series[["point", "repeat"]].drop_duplicates()
     has_logs = set(
         zip(present["point"].astype(int).tolist(), present["repeat"].astype(int).tolist(), strict=True)
@@ -388,8 +388,10 @@ def host_verdicts(series: pd.DataFrame, timing: pd.DataFrame | None = None) -> p
     return judge_windows(window_totals(rows, by=["host"]), timing, by=["host"])
 
 
-def _with_hosts(judged: pd.DataFrame, series: pd.DataFrame, timing: pd.DataFrame) -> pd.DataFrame:
-    """A point on several hosts is steady when its cluster is and each host is: the hosts that are not, named."""
+def with_host_verdicts(judged: pd.DataFrame, series: pd.DataFrame, timing: pd.DataFrame) -> pd.DataFrame:
+    """``judged`` (the sums' verdicts) with each host's: a point on several hosts is steady when its sum is and
+    every host is (:func:`host_verdicts` of ``series``); the hosts that are not are named first in the reason.
+    """
     hosts = host_verdicts(series, timing)
     unsteady = hosts[hosts["steady"].eq(False).fillna(False)]
     if unsteady.empty:

@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,7 +69,7 @@ import pyarrow as pa
 from iobench.errors import ResultsError
 from iobench.matrix.units import parse_seconds
 from iobench.planner.timelogs import DEFAULT_LOG_AVG_MSEC, EPOCH_OPTIONS, LOG_FILE
-from iobench.results.hostspan import SPAN_COLUMNS, client_hosts, host_runtimes, job_spans
+from iobench.results.hostspan import SPAN_COLUMNS, client_hosts, host_runtimes, job_spans, runtimes_of
 from iobench.results.points import PLACEMENT
 from iobench.store.inventory import take_inventory
 from iobench.store.records import PointMeta
@@ -258,10 +258,16 @@ def _log_files(
     return files
 
 
-def read_run_logs(run: RunDir, points: Iterable[tuple[Path, PointMeta]] | None = None) -> RunLogs:
+def read_run_logs(
+    run: RunDir,
+    points: Iterable[tuple[Path, PointMeta]] | None = None,
+    runtimes: Mapping[tuple[int, int], pd.DataFrame] | None = None,
+) -> RunLogs:
     """Every log of every ``ok`` point of ``run``, and each point × repeat's timing.
 
     ``points``: the run's saved points, already read (default: read them).
+    ``runtimes``: per point × repeat on hosts, its jobs' runtimes already read
+    (:func:`~iobench.results.hostspan.runtimes_of`; default: read from fio's output).
     A log that cannot be read, or is not in fio's format, is left out and
     named (file and line) in ``RunLogs.problems``; so is a point on hosts
     whose jobs cannot be placed in time (its logs are then kept, counted from
@@ -299,7 +305,7 @@ def read_run_logs(run: RunDir, points: Iterable[tuple[Path, PointMeta]] | None =
     local = run.manifest().machine.host
     if local is not None and len(series):
         series["host"] = series["host"].fillna(local)
-    series, spans = _on_point_clocks(series, timing_frame, chosen, unix, problems)
+    series, spans = _on_point_clocks(series, timing_frame, chosen, unix, problems, runtimes or {})
     return RunLogs(series, timing_frame, chosen, problems, spans)
 
 
@@ -309,12 +315,13 @@ def _on_point_clocks(
     chosen: list[tuple[Path, PointMeta]],
     unix: list[bool],
     problems: dict[tuple[int, int], str],
+    known: Mapping[tuple[int, int], pd.DataFrame],
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The logs in Unix time counted from their point's earliest job start; the host jobs' spans on that clock."""
     empty = pd.DataFrame(columns=list(SPAN_COLUMNS))
     if not any(unix) or series.empty:
         return series, empty
-    keys = pd.MultiIndex.from_arrays([series["point"], series["repeat"]])
+    where = series.groupby(["point", "repeat"], sort=False).indices
     t_ms = np.round(series["t_s"].to_numpy(dtype=float) * 1000.0)
     t_s = series["t_s"].to_numpy(dtype=float).copy()
     window = series["window"].to_numpy(dtype=np.int64, na_value=0).copy()
@@ -322,16 +329,18 @@ def _on_point_clocks(
     for index, ((point_dir, meta), absolute) in enumerate(zip(chosen, unix, strict=True)):
         if not absolute:
             continue
-        at = np.flatnonzero(keys.isin([(meta.point, meta.repeat)]))
-        if not len(at):
+        at = where.get((meta.point, meta.repeat))
+        if at is None or not len(at):
             continue
         rows = series.iloc[at][["host", "jobname", "job", "metric"]].assign(t_ms=t_ms[at])
         width_ms = float(timing["window_s"].iloc[index]) * 1000.0
         problem: str | None = None
-        try:
-            runtimes = host_runtimes(point_dir, meta)
-        except ResultsError as exc:
-            runtimes, problem = pd.DataFrame(columns=["host", "jobname", "rank", "runtime_ms"]), str(exc)
+        runtimes = known.get((meta.point, meta.repeat))
+        if runtimes is None:
+            try:
+                runtimes = host_runtimes(point_dir, meta)
+            except ResultsError as exc:
+                runtimes, problem = runtimes_of(pd.DataFrame()), str(exc)
         found, unknown = job_spans(rows, runtimes)
         problem = problem or unknown
         starts = found["start_ms"].to_numpy(dtype=float)
