@@ -61,13 +61,18 @@ def judge_hosts(values: pd.Series) -> list[tuple[str, float, float, float]]:
     return far
 
 
+def _number(value: float) -> str:
+    """``12,345`` or, below 100, three significant digits (``0.512``): a latency of a few µs keeps its digits."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def _detail(host: str, metric: str, value: float, median: float, mads: float) -> str:
     label, unit = METRICS[metric]
     change = 100.0 * (value - median) / abs(median)
     spread = "the other hosts agree exactly" if np.isinf(mads) else f"{mads:.1f} MADs"
     return (
-        f"{host}: {label} {value:,.0f}{unit}, {abs(change):.0f} % {'above' if change > 0 else 'below'} "
-        f"the hosts' median of {median:,.0f}{unit} ({spread})"
+        f"{host}: {label} {_number(value)}{unit}, {abs(change):.0f} % {'above' if change > 0 else 'below'} "
+        f"the hosts' median of {_number(median)}{unit} ({spread})"
     )
 
 

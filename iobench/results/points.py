@@ -838,9 +838,25 @@ def summarize(
         for column in numbers:
             summary[f"{column}_mean"] = means[f"{column}_mean"].astype("Float64").array
     for column in observed:
-        if column in TELEMETRY_TEXT or column in HOSTS_TEXT:
+        if column == "host_outliers":  # the hosts any repeat named, once each
+            summary[column] = _named_over_repeats(totals[column], ids, count)
+        elif column in TELEMETRY_TEXT or column in HOSTS_TEXT:
             summary[column] = pd.array(_one_or_joined(totals, column, ids, count).array, dtype="string")
     return summary[columns]
+
+
+def _named_over_repeats(names: pd.Series, ids: np.ndarray, count: int) -> pd.api.extensions.ExtensionArray:
+    """Per group, every name any of its rows holds (space-separated), in first-seen order; NA when none was judged."""
+    found: list[list[str] | None] = [None] * count
+    for group, text in zip(ids.tolist(), names.astype(object).tolist(), strict=True):
+        if not isinstance(text, str):  # NA: not judged
+            continue
+        known = found[group] = found[group] or []
+        known += [n for n in str(text).split() if n not in known]
+    joined: pd.api.extensions.ExtensionArray = pd.array(
+        [None if n is None else " ".join(n) for n in found], dtype="string"
+    )
+    return joined
 
 
 def _not_steady(totals: pd.DataFrame) -> pd.Series:
