@@ -29,6 +29,7 @@ from iobench.plots import (
     draw,
     figures_for,
     heatmap,
+    hosts,
     latency_percentiles,
     local_vs_remote,
     over_repeats,
@@ -36,6 +37,7 @@ from iobench.plots import (
     plot,
     point_totals,
     save_figure,
+    scale_out,
     smt,
     sweep,
     throughput_metric,
@@ -324,6 +326,8 @@ def test_kinds_map_the_cli_names_to_the_functions() -> None:
         "sweep": sweep,
         "line": plot,
         "timeline": timeline,
+        "hosts": hosts,
+        "scale-out": scale_out,
     }
     assert LABELS["bw_bytes"] == "Throughput (MiB/s)"
 

@@ -32,11 +32,13 @@ from iobench.plots import (
     device_vs_fio,
     draw,
     heatmap,
+    hosts,
     latency_percentiles,
     local_vs_remote,
     plot,
     ratios,
     save_figure,
+    scale_out,
     smt,
     sweep,
     timeline,
@@ -58,6 +60,8 @@ FIGURES = (
     busiest_threads,
     timeline,
     ratios,
+    hosts,
+    scale_out,
 )
 
 
@@ -99,6 +103,8 @@ def test_the_cli_kinds_are_the_figure_functions() -> None:
         "sweep",
         "line",
         "timeline",
+        "hosts",
+        "scale-out",
     }
 
 

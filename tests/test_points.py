@@ -312,10 +312,11 @@ def test_one_number_per_point_everywhere(unequal_run: Path, tmp_path: Path) -> N
     assert list(line.get_ydata()) == pytest.approx(summary["iops_mean"].tolist(), rel=1e-12)
 
     raw = [parse_fio_text((unequal_run / "points" / "0001-r1" / "fio.json").read_text())]
-    iops, lat = headline(raw)
+    iops, lat, hosts = headline(raw)
     first = totals.iloc[0]
     assert iops == pytest.approx(float(first["iops"]), rel=1e-12)
     assert lat == pytest.approx(float(first["lat_mean_us"]), rel=1e-12)
+    assert hosts == 1
 
 
 @pytest.mark.parametrize("name", [*JSONPLUS, "read.json", "numjobs.json", "nopct.json"])

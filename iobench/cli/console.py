@@ -39,12 +39,13 @@ def describe_params(params: dict[str, Any]) -> str:
 
 
 def headline(outcome: PointOutcome) -> str:
-    """``12,345 IOPS · 81.0 µs`` or the status and reason."""
+    """``12,345 IOPS · 81.0 µs`` (``24,690 IOPS, sum of 2 hosts · ...``) or the status and reason."""
     if outcome.status != "ok":
         return f"{outcome.status}: {outcome.reason or ''}".strip()
     parts = []
     if outcome.iops is not None:
-        parts.append(f"{outcome.iops:,.0f} IOPS")
+        summed = f", sum of {outcome.hosts} hosts" if outcome.hosts > 1 else ""
+        parts.append(f"{outcome.iops:,.0f} IOPS{summed}")
     if outcome.lat_mean_us is not None:
         parts.append(f"{outcome.lat_mean_us:,.1f} µs")
     return " · ".join(parts) or "ok"

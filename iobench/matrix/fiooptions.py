@@ -161,6 +161,15 @@ OPTIONS: dict[str, Rule] = {
             "set `log_avg_msec` for their window",
         ),
     ),
+    **dict.fromkeys(
+        ("log_unix_epoch", "log_alternate_epoch", "log_alternate_epoch_clock_id"),
+        Rule(
+            "managed",
+            "iobench chooses the clock of the logs' time stamps: a point on hosts logs in Unix time, "
+            "to tell when each host ran",
+            "read the time series with iobench.timeseries (relative to the point's start either way)",
+        ),
+    ),
     # --- code, other users, the machine -------------------------------------------------
     **dict.fromkeys(
         ("exec_prerun", "exec_postrun"),
@@ -369,9 +378,6 @@ OPTIONS: dict[str, Rule] = {
             "log_compression",
             "log_compression_cpus",
             "log_store_compressed",
-            "log_unix_epoch",
-            "log_alternate_epoch",
-            "log_alternate_epoch_clock_id",
             "block_error_percentiles",
             "group_reporting",
             "stats",

@@ -24,6 +24,7 @@ from iobench.matrix.targets import Target
 from iobench.matrix.values import IOBENCH_AXES, Duration, Value, fio_text
 from iobench.planner.jobfile import opened_problems, render_jobfile
 from iobench.planner.placement import Placement, Skip, job_binding, resolve_placement
+from iobench.planner.timelogs import host_log_options
 from iobench.system.cpulist import format_cpulist
 from iobench.system.fleet import Fleet, HostFacts, HostSpec
 from iobench.system.hostfs import SystemRoot
@@ -279,6 +280,8 @@ class _Planner:
         if self.host is not None:
             # fio's server runs the jobs: the binding goes into the job file, not under numactl.
             options.update(job_binding(placed))
+            # Its logs in Unix time: when each host ran (fio 3.33's client output does not say).
+            options.update(host_log_options())
         jobfile = render_jobfile(
             title=f"iobench {__version__}: {self.matrix.name} point {point}",
             params={k: fio_text(v) for k, v in combo.items()},

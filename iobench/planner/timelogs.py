@@ -14,6 +14,14 @@ land there beside ``fio.json``::
 ``<job>`` is fio's job number within its fio process (1..N, the clones of each
 section counted in section order). With ``per_job_logs=0`` fio leaves the
 number out and a section's jobs append to one file, one job after another.
+
+A point on hosts runs one fio server per host; fio's client brings each
+host's logs back as ``<log>.<client>`` (``<log>.host-<name>``, see
+:mod:`iobench.results.fioout.clients`). Those job files also set
+``log_unix_epoch=1`` (:func:`host_log_options`): each host then stamps its
+samples with its own clock's Unix time instead of the time since its job
+began, which is what tells when each host ran (docs/numbers.md, "Points on
+several hosts").
 """
 
 from __future__ import annotations
@@ -25,10 +33,18 @@ from collections.abc import Mapping
 DEFAULT_LOG_AVG_MSEC = 1000
 #: The fio options iobench sets in every job section (a matrix may not set them).
 LOG_OPTIONS: tuple[str, ...] = ("write_bw_log", "write_iops_log", "write_lat_log")
+#: What a host's job file adds (:func:`host_log_options`); a matrix may not set these either: fio's
+#: ``log_alternate_epoch_clock_id`` picks the clock ``log_unix_epoch`` reads.
+HOST_LOG_OPTIONS: dict[str, str] = {"log_unix_epoch": "1"}
+#: The fio options that choose the clock of the logs' time stamps (iobench's to set).
+EPOCH_OPTIONS: tuple[str, ...] = ("log_unix_epoch", "log_alternate_epoch", "log_alternate_epoch_clock_id")
 #: What fio writes for them: the kind in each file name.
 LOG_KINDS: tuple[str, ...] = ("iops", "bw", "lat", "clat", "slat")
-#: A log file's name: its section, kind, job number (absent with ``per_job_logs=0``).
-LOG_FILE = re.compile(r"^(?P<section>.+)_(?P<kind>iops|bw|lat|clat|slat)(?:\.(?P<job>\d+))?\.log$")
+#: A log file's name: its section, kind, job number (absent with ``per_job_logs=0``) and, for a log
+#: fio's client brought back from a host's server, the client's name for that host (``host-a``).
+LOG_FILE = re.compile(
+    r"^(?P<section>.+)_(?P<kind>iops|bw|lat|clat|slat)(?:\.(?P<job>\d+))?\.log(?:\.(?P<client>[^/]+))?$"
+)
 
 
 def global_log_options(options: Mapping[str, str]) -> dict[str, str]:
@@ -52,3 +68,13 @@ def global_log_options(options: Mapping[str, str]) -> dict[str, str]:
 def section_log_options(section: str) -> dict[str, str]:
     """The options that make the jobs of job section ``section`` write their logs under its name."""
     return dict.fromkeys(LOG_OPTIONS, section)
+
+
+def host_log_options() -> dict[str, str]:
+    """The ``[global]`` options a job file that runs on a host adds: its logs stamped in Unix time (ms).
+
+    fio 3.33 reports no job's start time; with ``log_unix_epoch=1`` every log
+    sample carries the host's wall-clock time, so the hosts of a point can be
+    placed on one time line (:mod:`iobench.results.hostspan`).
+    """
+    return dict(HOST_LOG_OPTIONS)

@@ -38,11 +38,13 @@ from iobench.plots.cpu import cpu_per_io
 from iobench.plots.figures import KINDS, draw, figures_for, save_figure
 from iobench.plots.files import default_figures
 from iobench.plots.heatmap import heatmap
+from iobench.plots.hostvalues import hosts
 from iobench.plots.latency import latency_percentiles
 from iobench.plots.numa import local_vs_remote, smt
 from iobench.plots.options import ROLES
 from iobench.plots.ratios import ratios
 from iobench.plots.resources import busiest_threads, cpu_where, device_vs_fio
+from iobench.plots.scaleout import scale_out
 from iobench.plots.timeline import timeline
 from iobench.results.points import parameter_columns, point_totals
 
@@ -60,6 +62,7 @@ __all__ = [
     "draw",
     "figures_for",
     "heatmap",
+    "hosts",
     "latency_percentiles",
     "local_vs_remote",
     "over_repeats",
@@ -68,6 +71,7 @@ __all__ = [
     "point_totals",
     "ratios",
     "save_figure",
+    "scale_out",
     "smt",
     "sweep",
     "throughput_metric",

@@ -28,7 +28,7 @@ HOST = "host"
 
 
 #: Columns besides the matrix axes that tell points apart, in the order figures consider them.
-CATEGORIES: tuple[str, ...] = (HOST, *CONTEXT, "direction", "run_id", "source", "groupid", "point")
+CATEGORIES: tuple[str, ...] = (*CONTEXT, "direction", "run_id", "source", "groupid", "point")
 #: Columns of a tidy frame's rows that a point's totals combine away (a point sums its jobs).
 JOB_COLUMNS = frozenset({"jobname", "job_index", "cpus", "cpus_observed", "cpu_node", "target_node"})
 #: Columns that are measured numbers, besides the latency percentiles.
@@ -89,19 +89,17 @@ def shared_totals(memo: Shared | None = None) -> Iterator[Shared]:
 
 
 def point_totals(df: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFrame:
-    """:func:`iobench.results.points.point_totals`, each host on its own when the frame holds several.
+    """:func:`iobench.results.points.point_totals`, computed once per frame within :func:`shared_totals`.
 
-    A figure then draws a line (or panel) per host; the numbers of each are
-    still the one module's (:mod:`iobench.results.points`).
+    A point on several hosts is one total, the cluster's (its ``host`` names
+    them all, ``a+b``), as in the report's tables; the hosts' own numbers are
+    the ``hosts`` figure's (:mod:`iobench.plots.hosts`).
     """
     memo = _SHARED.get()
     key = (id(df), tuple(by or ()))
     if memo is not None and key in memo and memo[key][0] is df:
         return memo[key][1].copy(deep=False)
-    split = list(by or ())
-    if several_hosts(data_rows(df)) and HOST not in split:
-        split.append(HOST)
-    totals = points.point_totals(df, by=split or None)
+    totals = points.point_totals(df, by=list(by or ()) or None)
     if memo is not None:
         memo[key] = (df, totals)  # holding df keeps its id from being reused within the block
         return totals.copy(deep=False)

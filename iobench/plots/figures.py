@@ -18,9 +18,11 @@ from iobench.plots import _style as st
 from iobench.plots._lines import main_axis, plot, sweep
 from iobench.plots.cpu import cpu_per_io
 from iobench.plots.heatmap import heatmap
+from iobench.plots.hostvalues import host_totals, hosts
 from iobench.plots.latency import latency_percentiles, percentile_layout
 from iobench.plots.numa import local_vs_remote, smt
 from iobench.plots.resources import busiest_threads, cpu_where, device_vs_fio
+from iobench.plots.scaleout import scale_out
 from iobench.plots.timeline import timeline
 
 #: ``iobench plot RESULTS KIND``: each kind's function.
@@ -33,6 +35,8 @@ KINDS: dict[str, Callable[..., Figure]] = {
     "sweep": sweep,
     "line": plot,
     "timeline": timeline,
+    "hosts": hosts,
+    "scale-out": scale_out,
 }
 #: Kinds drawn from a run directory itself (fio's logs), not from its frame: ``draw`` takes the directory.
 RUN_KINDS = frozenset({"timeline"})
@@ -75,6 +79,8 @@ def figures_for(df: pd.DataFrame, telemetry: pd.DataFrame | None = None) -> dict
     ``cpu-where``                     ``telemetry`` is given and holds CPU samples
     ``device-vs-fio``                 ``telemetry`` is given and points have ``dev_iops``
     ``busiest-threads``               ``telemetry`` is given and holds thread samples
+    ``scale-out``                     ``host_count`` varies
+    ``hosts``                         some point ran on several hosts at once
     ================================  ==================================================
 
     Parameters
@@ -128,6 +134,8 @@ def _chosen(df: pd.DataFrame, telemetry: pd.DataFrame | None) -> dict[str, Calla
     placements = set(totals["placement"].dropna().astype(str)) if "placement" in totals else set()
     if placements & {"same-core", "diff-cores"}:
         figures["smt"] = functools.partial(smt, df, x=_x(axes, "placement", "numjobs"), y=y)
+    if dt.varies(totals, "host_count"):
+        figures["scale-out"] = functools.partial(scale_out, df)
     if axes and not figures:
         figures[f"sweep-{_slug(_x(axes))}"] = functools.partial(sweep, df)
     if dt.varies(totals, "iodepth") and dt.varies(totals, "numjobs"):
@@ -137,6 +145,8 @@ def _chosen(df: pd.DataFrame, telemetry: pd.DataFrame | None) -> dict[str, Calla
     setting = next((c for c in CPU_SETTINGS if c in axes), None)
     if setting and "cpu_us_per_io" in totals and totals["cpu_us_per_io"].notna().any():
         figures[f"cpu-per-io-{_slug(setting)}"] = functools.partial(cpu_per_io, df, setting)
+    if "hosts" in totals and totals["hosts"].fillna(1).gt(1).any() and not host_totals(df).empty:
+        figures["hosts"] = functools.partial(hosts, df)
     if telemetry is not None and not telemetry.empty:
         figures.update(_telemetry_figures(df, telemetry, totals))
     return figures

@@ -25,6 +25,8 @@ LATENCY = ("lat_mean_us", "clat_mean_us", "slat_mean_us")
 RAMP_COLOUR = "0.85"
 SS_RAMP_COLOUR = "#fdd49e"
 JUDGED_COLOURS = {True: "#c7e9c0", False: "#fcbba1", None: "#e0e0e0"}
+#: Each host's own line, under the hosts' sum, at a point on several hosts.
+HOST_COLOUR = "0.6"
 #: The roles the figure fixes, and what each is.
 FIXED = {
     "x": "the time",
@@ -147,6 +149,25 @@ def _draw(
     return True
 
 
+def _draw_hosts(axis: Axes, windows: pd.DataFrame, metric: str) -> bool:
+    """Each host's own windows as thin grey lines under the hosts' sum (a point on several hosts)."""
+    if windows.empty or metric not in windows or windows[metric].isna().all():
+        return False
+    factor = st.scale(metric)
+    for index, ((_, _), rows) in enumerate(windows.groupby(["host", "repeat"], sort=True)):
+        rows = rows.sort_values("t_s")
+        axis.plot(
+            rows["t_s"].to_numpy(dtype=float),
+            rows[metric].to_numpy(dtype=float, na_value=np.nan) * factor,
+            color=HOST_COLOUR,
+            linewidth=0.8,
+            alpha=0.7,
+            zorder=1,
+            label="each host" if index == 0 else None,
+        )
+    return True
+
+
 def timeline(
     data: pd.DataFrame | str | os.PathLike[str] | Any,
     *,
@@ -164,7 +185,9 @@ def timeline(
 
     Each line is the point's windows (:func:`iobench.results.points.window_totals`):
     its jobs' IOPS or bandwidth summed, their mean latencies weighted by their
-    I/Os. Windows that some job did not log (fio's last, partial window) are
+    I/Os. At a point on several hosts that is the hosts' sum (their windows on
+    one clock: :mod:`iobench.results.hostspan`), and each host's own windows
+    are thin grey lines under it; the verdict is the sum's and every host's. Windows that some job did not log (fio's last, partial window) are
     hollow markers off the line. Time runs from the start of fio's measured
     time: ``ramp_time`` comes before 0 and is shaded grey (fio logs nothing
     during it), ``steadystate_ramp_time`` is shaded orange, and the windows
@@ -219,6 +242,14 @@ def timeline(
     windows = window_totals(series)
     if y not in windows or windows[y].isna().all():
         raise ResultsError(f"timeline: the logs hold no {y!r} samples")
+    several = (
+        series.groupby(["point", "repeat"])["host"].transform("nunique") > 1 if "host" in series else None
+    )
+    per_host = (
+        window_totals(series[several.to_numpy()], by=["host"])
+        if several is not None and several.any()
+        else pd.DataFrame(columns=["point", "repeat", "host", "t_s"])
+    )
     chosen, note = _choose(sorted(int(p) for p in windows["point"].unique()), found, points)
     params = [c for c in series.columns if c not in COLUMNS and series[c].nunique(dropna=False) > 1]
     timing = _timing(series)
@@ -257,6 +288,8 @@ def timeline(
                     span = (float(verdict["judged_from_s"].iloc[0]), float(verdict["judged_to_s"].iloc[0]))
                     steady = verdict["steady"].iloc[0]
                 _shade(axis, timing.get((point, repeat)), span, steady)
+            if metric is not None:
+                _draw_hosts(axis, per_host[per_host["point"] == point], metric)
             if metric is not None and not _draw(axis, rows, metric, repeats):
                 axis.text(
                     0.5,

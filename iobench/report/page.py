@@ -36,6 +36,7 @@ from iobench.errors import NextStep, ResultsError, RunStorageError
 from iobench.matrix.display import format_value
 from iobench.plots.files import save_figure_file
 from iobench.report.findings import validity_flags, validity_section
+from iobench.report.hostnotes import outlier_section, summed_by
 from iobench.report.html import inline_png, template
 from iobench.report.runstate import run_lines
 from iobench.report.verdicts import HEADER as VERDICT_HEADER
@@ -203,6 +204,7 @@ def render_page(
         problems=_bounded(problems, ("point", "repeat", "status", "reason"), out, "problems.csv"),
         unsteady=_bounded(unsteady, ("point", "repeat", "parameters", "why"), out, "unsteady.csv"),
         validity=validity_section(frame),
+        outliers=outlier_section(frame),
         machine=_machine_rows(manifest),
         targets=_target_rows(manifest),
         hosts=_host_sections(manifest),
@@ -278,7 +280,9 @@ def _summary_table(summary: pd.DataFrame, validity: dict[object, list[str]] | No
     if summary.empty:
         return {"rows": []}
     stats = [c for c in summary.columns if c.endswith(("_mean", "_std", "_ci95", "_cv"))]
-    fixed = {"n", "pct_exact", "noisy", "short_runtime", "unsteady", *stats}
+    fixed = {"n", "pct_exact", "noisy", "short_runtime", "unsteady", "hosts", "host_outliers", *stats}
+    # A point's numbers that add up several hosts say so, and how many, in a column of their own.
+    summed = "hosts" in summary and bool(summary["hosts"].fillna(1).gt(1).any())
     keys = [
         c
         for c in summary.columns
@@ -294,18 +298,30 @@ def _summary_table(summary: pd.DataFrame, validity: dict[object, list[str]] | No
         if unsteady is not None and not pd.isna(unsteady) and int(unsteady) > 0:
             flags.append(f"not steady ({int(unsteady)} of {int(row['n'])})")
         flags += (validity or {}).get(row.get("point"), [])
+        outliers = row.get("host_outliers")
+        if isinstance(outliers, str) and outliers.strip():
+            flags.append(f"hosts differ: {outliers}")
         cv = row.get("iops_cv")
         numbers = [str(int(row["n"]))] + [_mean_ci(row, m, scale) for m, _, scale in metrics]
         numbers.append("–" if cv is None or pd.isna(cv) else f"{float(cv):.1%}")
+        labels = [format_value(k, row[k], missing="–") for k in keys]
         rows.append(
             {
-                "labels": [format_value(k, row[k], missing="–") for k in keys],
+                "labels": [*labels, summed_by(row.get("hosts"))] if summed else labels,
                 "numbers": numbers,
                 "flags": flags,
             }
         )
     return {
-        "header": [*keys, "n", *(title for _, title, _ in metrics), "CV (IOPS)", "flags"],
+        "header": [
+            *keys,
+            *(["hosts"] if summed else []),
+            "n",
+            *(t for _, t, _ in metrics),
+            "CV (IOPS)",
+            "flags",
+        ],
+        "summed": summed,
         "rows": rows,
         "approximate": bool(summary["pct_exact"].eq(False).any()),
         "csv": "summary.csv",

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+import numpy as np
 import pandas as pd
 
 from iobench.errors import ResultsError
@@ -24,9 +25,13 @@ from iobench.results.fioout import read_jobs
 from iobench.results.fioout.clients import client_key, client_rows, host_share
 from iobench.results.fioout.frame import FrameBuilder
 from iobench.results.fioout.rows import FRAME_COLUMNS, Row, job_rows
+from iobench.results.hostoutliers import COLUMNS as OUTLIER_COLUMNS
+from iobench.results.hostoutliers import outliers
+from iobench.results.hostspan import WINDOW_COLUMNS, host_windows, runtimes_of, window_ios
 from iobench.results.points import IDENTITY, PLACEMENT, parameter_columns
 from iobench.results.steady import with_steady
 from iobench.results.telemetry import with_telemetry
+from iobench.results.timeseries import read_run_logs
 from iobench.results.validity import with_validity
 from iobench.store.inventory import DAMAGED, Inventory, SavedPoint, take_inventory
 from iobench.store.records import Manifest, PointMeta, ProcessRecord
@@ -286,6 +291,73 @@ def point_frame(
     return rows.frame()
 
 
+def with_hosts(frame: pd.DataFrame, run: RunDir, points: Sequence[tuple[Path, PointMeta]]) -> pd.DataFrame:
+    """``frame`` with the ``hosts`` group's columns for its ``ok`` points that ran on hosts.
+
+    :func:`with_host_window`, then ``host_outliers`` and
+    ``host_outliers_detail`` on every row of a point × repeat × direction
+    that ran on several hosts (:mod:`iobench.results.hostoutliers`).
+    """
+    frame = with_host_window(frame, run, points)
+    if "window_s" not in frame:
+        return frame
+    judged = outliers(frame)
+    if judged.empty:
+        return frame
+    by = [c for c in judged.columns if c not in OUTLIER_COLUMNS]
+    found = pd.MultiIndex.from_frame(judged[by].astype(str)).get_indexer(
+        pd.MultiIndex.from_frame(frame[by].astype(str))
+    )
+    for column in OUTLIER_COLUMNS:
+        values = judged[column].array.take(found, allow_fill=True)
+        frame[column] = pd.array(values, dtype="string")
+    return frame
+
+
+def with_host_window(
+    frame: pd.DataFrame, run: RunDir, points: Sequence[tuple[Path, PointMeta]]
+) -> pd.DataFrame:
+    """``frame`` with ``window_s``, ``start_skew_ms``, ``overlap_pct`` and ``window_ios`` for points on hosts.
+
+    The first three on every row of an ``ok`` point × repeat of ``points``
+    that ran on hosts, ``window_ios`` on each of its job × direction rows
+    (:mod:`iobench.results.hostspan`), from those points' logs only. A frame
+    without such points is returned as it is.
+    """
+    on_hosts = [
+        (d, m) for d, m in points if m.status == "ok" and any(p.host is not None for p in m.processes)
+    ]
+    if not on_hosts or frame.empty or "point" not in frame:
+        return frame
+    ok = frame["status"].eq("ok").fillna(False).to_numpy() if "status" in frame else np.ones(len(frame), bool)
+    # fio's runtimes of each point's jobs, from its rows here: its output is not parsed twice.
+    jobs = frame[ok & frame["direction"].notna().to_numpy()] if "direction" in frame else frame.iloc[0:0]
+    runtimes = {
+        (int(str(p)), int(str(r))): runtimes_of(rows)
+        for (p, r), rows in jobs.dropna(subset=["point", "repeat"]).groupby(["point", "repeat"], sort=False)
+    }
+    logs = read_run_logs(run, on_hosts, runtimes)
+    windows = host_windows(logs.spans)
+    keys = pd.MultiIndex.from_arrays([windows["point"].astype("Int64"), windows["repeat"].astype("Int64")])
+    at = keys.get_indexer(pd.MultiIndex.from_arrays([frame["point"], frame["repeat"]]))
+    at = np.where(ok, at, -1)
+    for column in WINDOW_COLUMNS:
+        values = windows[column].to_numpy(dtype=float)
+        frame[column] = pd.array(np.where(at >= 0, values[np.maximum(at, 0)], np.nan), dtype="Float64")
+        frame.loc[at < 0, column] = pd.NA
+    data = (at >= 0) & frame["direction"].notna().to_numpy()
+    series = logs.series[logs.series["metric"].eq("iops")]
+    log_window = {
+        (int(p), int(r)): float(w)
+        for p, r, w in logs.timing[["point", "repeat", "window_s"]].itertuples(index=False, name=None)
+    }
+    counted = np.full(len(frame), np.nan)
+    counted[data] = window_ios(frame[data], series, logs.spans, windows, log_window)
+    frame["window_ios"] = pd.array(counted, dtype="Float64")
+    frame.loc[~data, "window_ios"] = pd.NA
+    return frame
+
+
 def _tidy_types(frame: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
     """Each column in its schema dtype; an axis gets the type of its values."""
     for column in frame.columns:
@@ -386,7 +458,8 @@ def _base_frame(run: RunDir, parsed: Parsed, inventory: Inventory) -> pd.DataFra
     if not rows.size:
         frame = pd.DataFrame({c: pd.Series([], dtype=schema.dtype(c)) for c in IDENTITY})
     else:
-        frame = _ordered(_tidy_types(rows.frame(), axes), axes, manifest)
+        frame = _tidy_types(rows.frame(), axes)
+        frame = _ordered(with_hosts(frame, run, list(inventory.readable())), axes, manifest)
     frame.attrs[BUILT_FROM] = BuiltFrom.of(inventory.stamps())
     return frame
 

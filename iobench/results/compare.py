@@ -23,7 +23,9 @@ column                     meaning
 ``verdict``                ``better`` / ``worse`` / ``no change`` (:data:`VERDICTS`); NA when
                            nothing can be judged (a point on one side only, a side without
                            a value, fewer than two repeats)
-``reason``                 why a verdict is NA or a significant change is ``no change``;
+``reason``                 why a verdict is NA or a significant change is ``no change``
+                           (a point that ran on different numbers of hosts in A and B is
+                           not compared: one side's numbers are a sum over hosts);
                            when the repeats are too few to show the minimum effect;
                            repeats that did not reach steady state (``steady`` false)
 =========================  ==================================================================
@@ -487,7 +489,7 @@ def _check_columns(side: _Side, split: Sequence[str]) -> None:
         params = [c for c in parameter_columns(side.frame) if c != "run_id"]
         raise ResultsError(
             f"--by {','.join(missing)}: no such column in {side.name} ({side.label}); its parameters: "
-            f"{', '.join(params) or 'none'} (also: {', '.join(c for c in (*CONTEXT, 'host') if c in side.frame)})"
+            f"{', '.join(params) or 'none'} (also: {', '.join(c for c in CONTEXT if c in side.frame)})"
         )
 
 
@@ -580,6 +582,8 @@ class _Group:
     repeats: dict[str, Repeats]
     unsteady: int = 0
     counted: int = 0
+    hosts: int | None = None
+    """How many hosts the point's numbers sum (the most over its repeats); None: not known."""
 
 
 def _groups(side: _Side, keys: Sequence[str], metrics: Sequence[str]) -> dict[tuple[str, ...], _Group]:
@@ -623,6 +627,11 @@ def _groups(side: _Side, keys: Sequence[str], metrics: Sequence[str]) -> dict[tu
         {str(k): v for k, v in r.items()} for r in totals[list(keys)].iloc[first].to_dict("records")
     ]
     number = totals[point].to_numpy(dtype=object)[first] if point is not None else [None] * count
+    hosts: list[int | None] = [None] * count
+    if "hosts" in totals:
+        most = np.zeros(count, dtype=np.int64)
+        np.maximum.at(most, ids, totals["hosts"].fillna(0).to_numpy(dtype=np.int64))
+        hosts = [int(h) if h > 0 else None for h in most]
     out: dict[tuple[str, ...], _Group] = {}
     for index in range(count):
         repeats = {}
@@ -632,7 +641,12 @@ def _groups(side: _Side, keys: Sequence[str], metrics: Sequence[str]) -> dict[tu
                 group[~np.isnan(group)], float(means[metric][index]), float(stds[metric][index])
             )
         out[texts[index]] = _Group(
-            key_values[index], [number[index]], repeats, int(unsteady[index]), int(counted[index])
+            key_values[index],
+            [number[index]],
+            repeats,
+            int(unsteady[index]),
+            int(counted[index]),
+            hosts[index],
         )
     return out
 
@@ -645,7 +659,7 @@ def _point_ids(rows: pd.DataFrame, point: str) -> list[object]:
 
 
 def _ambiguous(side: _Side, keys: Sequence[str], rows: pd.DataFrame, first: pd.Series) -> str:
-    candidates = [c for c in (*parameter_columns(rows), *CONTEXT, "host", "target") if c in rows]
+    candidates = [c for c in (*parameter_columns(rows), *CONTEXT) if c in rows]
     differing = [c for c in dict.fromkeys(candidates) if c not in keys and _varies(rows, c)]
     where = ", ".join(f"{k}={first[k]}" for k in keys) or "the whole run"
     hint = f"they differ in {', '.join(differing)}; add " + (differing[0] if differing else "a column")
@@ -691,6 +705,8 @@ def _rows(
                         "reason": f"ran in {match.split()[0]} only",
                     }
                 )
+            elif _apart(ga, gb):
+                row.update(_unjudged_hosts(ga, gb, metric))
             else:
                 judged = judge(
                     ga.repeats[metric], gb.repeats[metric], direction=DIRECTION[metric], min_effect=min_effect
@@ -705,6 +721,35 @@ def _rows(
                 row["reason"] = "; ".join(filter(None, [row["reason"], *settling]))
             rows.append(row)
     return rows
+
+
+def _apart(a: _Group, b: _Group) -> bool:
+    """Whether the two sides of a point ran on different numbers of hosts (known on both)."""
+    return a.hosts is not None and b.hosts is not None and a.hosts != b.hosts
+
+
+def _hosts_text(count: int | None) -> str:
+    return "this machine or one host" if count == 1 else f"{count} hosts at once (their sum)"
+
+
+def _unjudged_hosts(a: _Group, b: _Group, metric: str) -> dict[str, Any]:
+    """A point that ran on different numbers of hosts in A and B: the means side by side, no test, no verdict."""
+    ra, rb = a.repeats[metric], b.repeats[metric]
+    return {
+        "a_n": ra.n,
+        "a_mean": ra.mean,
+        "a_std": ra.std,
+        "b_n": rb.n,
+        "b_mean": rb.mean,
+        "b_std": rb.std,
+        "ratio": math.nan,  # the ratio of a sum to one host's number is no change of anything
+        "verdict": None,
+        "reason": (
+            f"not compared: A ran on {_hosts_text(a.hosts)}, B on {_hosts_text(b.hosts)}; a sum over "
+            "hosts is not one host's number. Compare runs on as many hosts (each host with --by host, "
+            "or the host_count axis in one run)"
+        ),
+    }
 
 
 def _correct(rows: list[dict[str, Any]], correction: str, min_effect: float) -> int:
@@ -848,6 +893,13 @@ def _facts(side: _Side) -> dict[str, str]:
     """What the run's manifest, matrix and frame say about where and how it ran, by label."""
     machine = side.manifest.get("machine") or {}
     facts = {label: _text(machine[key]) for key, label in _MACHINE if key in machine}
+    hosts = [h for h in side.manifest.get("hosts") or [] if isinstance(h, dict)]
+    if hosts:  # fio ran on these; `machine` is the client that drove them
+        facts["host"] = ", ".join(str(h.get("host")) for h in hosts)
+        facts["client (fio --client)"] = _text(machine.get("host"))
+    counts = side.totals["hosts"].dropna() if "hosts" in side.totals else pd.Series(dtype="Int64")
+    if len(counts):
+        facts["hosts per point"] = ", ".join(str(int(c)) for c in sorted(set(counts)))
     nodes = (machine.get("topology") or {}).get("nodes")
     if nodes:
         facts["NUMA nodes"] = str(len(nodes))

@@ -24,6 +24,17 @@ column                             a point × repeat × direction
 ``inflight``                       Little's law on the point: ``iops × lat_mean_us / 1e6``
 =================================  ==============================================================
 
+**A point on several hosts** (a group whose rows name two hosts or more) is
+the cluster: its ``iops`` and ``bw_bytes`` are all its hosts' I/Os and bytes
+within the window all of them ran (``window_ios``, ``window_s``:
+:mod:`iobench.results.hostspan`) over that window; ``total_ios``,
+``io_bytes`` and ``runtime_ms`` stay fio's group rule over every host (all
+I/Os, the longest runtime), the percentiles come from every host's merged
+histograms, and ``hosts`` says how many hosts the total sums. Where a host's
+window is unknown (a run from before iobench logged hosts in Unix time, a log
+missing) the point falls back to fio's group rule over all hosts, and
+``window_s`` is NA. ``by=["host"]`` gives each host its own row, by fio's rule.
+
 A sum or mean over a point is NA when any of its jobs lacks the value: a total
 over some of the jobs is not the point's. Without a ``runtime_ms`` column (a
 hand-made frame) every job counts as running equally long.
@@ -38,7 +49,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -55,11 +66,19 @@ IDENTITY: tuple[str, ...] = schema.group("identity")
 PLACEMENT: tuple[str, ...] = schema.group("placement")
 #: Run bookkeeping columns.
 EXTRA: tuple[str, ...] = schema.group("run")
-#: Placement columns that can differ from point to point: :func:`point_totals` keeps them
-#: (the distinct values joined with ``+`` where a point spans several).
-CONTEXT: tuple[str, ...] = ("target", "scheduler", "readahead_kb")
+#: Columns that can differ from point to point: :func:`point_totals` keeps them (the distinct
+#: values joined with ``+`` where a point spans several: ``a+b``, the hosts of a point on two).
+CONTEXT: tuple[str, ...] = ("host", "target", "scheduler", "readahead_kb")
 #: Columns :func:`point_totals` adds besides the metrics.
 ADDED: tuple[str, ...] = ("jobs", "pct_exact")
+#: When a point's hosts ran together, and the hosts far from the others (:mod:`iobench.results.hostspan`,
+#: :mod:`iobench.results.hostoutliers`): the same on every row of a point × repeat (× direction),
+#: but ``window_ios``, which is per job and direction.
+HOSTS: tuple[str, ...] = schema.group("hosts")
+#: The text columns among :data:`HOSTS`.
+HOSTS_TEXT: frozenset[str] = frozenset(c for c in HOSTS if schema.dtype(c) == "string")
+#: What :func:`summarize` keeps of them over repeats: the numbers' means, the outliers seen.
+HOSTS_SUMMARY: tuple[str, ...] = ("window_s", "start_skew_ms", "overlap_pct", "host_outliers")
 #: The steady-state verdict of each point × repeat (:mod:`iobench.results.steady`), and the
 #: count :func:`summarize` makes of it: not parameters.
 STEADY: tuple[str, ...] = schema.group("steady")
@@ -380,6 +399,9 @@ def _totals(rows: pd.DataFrame, keys: list[str], context: list[str]) -> pd.DataF
     out["iops"] = _ratio(groups.sum(ios) * 1000.0, longest)
     if {"io_bytes", "bw_bytes"} & present:
         out["bw_bytes"] = _ratio(groups.sum(volume) * 1000.0, longest)
+    hosts = _host_counts(rows, ids, count) if "host" in present else None
+    if hosts is not None and "window_ios" in present and "window_s" in present:
+        _cluster_rates(rows, groups, hosts, ios, volume, out)
     # Without runtimes, volumes would only be the rates renamed: left out.
     if "io_bytes" in present or ("bw_bytes" in present and has_runtime):
         out["io_bytes"] = groups.sum(volume)
@@ -414,15 +436,19 @@ def _totals(rows: pd.DataFrame, keys: list[str], context: list[str]) -> pd.DataF
     columns.update((column, pd.array(values, dtype="Float64")) for column, values in out.items())
     columns["jobs"] = pd.array(np.bincount(ids, minlength=count), dtype="Int64")
     columns["pct_exact"] = pct_exact.array
+    if hosts is not None:
+        columns["hosts"] = pd.array(hosts, dtype="Int64")
     for column in context:
         columns[column] = _one_or_joined(rows, column, ids, count).array
     if "steady" in present:
         columns["steady"] = _all_of(rows["steady"], ids, count)
     if "steady_reason" in present:
         columns["steady_reason"] = _one_or_joined(rows, "steady_reason", ids, count).astype("string").array
-    for column in TELEMETRY:
-        if column in present:  # the same on every row of a point × repeat (× direction)
-            if column in TELEMETRY_TEXT:
+    for column in (*TELEMETRY, *HOSTS):
+        if (
+            column in present and column != "window_ios"
+        ):  # the same on every row of a point × repeat (× direction)
+            if column in TELEMETRY_TEXT or column in HOSTS_TEXT:
                 columns[column] = pd.array(_one_or_joined(rows, column, ids, count).array, dtype="string")
             else:
                 numbers = _floats(rows, column)
@@ -430,6 +456,37 @@ def _totals(rows: pd.DataFrame, keys: list[str], context: list[str]) -> pd.DataF
                 top = groups.max(np.where(np.isnan(numbers), -np.inf, numbers))
                 columns[column] = pd.array(np.where(known, top, np.nan), dtype="Float64")
     return pd.DataFrame(columns, index=pd.RangeIndex(count))
+
+
+def _host_counts(rows: pd.DataFrame, ids: np.ndarray, count: int) -> np.ndarray:
+    """How many distinct hosts each group's rows name."""
+    codes, _ = pd.factorize(rows["host"].array, use_na_sentinel=True)
+    known = codes >= 0
+    pairs = np.unique(ids[known].astype(np.int64) * (int(codes.max(initial=0)) + 1) + codes[known])
+    return np.bincount(pairs // (int(codes.max(initial=0)) + 1), minlength=count)
+
+
+def _cluster_rates(
+    rows: pd.DataFrame,
+    groups: _Groups,
+    hosts: np.ndarray,
+    ios: np.ndarray,
+    volume: np.ndarray,
+    out: dict[str, np.ndarray],
+) -> None:
+    """Groups of several hosts: ``iops`` and ``bw_bytes`` over the window all of them ran (module note)."""
+    window_ios = _floats(rows, "window_ios")
+    in_window = groups.sum(window_ios)
+    window_s = groups.max(_floats(rows, "window_s"))
+    # Each job's bytes follow its I/Os at its own mean size.
+    window_bytes = groups.sum(window_ios * _ratio(volume, ios))
+    cluster = (hosts >= 2) & np.isfinite(in_window) & (window_s > 0)
+    out["window_ios"] = in_window
+    out["iops"] = np.where(cluster, _ratio(in_window, window_s), out["iops"])
+    if "bw_bytes" in out:
+        out["bw_bytes"] = np.where(
+            cluster & np.isfinite(window_bytes), _ratio(window_bytes, window_s), out["bw_bytes"]
+        )
 
 
 def _all_of(column: pd.Series, ids: np.ndarray, count: int) -> pd.api.extensions.ExtensionArray:
@@ -514,7 +571,9 @@ def point_totals(df: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFr
         bins, or one job's printed value; false: approximated; NA: none); then
         the :data:`CONTEXT` columns; then ``steady`` and ``steady_reason`` when
         ``df`` has them (a point × repeat judged as a whole); then the
-        :data:`TELEMETRY` columns the frame has (the same on every row of a point × repeat × direction).
+        :data:`TELEMETRY` columns the frame has (the same on every row of a point × repeat × direction),
+        ``hosts`` (how many hosts the total sums; with a ``host`` column) and
+        the :data:`HOSTS` columns the frame has (``window_ios`` summed).
 
     Raises
     ------
@@ -540,21 +599,24 @@ WINDOW_RATES: tuple[str, ...] = ("iops", "bw_bytes")
 WINDOW_LATENCIES: tuple[str, ...] = ("lat_mean_us", "clat_mean_us", "slat_mean_us")
 
 
-def window_totals(series: pd.DataFrame) -> pd.DataFrame:
+def window_totals(series: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
     """One row per point × repeat × window: its jobs and directions combined, as :func:`point_totals` does.
 
     Parameters
     ----------
     series : pandas.DataFrame
         The long frame of :func:`iobench.timeseries` (``point``, ``repeat``,
-        ``jobname``, ``job``, ``direction``, ``window``, ``t_s``, ``metric``,
-        ``value``).
+        ``host``, ``jobname``, ``job``, ``direction``, ``window``, ``t_s``,
+        ``metric``, ``value``). A point's jobs are its hosts' jobs: on several
+        hosts a window's sum is the cluster's.
+    by : sequence of str, optional
+        Columns that split a point further: ``["host"]`` gives each host's windows.
 
     Returns
     -------
     pandas.DataFrame
-        ``point``, ``repeat`` (and ``run_id`` when present), ``window``,
-        ``t_s`` (the window's latest time stamp), ``iops`` and ``bw_bytes``
+        ``point``, ``repeat`` (and ``run_id`` when present), the ``by``
+        columns, ``window``, ``t_s`` (the window's latest time stamp), ``iops`` and ``bw_bytes``
         (summed over the jobs and directions that logged the window; a job with
         two samples in one window counts their mean), ``lat_mean_us``,
         ``clat_mean_us``, ``slat_mean_us`` (the jobs' means weighted by the
@@ -565,8 +627,8 @@ def window_totals(series: pd.DataFrame) -> pd.DataFrame:
         window, so an incomplete window's sum is not the point's), in point,
         repeat and window order. Metrics the logs do not have are left out.
     """
-    keys = [c for c in ("run_id", "point", "repeat") if c in series]
-    job = [c for c in ("jobname", "job") if c in series]
+    keys = [*(c for c in ("run_id", "point", "repeat") if c in series), *by]
+    job = [c for c in ("host", "jobname", "job") if c in series and c not in by]
     cell_keys = [*keys, *job, "direction", "window"]
     wanted = series[series["metric"].isin([*WINDOW_RATES, *WINDOW_LATENCIES])]
     if wanted.empty:
@@ -695,9 +757,13 @@ def summarize(
         shorter than ``runtime_requested_ms``, unless fio stopped it on reaching
         steady state), ``unsteady`` (repeats judged not steady, counted before
         ``steady_only`` leaves them out; NA when the frame has no ``steady``
-        column), then the :data:`CONTEXT` columns, then, where the frame has
-        telemetry, ``<m>_mean`` of its numbers and the distinct ``top_thread``
-        and ``bottleneck`` values over the repeats (joined with ``+``).
+        column), ``hosts`` (with a ``host`` column: how many hosts the point's
+        numbers sum, the most over its repeats), then the :data:`CONTEXT`
+        columns, then, where the frame has telemetry, ``<m>_mean`` of its
+        numbers and the distinct ``top_thread`` and ``bottleneck`` values over
+        the repeats (joined with ``+``), and, for points on hosts,
+        ``window_s_mean``, ``start_skew_ms_mean``, ``overlap_pct_mean`` and the
+        distinct ``host_outliers`` of the repeats.
 
     Raises
     ------
@@ -712,10 +778,22 @@ def summarize(
     extra = [c for cs in list(_PERCENTILES.values())[1:] for c in cs.values() if c in totals]
     metrics = [m for m in SUMMARY_METRICS if m in totals] + extra
     stats = [f"{m}_{s}" for m in metrics for s in ("mean", "std", "ci95", "cv")]
-    observed = [c for c in TELEMETRY_SUMMARY if c in totals]
-    numbers = [c for c in observed if c not in TELEMETRY_TEXT]
+    observed = [c for c in (*TELEMETRY_SUMMARY, *HOSTS_SUMMARY) if c in totals]
+    numbers = [c for c in observed if c not in TELEMETRY_TEXT and c not in HOSTS_TEXT]
     telemetry = [f"{c}_mean" if c in numbers else c for c in observed]
-    columns = [*keys, "n", *stats, "pct_exact", "noisy", "short_runtime", "unsteady", *context, *telemetry]
+    hosts = ["hosts"] if "hosts" in totals else []
+    columns = [
+        *keys,
+        "n",
+        *stats,
+        "pct_exact",
+        "noisy",
+        "short_runtime",
+        "unsteady",
+        *hosts,
+        *context,
+        *telemetry,
+    ]
     if totals.empty:
         return pd.DataFrame(columns=columns)
     not_steady = _not_steady(totals)
@@ -749,6 +827,10 @@ def summarize(
     first = np.unique(ids, return_index=True)[1]
     counted = pd.array(unsteady.to_numpy()[first], dtype="Int64")
     summary["unsteady"] = counted if "steady" in totals else pd.array([pd.NA] * count, dtype="Int64")
+    if hosts:
+        most = np.zeros(count, dtype=np.int64)
+        np.maximum.at(most, ids, totals["hosts"].fillna(0).to_numpy(dtype=np.int64))
+        summary["hosts"] = pd.array(most, dtype="Int64")
     for column in context:
         summary[column] = _one_or_joined(totals, column, ids, count).array
     if numbers:
@@ -756,9 +838,25 @@ def summarize(
         for column in numbers:
             summary[f"{column}_mean"] = means[f"{column}_mean"].astype("Float64").array
     for column in observed:
-        if column in TELEMETRY_TEXT:
+        if column == "host_outliers":  # the hosts any repeat named, once each
+            summary[column] = _named_over_repeats(totals[column], ids, count)
+        elif column in TELEMETRY_TEXT or column in HOSTS_TEXT:
             summary[column] = pd.array(_one_or_joined(totals, column, ids, count).array, dtype="string")
     return summary[columns]
+
+
+def _named_over_repeats(names: pd.Series, ids: np.ndarray, count: int) -> pd.api.extensions.ExtensionArray:
+    """Per group, every name any of its rows holds (space-separated), in first-seen order; NA when none was judged."""
+    found: list[list[str] | None] = [None] * count
+    for group, text in zip(ids.tolist(), names.astype(object).tolist(), strict=True):
+        if not isinstance(text, str):  # NA: not judged
+            continue
+        known = found[group] = found[group] or []
+        known += [n for n in str(text).split() if n not in known]
+    joined: pd.api.extensions.ExtensionArray = pd.array(
+        [None if n is None else " ".join(n) for n in found], dtype="string"
+    )
+    return joined
 
 
 def _not_steady(totals: pd.DataFrame) -> pd.Series:
@@ -793,35 +891,51 @@ def rate_totals(df: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
     return point_totals(df[[c for c in dict.fromkeys(keep) if c in df]], by=list(by) or None)
 
 
-def headline(frames: pd.DataFrame | Sequence[pd.DataFrame]) -> tuple[float | None, float | None]:
-    """The CLI's line for one finished point: its IOPS (every direction) and the mean latency of its I/Os.
+class Headline(NamedTuple):
+    """The CLI's figures of one finished point (:func:`headline`)."""
+
+    iops: float | None
+    """IOPS summed over the directions: the cluster's over the window all hosts ran, on several hosts."""
+    lat_mean_us: float | None
+    """The mean latency of the point's I/Os (µs)."""
+    hosts: int
+    """How many hosts the IOPS sums (1: this machine, or one host)."""
+
+
+def headline(frames: pd.DataFrame | Sequence[pd.DataFrame]) -> Headline:
+    """The CLI's line for one finished point: its IOPS (every direction), mean latency and hosts.
 
     Parameters
     ----------
     frames : pandas.DataFrame or sequence of them
         fio's outputs of one point × repeat as :func:`iobench.parse_fio_text`
-        gives them (one frame per fio process, or one frame).
+        gives them (one frame per fio process, or one frame); on several
+        hosts with ``window_s`` and ``window_ios``
+        (:func:`iobench.results.assemble.with_host_window`), so the IOPS are
+        the cluster's as :func:`point_totals` gives them.
 
     Returns
     -------
-    tuple of (float or None, float or None)
-        The point's IOPS summed over its directions, and ``lat_mean_us``
-        weighted by each direction's I/Os; ``None`` where there is none.
+    Headline
+        The point's IOPS summed over its directions, ``lat_mean_us`` weighted
+        by each direction's I/Os (``None`` where there is none), and how many
+        hosts the IOPS sum.
     """
     parts = [frames] if isinstance(frames, pd.DataFrame) else list(frames)
     rows = data_rows(pd.concat(parts, ignore_index=True)) if parts else pd.DataFrame()
+    hosts = int(rows["host"].nunique()) if "host" in rows and rows["host"].notna().any() else 1
     if rows.empty or "iops" not in rows or rows["iops"].isna().all():
-        return None, None
+        return Headline(None, None, hosts)
     # Only what the line shows: the percentiles (json+ bins decoded and merged) would cost 20x the rest.
-    needed = [c for c in ("direction", *_HEADLINE) if c in rows]
+    needed = [c for c in ("direction", "host", "window_s", "window_ios", *_HEADLINE) if c in rows]
     directions = _totals(rows[needed].reset_index(drop=True), ["direction"], [])
     iops = directions["iops"].astype("Float64")
     if iops.isna().all():
-        return None, None
+        return Headline(None, None, hosts)
     lat = (
         directions["lat_mean_us"] if "lat_mean_us" in directions else pd.Series(pd.NA, index=directions.index)
     )
     weights = directions["total_ios"].astype("Float64")
     valid = lat.notna() & weights.notna() & (weights > 0)
     mean = float((lat[valid] * weights[valid]).sum() / weights[valid].sum()) if valid.any() else None
-    return float(iops.sum()), mean
+    return Headline(float(iops.sum()), mean, hosts)

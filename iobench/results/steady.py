@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +88,7 @@ def judge_windows(
     windows: pd.DataFrame,
     timing: pd.DataFrame | None = None,
     *,
+    by: Sequence[str] = (),
     last: int = LAST_WINDOWS,
     min_windows: int = MIN_WINDOWS,
     max_deviation: float = MAX_DEVIATION,
@@ -102,18 +103,23 @@ def judge_windows(
     timing : pandas.DataFrame, optional
         Per point × repeat ``window_s`` (``log_avg_msec``), to word the reasons
         and place the judged span; every point × repeat in it gets a row,
-        judged or not.
+        judged or not (without ``by``).
+    by : sequence of str, optional
+        The columns ``windows`` were split by (``window_totals(series, by=["host"])``):
+        each of their values is judged on its own, and named in the result.
     last, min_windows, max_deviation, max_drift
         The criterion's settings (the module's constants by default).
 
     Returns
     -------
     pandas.DataFrame
-        :data:`VERDICT_COLUMNS`: ``steady`` (boolean, NA when not judged),
-        ``steady_reason``, and the span judged (``judged_from_s``, the start of
-        the first judged window, to ``judged_to_s``, the end of the last).
+        :data:`VERDICT_COLUMNS` (the ``by`` columns after ``repeat``):
+        ``steady`` (boolean, NA when not judged), ``steady_reason``, and the
+        span judged (``judged_from_s``, the start of the first judged window,
+        to ``judged_to_s``, the end of the last).
     """
-    keys = ["point", "repeat"]
+    split = list(by)
+    keys = ["point", "repeat", *split]
     metric = "iops" if "iops" in windows else "bw_bytes" if "bw_bytes" in windows else None
     window_s: dict[tuple[int, int], float] = {}
     if timing is not None and not timing.empty:
@@ -127,22 +133,26 @@ def judge_windows(
         usable = usable.sort_values([*keys, "window"])
         points = usable["point"].to_numpy(dtype=np.int64)
         repeats = usable["repeat"].to_numpy(dtype=np.int64)
+        extra = [usable[c].to_numpy(dtype=object) for c in split]
         times = usable["t_s"].to_numpy(dtype=float)
         values = usable[metric].to_numpy(dtype=float, na_value=np.nan)
         change = (points[1:] != points[:-1]) | (repeats[1:] != repeats[:-1])
+        for column in extra:
+            change |= column[1:] != column[:-1]
         starts = np.flatnonzero(np.r_[True, change]) if len(points) else np.array([], dtype=np.int64)
         for start, end in zip(starts.tolist(), [*starts[1:].tolist(), len(points)], strict=True):
             key = (int(points[start]), int(repeats[start]))
             x, y = times[start:end][-last:], values[start:end][-last:]
-            rows.append(
-                _verdict(
-                    key, x, y, end - start, metric, window_s.get(key), min_windows, max_deviation, max_drift
-                )
+            row = _verdict(
+                key, x, y, end - start, metric, window_s.get(key), min_windows, max_deviation, max_drift
             )
-    seen = {(r["point"], r["repeat"]) for r in rows}
-    for key in sorted(set(window_s) - seen):
-        rows.append(_unjudged(key, 0, window_s[key], min_windows, metric))
-    return _typed(pd.DataFrame(rows, columns=list(VERDICT_COLUMNS)))
+            rows.append({**row, **{c: v[start] for c, v in zip(split, extra, strict=True)}})
+    if not split:
+        seen = {(r["point"], r["repeat"]) for r in rows}
+        for key in sorted(set(window_s) - seen):
+            rows.append(_unjudged(key, 0, window_s[key], min_windows, metric))
+    columns = [*keys, *VERDICT_COLUMNS[2:]]
+    return _typed(pd.DataFrame(rows, columns=columns))
 
 
 def _unjudged(
@@ -313,6 +323,7 @@ def verdicts(
     # Only the throughput is judged: the other logs need not be combined.
     rate = "iops" if series["metric"].eq("iops").any() else "bw_bytes"
     judged = judge_windows(window_totals(series[series["metric"].eq(rate)]), logs.timing)
+    judged = with_host_verdicts(judged, series[series["metric"].eq(rate)], logs.timing)
     present = series[["point", "repeat"]].drop_duplicates()
     has_logs = set(
         zip(present["point"].astype(int).tolist(), present["repeat"].astype(int).tolist(), strict=True)
@@ -349,8 +360,64 @@ def verdicts(
     return _typed(pd.DataFrame(rows, columns=list(VERDICT_COLUMNS)))
 
 
+def host_verdicts(series: pd.DataFrame, timing: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Each host's own verdict, for the points × repeats of ``series`` that ran on several hosts.
+
+    Parameters
+    ----------
+    series
+        A time series (:func:`iobench.timeseries`), or its throughput rows.
+    timing
+        Its ``attrs["timing"]`` as a frame (``RunLogs.timing``), to word the reasons.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :data:`VERDICT_COLUMNS` with ``host`` after ``repeat``: the same
+        criterion on each host's windows alone.
+    """
+    columns = ["point", "repeat", "host", *VERDICT_COLUMNS[2:]]
+    if "host" not in series or series.empty:
+        return _typed(pd.DataFrame(columns=columns))
+    rate = "iops" if series["metric"].eq("iops").any() else "bw_bytes"
+    rows = series[series["metric"].eq(rate)]
+    several = rows.groupby(["point", "repeat"])["host"].transform("nunique") > 1
+    rows = rows[several.to_numpy()]
+    if rows.empty:
+        return _typed(pd.DataFrame(columns=columns))
+    return judge_windows(window_totals(rows, by=["host"]), timing, by=["host"])
+
+
+def with_host_verdicts(judged: pd.DataFrame, series: pd.DataFrame, timing: pd.DataFrame) -> pd.DataFrame:
+    """``judged`` (the sums' verdicts) with each host's: a point on several hosts is steady when its sum is and
+    every host is (:func:`host_verdicts` of ``series``); the hosts that are not are named first in the reason.
+    """
+    hosts = host_verdicts(series, timing)
+    unsteady = hosts[hosts["steady"].eq(False).fillna(False)]
+    if unsteady.empty:
+        return judged
+    said: dict[tuple[int, int], list[str]] = {}
+    for point, repeat, host, reason in unsteady[["point", "repeat", "host", "steady_reason"]].itertuples(
+        index=False, name=None
+    ):
+        said.setdefault((int(point), int(repeat)), []).append(f"host {host}: {reason}")
+    steady = judged["steady"].astype(object).tolist()
+    reasons = judged["steady_reason"].astype(object).tolist()
+    for index, (point, repeat) in enumerate(zip(judged["point"], judged["repeat"], strict=True)):
+        found = said.get((int(point), int(repeat)))
+        if not found:
+            continue
+        cluster = reasons[index]
+        head = [] if cluster is None or cluster is pd.NA else [f"the hosts' sum: {cluster}"]
+        steady[index] = False
+        count = f"{len(found)} host{'s' if len(found) > 1 else ''} not steady"
+        reasons[index] = "; ".join([count, *found, *head])
+    return _typed(judged.assign(steady=steady, steady_reason=reasons))
+
+
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.astype(dict(zip(VERDICT_COLUMNS, _TYPES, strict=True)))
+    types = dict(zip(VERDICT_COLUMNS, _TYPES, strict=True))
+    return frame.astype({c: types.get(c, "string") for c in frame.columns})
 
 
 _TYPES = ("Int64", "Int64", "boolean", "string", "float64", "float64")

@@ -10,6 +10,8 @@ column          meaning
 ==============  ===============================================================================
 ``point``       the point and repeat (``0003-r2`` is point 3, repeat 2)
 ``repeat``
+``host``        the machine that ran the job: a host's name (logs fio's client brought back
+                as ``<log>.host-<name>``), else this machine's
 ``jobname``     the job section (named after the target) whose logs these are
 ``job``         fio's job number within its fio process (1..N); with ``per_job_logs=0`` a
                 section's jobs share one file and are numbered in the order fio wrote them
@@ -18,7 +20,8 @@ column          meaning
                 windows of several jobs line up (their clocks differ by milliseconds)
 ``t_s``         fio's time stamp in seconds: the end of the window, counted from the start of
                 the measured time (fio restarts its clock when ``ramp_time`` ends, so the
-                ramp is never in the logs)
+                ramp is never in the logs); on hosts, from the start of the point's
+                earliest host (their logs are in Unix time: :mod:`iobench.results.hostspan`)
 ``metric``      ``iops``, ``bw_bytes`` (bytes/s; fio logs KiB/s), ``lat_mean_us``,
                 ``clat_mean_us``, ``slat_mean_us`` (µs; fio logs ns): the mean over the window.
                 With ``log_max_value=1`` fio logs each window's largest value instead, and the
@@ -40,6 +43,10 @@ What fio's windowed logs do, and what iobench makes of it:
   already written): only the first row is kept.
 - With ``per_job_logs=0`` the jobs of a section append to one file one after
   another; where the time stamps start again, the next job begins.
+- A point on hosts logs in Unix time, each host on its own clock: every job's
+  start and end are found (:func:`iobench.results.hostspan.job_spans`) and
+  the point's time counted from the earliest start, so the windows of all
+  hosts line up. The spans are in ``RunLogs.spans``.
 
 Only points with status ``ok`` are read. Parsing is vectorised: every log
 file of a run is read into one buffer and parsed by pandas' C reader in one
@@ -50,7 +57,7 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,7 +68,8 @@ import pyarrow as pa
 
 from iobench.errors import ResultsError
 from iobench.matrix.units import parse_seconds
-from iobench.planner.timelogs import DEFAULT_LOG_AVG_MSEC, LOG_FILE
+from iobench.planner.timelogs import DEFAULT_LOG_AVG_MSEC, EPOCH_OPTIONS, LOG_FILE
+from iobench.results.hostspan import SPAN_COLUMNS, client_hosts, host_runtimes, job_spans, runtimes_of
 from iobench.results.points import PLACEMENT
 from iobench.store.inventory import take_inventory
 from iobench.store.records import PointMeta
@@ -71,6 +79,7 @@ from iobench.store.rundir import RunDir
 COLUMNS: tuple[str, ...] = (
     "point",
     "repeat",
+    "host",
     "jobname",
     "job",
     "direction",
@@ -109,6 +118,7 @@ class _File:
 
     path: str
     index: int  # the point × repeat, a row of the timing table
+    host: str | None  # the host whose server wrote it; None: this machine
     section: str
     kind: str
     job: int | None
@@ -183,6 +193,11 @@ def timing_of(options: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def unix_time(options: dict[str, str]) -> bool:
+    """Whether a job file's logs are stamped in Unix (or another clock's) time, not from each job's start."""
+    return any(_truthy(options.get(name)) for name in EPOCH_OPTIONS[:2])
+
+
 @dataclass
 class RunLogs:
     """A run's logs as read: the long frame (no parameter columns), the timing table, the points.
@@ -195,9 +210,20 @@ class RunLogs:
     timing: pd.DataFrame
     points: list[tuple[Path, PointMeta]]
     problems: dict[tuple[int, int], str] = field(default_factory=dict)
+    spans: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(SPAN_COLUMNS)))
+    """Each host job's start and end (:data:`~iobench.results.hostspan.SPAN_COLUMNS`), in
+    seconds on its point's clock (``t_s``'s), for points whose logs are in Unix time."""
 
 
-def _log_files(point_dir: Path, index: int, timing: dict[str, Any], max_value: bool) -> list[_File]:
+def _log_files(
+    point_dir: Path,
+    index: int,
+    timing: dict[str, Any],
+    max_value: bool,
+    clients: dict[str, str],
+    problems: list[str],
+) -> list[_File]:
+    """The point's logs; one whose client suffix names no host of the point goes to ``problems``."""
     try:
         names = sorted(os.listdir(point_dir))
     except OSError:
@@ -209,11 +235,19 @@ def _log_files(point_dir: Path, index: int, timing: dict[str, Any], max_value: b
         match = LOG_FILE.match(name)
         if match is None:
             continue
-        job = match["job"]
+        job, client = match["job"], match["client"]
+        host = None if client is None else clients.get(client)
+        if client is not None and host is None:
+            problems.append(
+                f"{os.path.join(directory, name)}: a log of fio client {client!r}, which names no one host "
+                "of the point (left out)"
+            )
+            continue
         files.append(
             _File(
                 os.path.join(directory, name),
                 index,
+                host,
                 match["section"],
                 match["kind"],
                 None if job is None else int(job),
@@ -224,23 +258,39 @@ def _log_files(point_dir: Path, index: int, timing: dict[str, Any], max_value: b
     return files
 
 
-def read_run_logs(run: RunDir, points: Iterable[tuple[Path, PointMeta]] | None = None) -> RunLogs:
+def read_run_logs(
+    run: RunDir,
+    points: Iterable[tuple[Path, PointMeta]] | None = None,
+    runtimes: Mapping[tuple[int, int], pd.DataFrame] | None = None,
+) -> RunLogs:
     """Every log of every ``ok`` point of ``run``, and each point × repeat's timing.
 
     ``points``: the run's saved points, already read (default: read them).
+    ``runtimes``: per point × repeat on hosts, its jobs' runtimes already read
+    (:func:`~iobench.results.hostspan.runtimes_of`; default: read from fio's output).
     A log that cannot be read, or is not in fio's format, is left out and
-    named (file and line) in ``RunLogs.problems``.
+    named (file and line) in ``RunLogs.problems``; so is a point on hosts
+    whose jobs cannot be placed in time (its logs are then kept, counted from
+    its first sample less one window).
     """
     files: list[_File] = []
     rows: list[dict[str, Any]] = []
     chosen: list[tuple[Path, PointMeta]] = []
+    unix: list[bool] = []
+    named: dict[int, list[str]] = {}
     for point_dir, meta in take_inventory(run).readable() if points is None else points:
         if meta.status != "ok":
             continue
         options = job_options(point_dir, meta)
         timing = timing_of(options)
         rows.append({"point": meta.point, "repeat": meta.repeat, **timing})
-        files += _log_files(point_dir, len(chosen), timing, _truthy(options.get("log_max_value")))
+        said: list[str] = []
+        files += _log_files(
+            point_dir, len(chosen), timing, _truthy(options.get("log_max_value")), client_hosts(meta), said
+        )
+        if said:
+            named[len(chosen)] = said
+        unix.append(unix_time(options))
         chosen.append((point_dir, meta))
     timing_frame = pd.DataFrame(rows, columns=list(TIMING))
     bad: dict[int, str] = {}
@@ -249,7 +299,71 @@ def read_run_logs(run: RunDir, points: Iterable[tuple[Path, PointMeta]] | None =
     for number, problem in bad.items():
         meta = chosen[files[number].index][1]
         problems.setdefault((meta.point, meta.repeat), problem)
-    return RunLogs(series, timing_frame, chosen, problems)
+    for index, said in named.items():
+        meta = chosen[index][1]
+        problems.setdefault((meta.point, meta.repeat), said[0])
+    local = run.manifest().machine.host
+    if local is not None and len(series):
+        series["host"] = series["host"].fillna(local)
+    series, spans = _on_point_clocks(series, timing_frame, chosen, unix, problems, runtimes or {})
+    return RunLogs(series, timing_frame, chosen, problems, spans)
+
+
+def _on_point_clocks(
+    series: pd.DataFrame,
+    timing: pd.DataFrame,
+    chosen: list[tuple[Path, PointMeta]],
+    unix: list[bool],
+    problems: dict[tuple[int, int], str],
+    known: Mapping[tuple[int, int], pd.DataFrame],
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The logs in Unix time counted from their point's earliest job start; the host jobs' spans on that clock."""
+    empty = pd.DataFrame(columns=list(SPAN_COLUMNS))
+    if not any(unix) or series.empty:
+        return series, empty
+    where = series.groupby(["point", "repeat"], sort=False).indices
+    t_ms = np.round(series["t_s"].to_numpy(dtype=float) * 1000.0)
+    t_s = series["t_s"].to_numpy(dtype=float).copy()
+    window = series["window"].to_numpy(dtype=np.int64, na_value=0).copy()
+    spans = []
+    for index, ((point_dir, meta), absolute) in enumerate(zip(chosen, unix, strict=True)):
+        if not absolute:
+            continue
+        at = where.get((meta.point, meta.repeat))
+        if at is None or not len(at):
+            continue
+        rows = series.iloc[at][["host", "jobname", "job", "metric"]].assign(t_ms=t_ms[at])
+        width_ms = float(timing["window_s"].iloc[index]) * 1000.0
+        problem: str | None = None
+        runtimes = known.get((meta.point, meta.repeat))
+        if runtimes is None:
+            try:
+                runtimes = host_runtimes(point_dir, meta)
+            except ResultsError as exc:
+                runtimes, problem = runtimes_of(pd.DataFrame()), str(exc)
+        found, unknown = job_spans(rows, runtimes)
+        problem = problem or unknown
+        starts = found["start_ms"].to_numpy(dtype=float)
+        if problem is not None:
+            problems.setdefault(
+                (meta.point, meta.repeat), f"{point_dir}: the hosts' jobs cannot be placed in time: {problem}"
+            )
+        origin = float(np.nanmin(starts)) if np.isfinite(starts).any() else float(t_ms[at].min() - width_ms)
+        t_s[at] = (t_ms[at] - origin) / 1000.0
+        window[at] = np.floor((t_ms[at] - origin) / width_ms + 0.5).astype(np.int64)
+        spans.append(
+            found.assign(
+                point=meta.point,
+                repeat=meta.repeat,
+                start_s=(found["start_ms"] - origin) / 1000.0,
+                end_s=(found["end_ms"] - origin) / 1000.0,
+            )[list(SPAN_COLUMNS)]
+        )
+    series = series.assign(t_s=t_s, window=pd.array(window, dtype="Int64"))
+    if not spans:
+        return series, empty
+    out = pd.concat(spans, ignore_index=True)
+    return series, out.astype({"point": "Int64", "repeat": "Int64", "job": "Int64"})
 
 
 def _read_bytes(path: str, bad: dict[int, str], number: int) -> bytes:
@@ -360,6 +474,15 @@ def _strings(codes: np.ndarray, names: list[str] | np.ndarray) -> pd.api.extensi
     return column
 
 
+def _strings_or_na(codes: np.ndarray, names: list[str]) -> pd.api.extensions.ExtensionArray:
+    """:func:`_strings`, NA where a code is -1."""
+    if not len(codes) or (codes < 0).all():
+        return pd.array([pd.NA] * len(codes), dtype="string")
+    column = _strings(np.where(codes < 0, 0, codes), names)
+    column[codes < 0] = pd.NA
+    return column
+
+
 def _repeated(segment: np.ndarray, ddir: np.ndarray, t_ms: np.ndarray) -> np.ndarray:
     """Rows whose (job, direction, time stamp) an earlier row already had."""
     if len(t_ms) and int(t_ms.min()) >= 0 and int(t_ms.max()) < 2**38 and int(segment.max()) < 2**22:
@@ -419,12 +542,17 @@ def parse_logs(files: list[_File], timing: pd.DataFrame, bad: dict[int, str] | N
     sections = sorted({f.section for f in files})
     code = {name: i for i, name in enumerate(sections)}
     section = np.array([code[f.section] for f in files], dtype=np.int64)[owner]
+    hosts = sorted({f.host for f in files if f.host is not None})
+    host_code = {name: i for i, name in enumerate(hosts)}
+    host = np.array([host_code.get(f.host, -1) if f.host is not None else -1 for f in files], dtype=np.int64)
+    host = host[owner]
     point = timing["point"].to_numpy(dtype=np.int64)[index] if len(timing) else index
     repeat = timing["repeat"].to_numpy(dtype=np.int64)[index] if len(timing) else index
     return pd.DataFrame(
         {
             "point": pd.array(point, dtype="Int64"),
             "repeat": pd.array(repeat, dtype="Int64"),
+            "host": _strings_or_na(host, hosts),
             "jobname": _strings(section, sections),
             "job": pd.array(job, dtype="Int64"),
             "direction": _strings(ddir, list(DIRECTIONS)),
@@ -482,6 +610,10 @@ def series_frame(logs: RunLogs, run: RunDir | None = None) -> pd.DataFrame:
     """The long frame of :func:`timeseries` from logs already read (``run`` adds the machine facts)."""
     series = _with_params(logs.series, logs)
     series.attrs["timing"] = logs.timing.to_dict("records")
+    series.attrs["spans"] = [
+        {k: (None if pd.isna(v) else v) for k, v in record.items()}
+        for record in logs.spans.to_dict("records")
+    ]
     series.attrs["notes"] = list(dict.fromkeys(logs.problems.values()))
     if run is not None:
         machine = run.manifest().machine.facts()
@@ -509,7 +641,10 @@ def timeseries(run: str | os.PathLike[str] | RunDir | Any) -> pd.DataFrame:
         ``attrs["timing"]`` lists, per point × repeat, ``window_s``
         (``log_avg_msec``), ``ramp_s`` (``ramp_time``: before the logs begin),
         ``steadystate_ramp_s``, ``steadystate_s`` and ``steadystate`` (fio's
-        steady-state options, when the point used them); ``attrs["machine"]``
+        steady-state options, when the point used them); ``attrs["spans"]``,
+        for points on hosts, each job's ``host``, ``jobname``, ``job``,
+        ``start_s`` and ``end_s`` on ``t_s``'s clock
+        (:mod:`iobench.results.hostspan`); ``attrs["machine"]``
         the host, CPU, kernel and fio version for captions; ``attrs["notes"]``
         each log left out because it cannot be read or is not in fio's format
         (naming the file and line).

@@ -58,6 +58,7 @@ CODES: tuple[str, ...] = (
     "compressible-writes",
     "not-steady",
     "wide-ci",
+    "host-overlap",
     "fio-warning",
 )
 
@@ -75,6 +76,8 @@ CONTENTION_ONE_CPU_PCT = 20.0
 FREQ_MOVE_PCT = 10.0
 #: A 95 % confidence half-width over repeats of at least this % of the mean.
 WIDE_CI_PCT = 10.0
+#: The hosts of a point ran together for less than this share (%) of the longest-running host's span.
+MIN_OVERLAP_PCT = 90.0
 #: Device models known to compress what they store (matched in the model name).
 COMPRESSING_MODELS: tuple[str, ...] = ("ScaleFlux", "SandForce")
 #: Lines of fio's warnings quoted in a detail.
@@ -89,6 +92,7 @@ THRESHOLDS: tuple[str, ...] = (
     "CONTENTION_ONE_CPU_PCT",
     "FREQ_MOVE_PCT",
     "WIDE_CI_PCT",
+    "MIN_OVERLAP_PCT",
     "COMPRESSING_MODELS",
 )
 
@@ -161,6 +165,13 @@ CHECKS: tuple[Check, ...] = (
         "the repeats of the point lie far apart",
         f"95 % CI half-width ≥ {WIDE_CI_PCT:g} % of the mean IOPS",
         "`over_repeats` of the point totals",
+    ),
+    Check(
+        "host-overlap",
+        "the hosts of a point ran together for a small part of the point: they started or ended far apart, "
+        "and the cluster's numbers (over the window all of them ran) leave the rest out",
+        f"window below {MIN_OVERLAP_PCT:g} % of the longest host's span",
+        "the frame's `window_s`, `start_skew_ms`, `overlap_pct` (each host's logs in Unix time)",
     ),
     Check(
         "fio-warning",
@@ -621,6 +632,29 @@ def wide_ci(p: PointView, v: Verdict) -> None:
         v.na("wide-ci", "one repeat, no interval to judge")
 
 
+def host_overlap(p: PointView, v: Verdict) -> None:
+    """``host-overlap``: the point's hosts ran together for less than :data:`MIN_OVERLAP_PCT` of the longest's span."""
+    overlap, window = p.telemetry.get("overlap_pct"), p.telemetry.get("window_s")
+    if overlap is None or window is None:
+        if any(process.host is not None for process in p.meta.processes):
+            v.na(
+                "host-overlap",
+                "when each host ran is unknown: no logs in Unix time (a run from before iobench asked for "
+                "them), or a log or fio's runtime of a job missing",
+            )
+        return
+    if overlap < MIN_OVERLAP_PCT:
+        skew = p.telemetry.get("start_skew_ms")
+        longest = window / overlap * 100.0 if overlap > 0 else math.nan
+        v.finding(
+            "host-overlap",
+            f"the hosts ran together for {window:.2f} s, {overlap:.0f} % of the longest host's "
+            f"{longest:.2f} s"
+            + (f" (their starts {skew:,.0f} ms apart)" if skew is not None else "")
+            + ": the cluster's IOPS and bandwidth cover that window only",
+        )
+
+
 def _quote(lines: Sequence[str]) -> str:
     shown = "; ".join(f'"{line}"' for line in lines[:QUOTED_LINES])
     more = len(lines) - QUOTED_LINES
@@ -666,6 +700,7 @@ FUNCTIONS = (
     compressible_writes,
     not_steady,
     wide_ci,
+    host_overlap,
     fio_warning,
 )
 
@@ -808,7 +843,16 @@ def judge_run(frame: pd.DataFrame, run: RunDir) -> dict[tuple[int, int], Verdict
         for key, found in (_firsts(rows, keys, ["dev_bw_bytes"]) if "direction" in rows else {}).items()
         if found["dev_bw_bytes"] is not None
     }
-    point_columns = ("cpu_other_pct", "cpu_other_max_pct", "cpu_other_top", "steady", "steady_reason")
+    point_columns = (
+        "cpu_other_pct",
+        "cpu_other_max_pct",
+        "cpu_other_top",
+        "steady",
+        "steady_reason",
+        "window_s",
+        "start_skew_ms",
+        "overlap_pct",
+    )
     per_point = _firsts(rows, ["point", "repeat"], point_columns)
     spread: dict[tuple[Any, ...], tuple[float, float, float]] = {}
     if "iops" in totals and "direction" in totals:

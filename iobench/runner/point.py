@@ -51,6 +51,7 @@ from iobench.system.tuning import DeviceTuner
 if TYPE_CHECKING:
     from iobench.results.assemble import Parsed
     from iobench.results.fioout.rows import Row
+    from iobench.results.points import Headline
 
 Executor = Callable[..., Completed]
 """Runs one argv like :func:`iobench.system.process.run_process` (tests pass a fake)."""
@@ -105,7 +106,8 @@ class PointOutcome:
 
     The headline (:func:`~iobench.results.points.headline` of the point's
     ``outputs``: each fio's rows) is computed when a display first
-    asks for it: a quiet run never pays for it.
+    asks for it: a quiet run never pays for it. On several hosts it reads the
+    saved point's logs (``run_dir``, ``meta``) for the window all hosts ran.
     """
 
     key: str
@@ -115,15 +117,29 @@ class PointOutcome:
     outputs: Sequence[list[Row]] = field(default=(), repr=False, compare=False)
     fault: TargetVanished | None = field(default=None, repr=False, compare=False)
     """A target found gone or replaced once the point was saved: the sweep stops on it."""
+    run_dir: RunDir | None = field(default=None, repr=False, compare=False)
+    meta: PointMeta | None = field(default=None, repr=False, compare=False)
 
     @cached_property
-    def _headline(self) -> tuple[float | None, float | None]:
-        if not self.outputs:
-            return None, None
-        from iobench.results.fioout.frame import rows_frame
-        from iobench.results.points import headline
+    def _headline(self) -> Headline:
+        import pandas
 
-        return headline([rows_frame(o) for o in self.outputs])
+        from iobench.results.assemble import with_host_window
+        from iobench.results.fioout.frame import rows_frame
+        from iobench.results.points import Headline, headline
+
+        if not self.outputs:
+            return Headline(None, None, 1)
+        frames = [rows_frame(o) for o in self.outputs]
+        hosts = {h for f in frames if "host" in f for h in f["host"].dropna()}
+        if len(hosts) > 1 and self.run_dir is not None and self.meta is not None:
+            meta = self.meta
+            rows = pandas.concat(frames, ignore_index=True).assign(
+                point=meta.point, repeat=meta.repeat, status="ok"
+            )
+            rows = with_host_window(rows, self.run_dir, [(self.run_dir.points / self.key, meta)])
+            return headline(rows)
+        return headline(frames)
 
     @property
     def iops(self) -> float | None:
@@ -134,6 +150,11 @@ class PointOutcome:
     def lat_mean_us(self) -> float | None:
         """The mean latency of the point's I/Os (µs); None when fio reported none."""
         return self._headline[1]
+
+    @property
+    def hosts(self) -> int:
+        """How many hosts :attr:`iops` sums (1: this machine, or one host)."""
+        return self._headline.hosts
 
 
 def killed_words(signum: int) -> str:
@@ -813,6 +834,8 @@ class PointRunner:
             outcome.duration_s,
             outputs,
             fault=self._vanished_in(run, after, before=False),
+            run_dir=self.run_dir,
+            meta=meta,
         )
 
     def _judge(
