@@ -347,6 +347,11 @@ def test_a_run_on_hosts_keeps_each_hosts_settings_from_its_snapshot_and_compare_
         # read from the preflight's snapshot: no remote command reads a setting's file
         reads = [c for c in connection.calls if c[:1] == ["cat"] or (len(c) > 2 and c[2] != SNAPSHOT_SCRIPT)]
         assert not [c for c in reads if any("transparent_hugepage" in a or "numa_balancing" in a for a in c)]
+    from iobench.report.page import write_report
+
+    html = write_report(result.run_dir).html.read_text()
+    section = html[html.index("Host a") :]
+    assert "transparent huge pages" in section[: section.index("Host b")]
     # B: the same run on a host whose THP differs
     other = tmp_path / "other"
     shutil.copytree(result.run_dir, other)
