@@ -240,6 +240,21 @@ def test_system_show_hosts_prints_a_section_per_host_and_fails_for_one(
     assert "1 of 3 hosts failed" in result.stderr
 
 
+def test_an_unnamed_host_is_shown_by_its_hostname_and_chosen_by_its_destination(
+    write_matrix: Callable[..., Path], tmp_path: Path, trees: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    matrix = write_matrix(
+        f"version: 1\nname: unnamed\nfio: {{ioengine: null}}\n"
+        f"hosts: [{{ssh: root@a, targets: [{{path: {tmp_path}/a.dat, size: 8M}}]}}]\n"
+    )
+    hosts = LocalHosts(tmp_path / "homes", **{"root@a": {"answers": [rooted(trees["a"])]}})
+    monkeypatch.setattr(hostsettings, "ssh_connector", hosts)
+    result = CliRunner().invoke(app, ["system", "show", "--hosts", str(matrix), "--host", "root@a"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("host a-host (root@a)\n")
+    assert f"`iobench system tune --hosts {matrix} --host root@a` changes cpu-governor" in result.stdout
+
+
 def test_system_show_hosts_json_has_an_object_per_host(
     write_matrix: Callable[..., Path], tmp_path: Path, cli_hosts: list[LocalHosts]
 ) -> None:

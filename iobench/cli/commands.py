@@ -733,7 +733,7 @@ def system_show(
         sections = []
         for o in outcomes:
             if o.problem is None:
-                chosen = shlex.join(["--hosts", str(hosts), "--host", o.name])
+                chosen = shlex.join(["--hosts", str(hosts), "--host", o.chosen_by])
                 tune_command, reset_command = (f"iobench system {c} {chosen}" for c in ("tune", "reset"))
                 sections.append(
                     "\n".join([o.who, *_setting_lines(o.states, tune_command, reset_command, "  ")])

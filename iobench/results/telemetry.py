@@ -373,9 +373,7 @@ class _Judge:
             for name, value in ranked
             if kinds.get(name) == "other" and value >= OTHER_THREAD_PCT
         ]
-        top_other = next(
-            ((n, v) for n, v in ranked if kinds.get(n) == "other"), None
-        )
+        top_other = next(((n, v) for n, v in ranked if kinds.get(n) == "other"), None)
         if top_other is not None:
             self.row["cpu_other_top"] = f"{top_other[0]} ({_pct(top_other[1])})"
         if others:

@@ -48,6 +48,8 @@ class HostOutcome:
         Its SSH destination.
     who : str
         How messages name it: ``host a (root@storage-a)``.
+    chosen_by : str
+        What ``--host`` takes to name it (:func:`select_hosts`): its ``name:``, else its destination.
     states : tuple of SettingState
         ``show``: its settings.
     done : tuple of str
@@ -59,6 +61,7 @@ class HostOutcome:
     name: str
     destination: str
     who: str
+    chosen_by: str
     states: tuple[SettingState, ...] = ()
     done: tuple[str, ...] = ()
     problem: str | None = None
@@ -100,14 +103,19 @@ def _on_hosts(specs: Sequence[HostSpec], work: Work, connector: Connector | None
     with Fleet(specs, fio_version="", connector=connector or ssh_connector) as fleet:
 
         def one(host: Host) -> None:
-            destination = host.spec.target.destination
+            target = host.spec.target
             try:
                 states, done = work(fleet, host)
             except IobenchError as exc:
                 problem = host_problem(host.describe(), str(exc))
-                outcomes[id(host)] = HostOutcome(host.name, destination, host.describe(), problem=problem)
-                return
-            outcomes[id(host)] = HostOutcome(host.name, destination, host.describe(), states, done)
+                outcome = HostOutcome(
+                    host.name, target.destination, host.describe(), target.name, problem=problem
+                )
+            else:
+                outcome = HostOutcome(
+                    host.name, target.destination, host.describe(), target.name, states, done
+                )
+            outcomes[id(host)] = outcome
 
         fleet.each(one)
         return [outcomes[id(host)] for host in fleet.hosts]
