@@ -5,12 +5,15 @@
 in the host's own "home" folder (where fio servers keep their pid files), and
 a socket forward is a symlink to the host's socket. Answers can be scripted per
 command to play a host without fio, with another fio, without numactl, or one
-that cannot be reached; :meth:`LocalConnection.cut` plays a host that dies.
+that cannot be reached; :meth:`LocalConnection.cut` plays a host that dies;
+:func:`rooted` plays a host whose sysfs and procfs are fake trees (its settings
+tuned and restored without touching this machine's).
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -35,6 +38,25 @@ def probe_answer(fio: str = "fio-3.33", numactl: bool = True, numa: bool = True)
             lines = [f"fio {fio}", f"numactl {'yes' if numactl else 'no'}", f"numa {'yes' if numa else 'no'}"]
             return completed(argv, "\n".join(lines) + "\n")
         return None
+
+    return answer
+
+
+def rooted(root: Path) -> Answer:
+    """Answers every command as a host whose ``/sys`` and ``/proc`` are the trees under ``root``.
+
+    Each argument (scripts too) has its ``/sys/...`` and ``/proc/...`` paths moved
+    under ``root``, the command runs here, and ``root`` is taken out of what it
+    prints: the snapshot script, ``cat`` and the write of a setting all see the
+    fake tree, with the host's own paths in their answers.
+    """
+    paths = re.compile(r"(?<![\w.-])/(sys|proc)(?=/|\b)")
+
+    def answer(argv: Sequence[str]) -> Completed:
+        moved = [paths.sub(lambda m: f"{root}/{m.group(1)}", a) for a in argv]
+        done = run_process(moved, timeout=COMMAND_TIMEOUT_S)
+        out, err = (text.replace(f"{root}/", "/") for text in (done.stdout, done.stderr))
+        return completed(argv, out, done.returncode, err)
 
     return answer
 

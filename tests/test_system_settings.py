@@ -85,6 +85,10 @@ def test_show_finds_every_trap_with_its_value_and_why(tmp_path: Path) -> None:
     assert found["nvme-poll-queues"].value == "poll_queues=0, nvme0n1 io_poll 0"
     assert found["swap"].value == "/dev/nvme0n1p3 (swappiness 60)"
     assert "falls back to interrupts" in found["nvme-poll-queues"].note
+    # the same as data, for the checks of points that have only the manifest (a host's)
+    assert found["cpu-governor"].detail == {"governors": {"0": "powersave", "1": "powersave"}}
+    assert found["nvme-poll-queues"].detail == {"poll_queues": 0, "io_poll": {"nvme0n1": 0}}
+    assert found["thp"].detail == {}
     assert all(s.verdict in VERDICTS and s.note for s in found.values())
 
 
@@ -266,7 +270,7 @@ def test_system_show_json_on_this_machine() -> None:
     shown = json.loads(done.stdout)
     assert [s["name"] for s in shown] == [s.name for s in SETTINGS]
     for item in shown:
-        assert set(item) == {"name", "label", "value", "verdict", "note", "tunable"}
+        assert set(item) == {"name", "label", "value", "verdict", "note", "tunable", "detail"}
         assert item["verdict"] in VERDICTS
     live = {s["name"]: s for s in shown}
     thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")

@@ -30,6 +30,7 @@ from iobench.store.records import MachineFacts, Manifest, PointMeta, ProcessReco
 from iobench.store.rundir import RunDir
 from iobench.system.hostfs import SystemRoot
 from iobench.system.pointfacts import collect
+from iobench.system.stability import show
 from iobench.system.topology import TargetLocation
 
 DATA = Path(__file__).parent / "data" / "fio" / "fio-3.33"
@@ -75,10 +76,15 @@ def quiet_machine(root: Path) -> SystemRoot:
     return system
 
 
-def saved_run(tmp_path: Path, points: Sequence[Mapping[str, Any]]) -> RunDir:
-    """A run directory of points as the runner leaves them: job file, fio's output, stderr, meta, telemetry."""
+def saved_run(
+    tmp_path: Path, points: Sequence[Mapping[str, Any]], hosts: Sequence[dict[str, Any]] = ()
+) -> RunDir:
+    """A run directory of points as the runner leaves them: job file, fio's output, stderr, meta, telemetry.
+
+    A point with ``host`` ran on that host (``hosts``: the manifest's facts of each host).
+    """
     run = RunDir.create(tmp_path / "runs", "v", "version: 1\n")
-    run.write_manifest(Manifest(name="v", machine=MachineFacts(host="h")))
+    run.write_manifest(Manifest(name="v", machine=MachineFacts(host="h"), hosts=list(hosts)))
     for index, spec in enumerate(points, 1):
         point, repeat = spec.get("point", index), spec.get("repeat", 1)
         key = f"{point:04d}-r{repeat}"
@@ -103,9 +109,10 @@ def saved_run(tmp_path: Path, points: Sequence[Mapping[str, Any]]) -> RunDir:
             output="fio.json",
             targets=[TARGET],
             sections=["t0"],
-            cpus="0-1",
-            target_disks={TARGET: ["nvme0n1"]},
+            cpus=spec.get("cpus", "0-1"),
+            target_disks={TARGET: [f"{spec['host']}:nvme0n1" if spec.get("host") else "nvme0n1"]},
             returncode=0,
+            host=spec.get("host"),
         )
         meta = PointMeta(
             key=key,
@@ -123,6 +130,7 @@ def saved_run(tmp_path: Path, points: Sequence[Mapping[str, Any]]) -> RunDir:
     finished = Manifest(
         name="v",
         machine=MachineFacts(host="h"),
+        hosts=list(hosts),
         status="finished",
         finished="2026-01-01T00:01:00",
         counts=counts,
@@ -367,6 +375,38 @@ def test_a_point_that_was_not_steady(quiet: SystemRoot, tmp_path: Path) -> None:
     assert out.loc[1, "validity"] == "not-steady"
     assert out.loc[1, "validity_detail"] == "not-steady: IOPS fell 30 % across the last 5 windows."
     assert out.loc[2, "validity"] == ""
+
+
+def test_points_on_a_host_are_judged_by_its_settings_as_the_run_started(tmp_path: Path) -> None:
+    # Host a: CPU 0 on schedutil, CPU 1 on performance; nvme0n1 without polling (its manifest's system show).
+    settings = [s.to_json() for s in show(hot_nvme_machine(tmp_path / "host-a"), ("nvme0n1",))]
+    on_a = {"facts": None, "host": "a", "options": {"ioengine": "pvsync2", "hipri": "1"}}
+    pinned = {**on_a, "cpus": "1"}
+    on_b = {
+        **on_a,
+        "host": "b",
+    }  # a host whose manifest entry has no settings (a run from before they were kept)
+    hosts = [{"host": "a", "system": settings}, {"host": "b"}]
+    out = verdicts(saved_run(tmp_path, [on_a, pinned, on_b], hosts))
+    row = out.loc[(1, 1)]
+    assert codes(row) == {"freq-scaling", "hipri-no-poll"}
+    assert row["validity_detail"] == (
+        "hipri-no-poll: hipri asks for polled completions, but a:nvme0n1 had no polling as the run started "
+        "(io_poll 0, NVMe poll_queues 0): the kernel completed them by interrupt. "
+        "freq-scaling: host a: CPU 0 ran the schedutil governor as the run started (not performance): the "
+        "clock follows the load."
+    )
+    na = row["validity_na"]
+    assert "freq-scaling: host a: the clock during the point is watched on this machine only." in na
+    assert "throttled: facts are read around fio on this machine only, and the point ran on host a." in na
+    assert codes(out.loc[(2, 1)]) == {"hipri-no-poll"}  # pinned to CPU 1, on performance
+    unknown = out.loc[(3, 1)]
+    assert codes(unknown) == set()
+    assert (
+        "freq-scaling: the run's manifest has no settings of host b (a run from before iobench kept them)."
+        in unknown["validity_na"]
+    )
+    assert "hipri-no-poll: the run's manifest has no settings of host b" in unknown["validity_na"]
 
 
 # --- what cannot be checked, and how it shows -------------------------------------------------

@@ -607,36 +607,148 @@ system_app = typer.Typer(
 )
 app.add_typer(system_app)
 SystemRootOpt = Annotated[
-    Path, typer.Option("--fsroot", help="The machine's files under DIR (DIR/sys, DIR/proc) instead of /.")
+    Path | None,
+    typer.Option(
+        "--fsroot",
+        help="The machine's files under DIR (DIR/sys, DIR/proc) instead of /.",
+        show_default=False,
+    ),
 ]
+HostsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--hosts",
+        help="The hosts of this matrix's `hosts:` instead of this machine, each reached as a run reaches it.",
+        show_default=False,
+    ),
+]
+HostOpt = Annotated[
+    list[str] | None,
+    typer.Option("--host", help="Only this host of --hosts (its name: or ssh:); repeatable."),
+]
+
+
+def _system_hosts(hosts: Path | None, host: list[str] | None, fsroot: Path | None) -> Any:
+    """The host specs ``--hosts``/``--host`` choose (None: this machine), or exit 2 saying why."""
+    if hosts is None:
+        if host:
+            _err().print(
+                "iobench: --host names a host of --hosts MATRIX; give the matrix too",
+                markup=False,
+                soft_wrap=True,
+            )
+            raise typer.Exit(code=2)
+        return None
+    if fsroot is not None:
+        _err().print(
+            "iobench: --fsroot and --hosts cannot be combined: a host's files are read on the host",
+            markup=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(code=2)
+    from iobench.matrix.model import load_matrix
+    from iobench.planner.plans import host_specs
+    from iobench.system.hostsettings import select_hosts
+
+    try:
+        matrix = load_matrix(hosts)
+        if not matrix.hosts:
+            _err().print(
+                f"iobench: {hosts} has no `hosts:`; without --hosts, iobench system reads this machine",
+                markup=False,
+                soft_wrap=True,
+            )
+            raise typer.Exit(code=2)
+        return select_hosts(host_specs(matrix), host or [])
+    except IobenchError as exc:
+        raise _fail(exc) from None
+
+
+def _hosts_done(outcomes: Any) -> None:
+    """The hosts that failed, on stderr, and exit 1 if any did (the others were done)."""
+    failed = [o for o in outcomes if o.problem is not None]
+    if failed:
+        lines = "".join(f"\n  {o.problem}" for o in failed)
+        _err().print(
+            f"iobench: {len(failed)} of {len(outcomes)} hosts failed (the others were done):{lines}",
+            markup=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(code=1)
+
+
+def _setting_lines(states: Any, tune: str, reset: str, indent: str = "") -> list[str]:
+    """``system show``'s lines for one machine: each setting's verdict, value and why; what tune would do."""
+    width = max(len(s.label) for s in states)
+    lines = []
+    for state in states:
+        lines.append(f"{indent}{state.label:<{width}}  {state.verdict:<7}  {state.value}")
+        lines.append(f"{indent}{'':<{width}}  {'':<7}  {state.note}")
+    warned = [s.name for s in states if s.verdict == "warning" and s.tunable]
+    if warned:
+        lines += ["", f"{indent}`{tune}` changes {', '.join(warned)} (as root); `{reset}` undoes it"]
+    return lines
 
 
 @system_app.command("show")
 def system_show(
-    fsroot: SystemRootOpt = Path("/"),
+    fsroot: SystemRootOpt = None,
     disk: Annotated[
         list[str] | None,
         typer.Option("--disk", help="A target's whole disk (write cache, polling); default: every disk."),
     ] = None,
     as_json: JsonOpt = False,
+    hosts: HostsOpt = None,
+    host: HostOpt = None,
 ) -> None:
-    """Each setting with its value and a verdict (ok, note, warning, n/a) and why."""
+    """Each setting with its value and a verdict (ok, note, warning, n/a) and why.
+
+    With --hosts, each host's, one section (--json: one object) per host. Exit
+    status: 0 shown, 1 some hosts could not be reached (each named with why;
+    the others are shown), 2 invalid input (nothing was reached).
+    """
     from iobench.system.hostfs import SystemRoot
     from iobench.system.stability import show
 
-    states = show(SystemRoot(fsroot), disk or ())
-    if as_json:
-        _print_json([s.to_json() for s in states])
+    specs = _system_hosts(hosts, host, fsroot)
+    if specs is None:
+        states = show(SystemRoot(fsroot or "/"), disk or ())
+        if as_json:
+            _print_json([s.to_json() for s in states])
+        else:
+            print("\n".join(_setting_lines(states, "iobench system tune", "iobench system reset")))
         return
-    width = max(len(s.label) for s in states)
-    for state in states:
-        print(f"{state.label:<{width}}  {state.verdict:<7}  {state.value}")
-        print(f"{'':<{width}}  {'':<7}  {state.note}")
-    warned = [s.name for s in states if s.verdict == "warning" and s.tunable]
-    if warned:
-        print(
-            f"\n`iobench system tune` changes {', '.join(warned)} (as root); `iobench system reset` undoes it"
+    from iobench.system.hostsettings import show_hosts
+
+    outcomes = show_hosts(specs, disk or ())
+    if as_json:
+        _print_json(
+            {
+                o.name: {"ssh": o.destination}
+                | ({"problem": o.problem} if o.problem else {"settings": [s.to_json() for s in o.states]})
+                for o in outcomes
+            }
         )
+    else:
+        sections = []
+        for o in outcomes:
+            if o.problem is None:
+                chosen = shlex.join(["--hosts", str(hosts), "--host", o.chosen_by])
+                tune_command, reset_command = (f"iobench system {c} {chosen}" for c in ("tune", "reset"))
+                sections.append(
+                    "\n".join([o.who, *_setting_lines(o.states, tune_command, reset_command, "  ")])
+                )
+        print("\n\n".join(sections))
+    _hosts_done(outcomes)
+
+
+def _host_lines(outcomes: Any, nothing: str) -> None:
+    """A section per host that was done: its lines, or ``nothing``."""
+    for o in outcomes:
+        if o.problem is None:
+            print(o.who)
+            for line in o.done or [nothing]:
+                print(f"  {line}")
 
 
 @system_app.command("tune")
@@ -648,18 +760,37 @@ def system_tune(
             show_default=False,
         ),
     ] = None,
-    fsroot: SystemRootOpt = Path("/"),
+    fsroot: SystemRootOpt = None,
+    hosts: HostsOpt = None,
+    host: HostOpt = None,
 ) -> None:
     """Set what can be set at runtime for a benchmark; the old values are journaled for reset.
 
     Exit status 2, with nothing changed, when a named setting cannot be changed
-    at runtime or a file it needs cannot be written.
+    at runtime or a file it needs cannot be written. With --hosts, on each
+    host; exit status 1 when some hosts failed (each named with why, nothing
+    changed on it; the others were tuned).
     """
     from iobench.system.hostfs import SystemRoot
     from iobench.system.stability import tune
 
+    specs = _system_hosts(hosts, host, fsroot)
+    if specs is not None:
+        from iobench.system.hostsettings import tune_hosts
+
+        try:
+            outcomes = tune_hosts(specs, names or ())
+        except IobenchError as exc:
+            raise _fail(exc) from None
+        _host_lines(outcomes, "nothing to tune: every setting asked for is already as a benchmark wants it")
+        if any(o.done for o in outcomes):
+            print(
+                f"`iobench system reset --hosts {shlex.quote(str(hosts))}` (or `iobench restore`) puts them back"
+            )
+        _hosts_done(outcomes)
+        return
     try:
-        done = tune(names or (), system=SystemRoot(fsroot))
+        done = tune(names or (), system=SystemRoot(fsroot or "/"))
     except IobenchError as exc:
         raise _fail(exc) from None
     for line in done:
@@ -671,13 +802,25 @@ def system_tune(
 
 
 @system_app.command("reset")
-def system_reset(fsroot: SystemRootOpt = Path("/")) -> None:
-    """Put back what `iobench system tune` changed, from the settings journal."""
+def system_reset(fsroot: SystemRootOpt = None, hosts: HostsOpt = None, host: HostOpt = None) -> None:
+    """Put back what `iobench system tune` changed, from the settings journal.
+
+    With --hosts, on each host with a pending journal; exit status 1 when some
+    could not be put back (their journals are kept for another try).
+    """
     from iobench.system.hostfs import SystemRoot
     from iobench.system.stability import reset
 
+    specs = _system_hosts(hosts, host, fsroot)
+    if specs is not None:
+        from iobench.system.hostsettings import reset_hosts
+
+        outcomes = reset_hosts(specs)
+        _host_lines(outcomes, "nothing to reset: no machine settings journal is pending")
+        _hosts_done(outcomes)
+        return
     try:
-        done = reset(system=SystemRoot(fsroot))
+        done = reset(system=SystemRoot(fsroot or "/"))
     except IobenchError as exc:
         raise _fail(exc) from None
     for line in done:

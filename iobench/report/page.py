@@ -382,7 +382,8 @@ def _host_sections(manifest: Manifest) -> list[dict[str, Any]]:
     )
     sections = []
     for host in manifest.hosts:
-        rows = _with_topology(host, [(label, str(host.get(key) or "–")) for key, label in fields])
+        rows = [(label, str(host.get(key) or "–")) for key, label in fields] + _setting_rows(host)
+        rows = _with_topology(host, rows)
         sections.append(
             {"name": str(host.get("host")), "rows": rows, "targets": _targets(host.get("targets") or [])}
         )
@@ -402,13 +403,16 @@ def _machine_rows(manifest: Manifest) -> list[tuple[str, str]]:
         ("python", "Python"),
     )
     rows = [(label, str(machine.get(key, "–"))) for key, label in fields]
-    # `iobench system show` when the run started (docs/validity.md)
-    rows += [
+    return _with_topology(machine, rows + _setting_rows(machine))
+
+
+def _setting_rows(machine: dict[str, Any]) -> list[tuple[str, str]]:
+    """`iobench system show` of a machine (or host) when the run started (docs/validity.md)."""
+    return [
         (str(s.get("label")), f"{s.get('value')} ({s.get('verdict')}: {s.get('note')})")
         for s in machine.get("system") or []
         if isinstance(s, dict)
     ]
-    return _with_topology(machine, rows)
 
 
 def _with_topology(machine: dict[str, Any], rows: list[tuple[str, str]]) -> list[tuple[str, str]]:

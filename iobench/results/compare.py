@@ -38,9 +38,10 @@ Everything else is ``no change``: with tiny variance a 0.3 % difference is
 significant and still ``no change`` under the default 1 %.
 
 The machines and settings of the two runs (kernel, fio, CPU, devices with their
-model and firmware, scheduler and readahead, iobench, the matrix's fio options)
-are compared too: ``attrs["machines"]`` of the result lists each fact of both
-runs and whether it differs.
+model and firmware, scheduler and readahead, ``iobench system show``, iobench,
+the matrix's fio options; for runs across hosts, each host's machine and
+settings, by its name) are compared too: ``attrs["machines"]`` of the result
+lists each fact of both runs and whether it differs.
 """
 
 from __future__ import annotations
@@ -877,6 +878,16 @@ _DISK = (
     ("readahead_kb", "readahead KiB before the run"),
 )
 _RUN = (("repeat", "repeats"), ("order", "order"), ("drop_caches", "drop caches"))
+#: What a manifest keeps of each host of a run across hosts (``hosts:``), beside its settings.
+_HOST = (
+    ("hostname", "hostname"),
+    ("ssh", "ssh"),
+    ("kernel", "kernel"),
+    ("cpu_model", "CPU"),
+    ("cpu_count", "CPUs"),
+    ("fio_version", "fio"),
+    ("numactl", "numactl"),
+)
 
 
 def _text(value: object) -> str:
@@ -921,6 +932,14 @@ def _facts(side: _Side) -> dict[str, str]:
     facts.update(
         {f"system: {label}": value for label, value in setting_facts(machine.get("system") or []).items()}
     )
+    # each host's machine and settings, matched between the runs by the host's name
+    for host in side.manifest.get("hosts") or []:
+        if not isinstance(host, dict):
+            continue
+        name = host.get("host")
+        facts.update({f"host {name}: {label}": _text(host[key]) for key, label in _HOST if key in host})
+        settings = setting_facts(host.get("system") or [])
+        facts.update({f"host {name}: system: {label}": value for label, value in settings.items()})
     totals = side.totals
     params = [c for c in parameter_columns(totals) if totals[c].notna().any()]
     facts["matrix axes"] = ", ".join(params) or "none"

@@ -41,11 +41,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from iobench.errors import IobenchError
 from iobench.results.points import VALIDITY, over_repeats, parameter_columns, rate_totals
 from iobench.results.telemetry import MISMATCH
 from iobench.store.records import PointMeta
 from iobench.store.rundir import RunDir
-from iobench.system.cpulist import format_cpulist
+from iobench.system.cpulist import format_cpulist, parse_cpulist
 
 #: The checks, in the order their findings are listed.
 CODES: tuple[str, ...] = (
@@ -182,6 +183,7 @@ CHECKS: tuple[Check, ...] = (
 )
 
 _NO_FACTS = "no facts were saved with the point (a run from before iobench read them, or not on this machine)"
+_HOST_FACTS = "facts are read around fio on this machine only, and the point ran on {hosts}"
 _READS = frozenset({"read", "randread", "rw", "readwrite", "randrw"})
 # Engines that do no page-cache I/O at all: the null engine does no I/O; passthrough bypasses the cache.
 _NO_CACHE_ENGINES = frozenset({"null", "io_uring_cmd", "sg"})
@@ -278,7 +280,14 @@ class PointView:
         saved = (self.meta.facts or {}).get("before")
         if isinstance(saved, dict) and saved.get("notes"):
             return "; ".join(str(n) for n in saved["notes"])
+        hosts = self.hosts()
+        if hosts:
+            return _HOST_FACTS.format(hosts=", ".join(f"host {h}" for h in hosts))
         return _NO_FACTS
+
+    def hosts(self) -> list[str]:
+        """The hosts the point ran on (``hosts:``); empty for a point of this machine."""
+        return list(dict.fromkeys(p.host for p in self.meta.processes if p.host is not None))
 
     def targets(self) -> list[str]:
         """The point's targets, in order, each once."""
@@ -295,10 +304,26 @@ class PointView:
 
 @dataclass
 class RunView:
-    """What the checks need of the whole run: which points wrote which target when, and how fast."""
+    """What the checks need of the whole run: which points wrote which target when, and how fast; the hosts' settings."""
 
     writes: list[tuple[str, str, float]] = field(default_factory=list)
     """(started, target, the point's write bytes/s) of every ok point that wrote."""
+    hosts: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    """Per host of the run, ``iobench system show`` as the run started (the manifest's), by setting name."""
+    hosts_problem: str | None = None
+    """Why the manifest (and so the hosts' settings) could not be read."""
+
+    def host_setting(self, host: str, name: str) -> tuple[dict[str, Any] | None, str]:
+        """A host's setting as the run started, or None and why it is not known."""
+        if self.hosts_problem is not None:
+            return None, self.hosts_problem
+        state = self.hosts.get(host, {}).get(name)
+        if state is None:
+            return (
+                None,
+                f"the run's manifest has no settings of host {host} (a run from before iobench kept them)",
+            )
+        return state, ""
 
     def wrote_before(self, target: str, started: str | None) -> bool:
         """Whether a point of the run wrote ``target`` before one that started at ``started``."""
@@ -431,6 +456,9 @@ def hipri_no_poll(p: PointView, v: Verdict) -> None:
     if p.options is None or not (p.flag("hipri") or p.flag("hipri_percentage")):
         return
     disks = (p.facts("before") or {}).get("disks")
+    if not isinstance(disks, dict) and p.hosts():
+        _host_polling(p, v)
+        return
     if not isinstance(disks, dict):
         v.na("hipri-no-poll", p.missing_facts())
         return
@@ -438,19 +466,47 @@ def hipri_no_poll(p: PointView, v: Verdict) -> None:
     if not known:
         v.na("hipri-no-poll", f"io_poll could not be read for {', '.join(disks) or 'the targets'}")
         return
-    unpolled = []
-    for name, facts in known.items():
-        if facts["io_poll"] == 0:
-            queues = facts.get("nvme_poll_queues")
-            unpolled.append(
-                f"{name} has no polling (io_poll 0"
-                + (f", NVMe poll_queues {queues})" if queues is not None else ")")
-            )
+    unpolled = [
+        _unpolled(name, facts.get("nvme_poll_queues"))
+        for name, facts in known.items()
+        if facts["io_poll"] == 0
+    ]
+    _polling_finding(unpolled, v)
+
+
+def _unpolled(disk: str, queues: object, has: str = "has no polling") -> str:
+    """``nvme0n1 has no polling (io_poll 0, NVMe poll_queues 0)``."""
+    return f"{disk} {has} (io_poll 0" + (f", NVMe poll_queues {queues})" if queues is not None else ")")
+
+
+def _polling_finding(unpolled: Sequence[str], v: Verdict) -> None:
     if unpolled:
         v.finding(
             "hipri-no-poll",
             f"hipri asks for polled completions, but {'; '.join(unpolled)}: the kernel completed them by interrupt",
         )
+
+
+def _host_polling(p: PointView, v: Verdict) -> None:
+    """``hipri-no-poll`` of a point on hosts: each target disk's io_poll there as the run started (the manifest's)."""
+    unpolled = []
+    for process in p.meta.processes:
+        if process.host is None:
+            continue
+        state, why = p.run.host_setting(process.host, "nvme-poll-queues")
+        if state is None:
+            v.na("hipri-no-poll", why)
+            continue
+        detail = state.get("detail") or {}
+        io_poll = detail.get("io_poll") or {}
+        for name in dict.fromkeys(d for disks in process.target_disks.values() for d in disks):
+            disk = name.removeprefix(f"{process.host}:")
+            if io_poll.get(disk) is None:
+                v.na("hipri-no-poll", f"io_poll of {name} was not kept with host {process.host}'s settings")
+            elif io_poll[disk] == 0:
+                queues = detail.get("poll_queues") if disk.startswith("nvme") else None
+                unpolled.append(_unpolled(name, queues, "had no polling as the run started"))
+    _polling_finding(unpolled, v)
 
 
 def cpu_contention(p: PointView, v: Verdict) -> None:
@@ -474,6 +530,9 @@ def cpu_contention(p: PointView, v: Verdict) -> None:
 def freq_scaling(p: PointView, v: Verdict) -> None:
     """``freq-scaling``: a governor other than performance, or a clock that moved during the point."""
     before, after = p.facts("before"), p.facts("after")
+    if before is None and p.hosts():
+        _host_governors(p, v)
+        return
     if before is None:
         v.na("freq-scaling", p.missing_facts())
         return
@@ -498,6 +557,42 @@ def freq_scaling(p: PointView, v: Verdict) -> None:
             parts.append(
                 f"CPU {cpu}'s clock moved from {start / 1e6:.2f} to {end / 1e6:.2f} GHz during the point"
             )
+    if parts:
+        v.finding("freq-scaling", "; ".join(parts))
+
+
+def _host_governors(p: PointView, v: Verdict) -> None:
+    """``freq-scaling`` of a point on hosts: the governors of its CPUs there as the run started (the manifest's).
+
+    The clock during the point is not watched on a host: that part stays NA, saying so.
+    """
+    cpus: dict[str, set[int] | None] = {}
+    for process in p.meta.processes:
+        if process.host is not None:
+            # No CPU list: the point may run on any CPU of the host.
+            chosen = set(parse_cpulist(process.cpus)) if process.cpus else None
+            known = cpus.get(process.host, set())
+            cpus[process.host] = None if chosen is None or known is None else known | chosen
+    parts = []
+    for host, chosen in cpus.items():
+        state, why = p.run.host_setting(host, "cpu-governor")
+        if state is None:
+            v.na("freq-scaling", why)
+            continue
+        governors = (state.get("detail") or {}).get("governors")
+        if not governors:
+            v.na("freq-scaling", f"host {host}: {state.get('note') or 'its governors were not kept'}")
+            continue
+        by_governor: dict[str, list[int]] = {}
+        for cpu, governor in sorted(((int(c), g) for c, g in governors.items()), key=lambda item: item[0]):
+            if governor != "performance" and (chosen is None or cpu in chosen):
+                by_governor.setdefault(str(governor), []).append(cpu)
+        parts += [
+            f"host {host}: {_cpus(c)} ran the {g} governor as the run started (not performance): the clock "
+            "follows the load"
+            for g, c in by_governor.items()
+        ]
+        v.na("freq-scaling", f"host {host}: the clock during the point is watched on this machine only")
     if parts:
         v.finding("freq-scaling", "; ".join(parts))
 
@@ -861,7 +956,7 @@ def judge_run(frame: pd.DataFrame, run: RunDir) -> dict[tuple[int, int], Verdict
         for point, direction, mean, half, n in zip(*columns, strict=True):
             spread[(_value(point), _value(direction))] = (float(mean), float(half), float(n))
     saved = {(meta.point, meta.repeat): (directory, meta) for directory, meta in run.point_metas()}
-    run_view = RunView()
+    run_view = _run_view(run)
     for (point, repeat), (_, meta) in saved.items():
         wrote = fio_bw.get((point, repeat, "write"))
         if meta.writes and meta.status == "ok" and meta.started is not None:
@@ -891,6 +986,22 @@ def judge_run(frame: pd.DataFrame, run: RunDir) -> dict[tuple[int, int], Verdict
         )
         out[key] = judge(view)
     return out
+
+
+def _run_view(run: RunDir) -> RunView:
+    """A :class:`RunView` with each host's settings as the run started, from the manifest."""
+    try:
+        manifest = run.manifest()
+    except IobenchError as exc:
+        return RunView(hosts_problem=f"the hosts' settings cannot be read: {exc}")
+    hosts = {}
+    for host in manifest.hosts:
+        states = [
+            s for s in host.get("system") or () if isinstance(s, dict) and isinstance(s.get("name"), str)
+        ]
+        if states:
+            hosts[str(host.get("host"))] = {s["name"]: s for s in states}
+    return RunView(hosts=hosts)
 
 
 def findings(frame: pd.DataFrame) -> pd.DataFrame:

@@ -283,7 +283,7 @@ class HostSite:
     @property
     def journal_host(self) -> dict[str, Any]:
         """How the host is reached, labelled with its frame name."""
-        return self.node.spec.target.to_json() | {"label": self.node.name}
+        return self.node.journal_record
 
     @property
     def system(self) -> SystemRoot:

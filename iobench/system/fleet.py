@@ -43,7 +43,7 @@ from iobench.system.fioserver import (
     stop_stale,
 )
 from iobench.system.process import Completed, signals_held
-from iobench.system.remote import Snapshot, SnapshotError, descendants_in, fetch_snapshot, proc_table
+from iobench.system.remote import Snapshot, descendants_in, fetch_snapshot, proc_table
 from iobench.system.remoteguard import RemoteMachine
 from iobench.system.safety import Target, check_targets
 from iobench.system.ssh import (
@@ -54,6 +54,7 @@ from iobench.system.ssh import (
     close_stale_masters,
     control_dir,
 )
+from iobench.system.stability import SettingState, show
 from iobench.system.topology import TargetLocation, Topology, discover_topology, locate_target
 
 MAX_PARALLEL = 32
@@ -200,6 +201,8 @@ class HostFacts:
         Read from the snapshot.
     locations : dict of str to TargetLocation
         Each target as located on the host.
+    settings : list of SettingState
+        ``iobench system show`` of the host, its targets' disks, read from the snapshot.
     """
 
     spec: HostSpec
@@ -213,6 +216,7 @@ class HostFacts:
     snapshot: Snapshot
     topology: Topology
     locations: dict[str, TargetLocation]
+    settings: list[SettingState] = field(default_factory=list)
 
     def machine(self) -> dict[str, Any]:
         """The host's facts for the manifest (like :func:`~iobench.system.metadata.collect_metadata`)."""
@@ -226,6 +230,7 @@ class HostFacts:
             "fio_version": self.fio_version,
             "numactl": self.numactl,
             "topology": self.topology.to_dict(),
+            "system": [state.to_json() for state in self.settings],
         }
 
 
@@ -234,7 +239,8 @@ class Host:
     """A host of a running fleet: its connection, facts, server, and why it is down (if it is).
 
     ``lost`` says why its connection dropped during the run (an environment
-    fault, not a refusal); ``notes`` what was done on it that a user should know.
+    fault, not a refusal); ``notes`` what was done on it that a user should know;
+    ``hostname`` the host's hostname once read without a preflight (``iobench system``).
     """
 
     spec: HostSpec
@@ -245,13 +251,19 @@ class Host:
     down: str | None = None
     lost: str | None = None
     notes: list[str] = field(default_factory=list)
+    hostname: str | None = None
 
     @property
     def name(self) -> str:
         """The configured name, else the hostname once known, else the destination."""
         if self.facts is not None:
             return self.facts.name
-        return self.spec.target.name
+        return self.spec.target.label or self.hostname or self.spec.target.destination
+
+    @property
+    def journal_record(self) -> dict[str, Any]:
+        """How journals and the created-files registry name the host: how it is reached, labelled with its name."""
+        return self.spec.target.to_json() | {"label": self.name}
 
     @property
     def target(self) -> SshTarget:
@@ -310,6 +322,11 @@ class Host:
         if self.down is None and self.server is not None and not self.server.alive():
             self.down = f"{self.describe()}: its fio server ended (or its SSH session did)"
         return self.down is None
+
+
+def host_problem(who: str, why: str) -> str:
+    """A host's problem as said to the user: ``why`` when it names the host already, else ``who: why``."""
+    return why if why.startswith("host ") else f"{who}: {why}"
 
 
 def kill_trees(host: Host, pids: Iterable[int]) -> None:
@@ -439,19 +456,53 @@ class Fleet:
                     "give each a `name:` in `hosts:`"
                 )
         if problems:
-            raise HostsRefused(
-                [why if why.startswith("host ") else f"{who}: {why}" for who, why in problems.items()]
-            )
+            raise HostsRefused([host_problem(who, why) for who, why in problems.items()])
         return [host.facts for host in self.hosts if host.facts is not None]
 
-    def _check(self, host: Host) -> None:
-        # Connecting is part of each host's check, so no more than MAX_PARALLEL handshakes run at once.
+    def connect(self, host: Host) -> None:
+        """Open the host's connection and wait for it: what every use of a host starts with.
+
+        Called from the work given to :meth:`each`, so no more than
+        :data:`MAX_PARALLEL` handshakes run at once.
+
+        Raises
+        ------
+        HostUnreachable
+            Saying what ssh said: a refused login, an untrusted host key, or unreachable.
+        """
         try:
             host.connection.start()
             host.connection.wait_ready()
         except HostUnreachable as exc:
             host.down = str(exc)
             raise
+
+    def snapshot(self, host: Host, paths: Sequence[str] = ()) -> Snapshot:
+        """Copy the connected host's sysfs and procfs into a folder of the fleet's (one remote command).
+
+        Parameters
+        ----------
+        host
+            A host of this fleet, connected (:meth:`connect`).
+        paths
+            Paths on the host to look up too (its targets).
+
+        Raises
+        ------
+        SnapshotError
+            When the host's files cannot be copied.
+        HostUnreachable
+            When the connection dropped (the host is marked down).
+        """
+        folder = Path(tempfile.mkdtemp(prefix="host-", dir=self.workdir))
+        try:
+            return fetch_snapshot(host.connection, folder, paths)
+        except HostUnreachable as exc:
+            host.down = str(exc)
+            raise
+
+    def _check(self, host: Host) -> None:
+        self.connect(host)
         problems: list[str] = []
         answer = host.run(["sh", "-c", PROBE_SCRIPT, "sh", self.fio]).stdout
         probe = {key: value for key, _, value in (line.partition(" ") for line in answer.splitlines())}
@@ -473,14 +524,11 @@ class Fleet:
             problems.append("numactl is not installed (apt-get install numactl)")
         if host.spec.server is not None:
             problems += self._server_folder_problems(host, host.spec.server)
-        folder = Path(tempfile.mkdtemp(prefix="host-", dir=self.workdir))
         paths = [t.path for t in host.spec.targets]
         try:
-            snapshot = fetch_snapshot(host.connection, folder, paths)
+            snapshot = self.snapshot(host, paths)
             topology = discover_topology(snapshot.root)
-        except (SnapshotError, IobenchError) as exc:
-            if isinstance(exc, HostUnreachable):
-                host.down = str(exc)
+        except IobenchError as exc:
             problems.append(str(exc))
             raise HostUnreachable("; ".join(problems)) from None
         hostname = snapshot.text("proc/sys/kernel/hostname")
@@ -504,6 +552,10 @@ class Fleet:
             snapshot=snapshot,
             topology=topology,
             locations=locations,
+            # The settings of the run's start (the manifest's), from the snapshot: no command more.
+            settings=show(
+                snapshot.system, list(dict.fromkeys(d for loc in locations.values() for d in loc.disks))
+            ),
         )
         try:
             check_targets(

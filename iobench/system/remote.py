@@ -2,8 +2,9 @@
 
 Two ways, each for what it is good at:
 
-- :func:`fetch_snapshot` copies the sysfs and procfs files iobench's topology
-  and guard read (and nothing else) into a folder here, in one remote call.
+- :func:`fetch_snapshot` copies the sysfs and procfs files iobench's topology,
+  guard and ``system show`` read (and nothing else) into a folder here, in one
+  remote call.
   The folder is a snapshot root: :class:`~iobench.system.hostfs.SystemRoot`
   and :func:`~iobench.system.topology.discover_topology` read it with the same
   code as any other snapshot (``--fsroot``).
@@ -45,12 +46,17 @@ __all__ = [
 
 SNAPSHOT_TIMEOUT_S = 120.0
 
-# $1: the record delimiter; $2...: target paths. (sh functions share their variables: x is theirs.) Prints, for the topology, every file it reads
-# (F: path, then the text), every symlink (L: path and target) and folder (D); for each target the
-# nearest existing path, its realpath and its stat (T); then the stat of / and /dev (R).
+# $1: the record delimiter; $2...: target paths. (sh functions share their variables: x and v are
+# theirs.) Prints, for the topology and for `iobench system show`, every file it reads (F: path,
+# then the text), every symlink (L: path and target) and folder (D); for each target the nearest
+# existing path, its realpath and its stat (T); then the stat of / and /dev (R). `o` reads one-line
+# files with the shell's own `read`: the settings' files are a few per CPU and one per process, and
+# a `cat` each would start thousands of processes on a large host. Not /proc/sys: the shell reads a
+# byte at a time, and a sysctl answers a read past its start with nothing ("60" reads as "6").
 SNAPSHOT_SCRIPT = r"""
 d=$1; shift
 f() { for x; do [ -f "$x" ] && [ -r "$x" ] || continue; printf '%s F %s\n' "$d" "$x"; cat "$x" 2>/dev/null; echo; done; }
+o() { for x; do [ -f "$x" ] && [ -r "$x" ] || continue; v=; IFS= read -r v <"$x" 2>/dev/null; printf '%s F %s\n%s\n' "$d" "$x" "$v"; done; }
 l() { for x; do [ -L "$x" ] && printf '%s L %s\n%s\n' "$d" "$x" "$(readlink "$x")"; done; return 0; }
 dr() { for x; do [ -d "$x" ] && printf '%s D %s\n' "$d" "$x"; done; return 0; }
 st() { stat -L -c '%f %t %T %d %i %s' -- "$1" 2>/dev/null || echo '- - - - - -'; }
@@ -68,6 +74,7 @@ for b in /sys/class/block/* /sys/block/*; do
   seen="$seen$r "
   dr "$r" "$r/queue" "$r/holders" "$r/slaves" "$r/device" "$r/dm"
   f "$r/dev" "$r/size" "$r/partition" "$r/queue/scheduler" "$r/queue/read_ahead_kb" "$r/queue/rotational"
+  o "$r/queue/write_cache" "$r/queue/io_poll"
   f "$r/device/model" "$r/device/firmware_rev" "$r/device/rev" "$r/dm/name"
   l "$r"/holders/* "$r"/slaves/*
   p=${r%/*}
@@ -83,6 +90,14 @@ for b in /sys/class/block/* /sys/block/*; do
 done
 f /proc/self/mountinfo /proc/swaps /proc/cpuinfo
 f /proc/sys/kernel/hostname /proc/sys/kernel/osrelease /proc/sys/kernel/random/boot_id
+o $c/cpu[0-9]*/cpufreq/scaling_governor $c/cpu[0-9]*/cpufreq/scaling_available_governors
+o $c/cpufreq/boost $c/intel_pstate/no_turbo $c/smt/control $c/smt/active
+o $c/cpu[0-9]*/cpuidle/state[0-9]*/latency $c/cpu[0-9]*/cpuidle/state[0-9]*/name $c/cpu[0-9]*/cpuidle/state[0-9]*/disable
+o /sys/kernel/mm/transparent_hugepage/enabled /sys/kernel/mm/transparent_hugepage/defrag
+o /sys/module/intel_idle/parameters/max_cstate /sys/module/nvme/parameters/poll_queues
+f /proc/sys/vm/swappiness /proc/sys/kernel/numa_balancing
+o /proc/[0-9]*/comm
+dr /sys/class/nvme /sys/class/nvme/*
 for t; do
   p=$t
   while [ ! -e "$p" ] && [ "$p" != / ]; do p=$(dirname -- "$p"); done
@@ -343,8 +358,11 @@ def fetch_snapshot(transport: Transport, dest: Path, targets: Iterable[str] = ()
     :func:`~iobench.system.topology.locate_target` and the write guard read:
     CPUs, nodes, block devices with the folders above them up to
     ``/sys/devices``, ``mountinfo``, ``swaps``, ``cpuinfo``, the hostname,
-    kernel release and boot id. Paths outside ``/sys`` and ``/proc``, and
-    symlinks that would point out of ``dest``, are not written.
+    kernel release and boot id; and every file :func:`iobench.system.stability.show`
+    reads (governors, idle states, THP, NVMe polling, write caches, NUMA
+    balancing, each process's name), so a host's settings cost no remote
+    command more. Paths outside ``/sys`` and ``/proc``, and symlinks that
+    would point out of ``dest``, are not written.
 
     Parameters
     ----------

@@ -70,6 +70,7 @@ __all__ = [
     "UnchangeableSetting",
     "reset",
     "setting_facts",
+    "settings_to_tune",
     "show",
     "tune",
 ]
@@ -110,6 +111,11 @@ class SettingState:
         ``tune`` can set it at runtime.
     writes : dict
         Path from ``/`` → the value ``tune`` would write (empty when it is already right).
+    detail : dict
+        What :attr:`value` says in words, as data for the validity checks of points that
+        have only the manifest to go by (a host's): ``cpu-governor``: ``{"governors": {cpu:
+        governor}}``; ``nvme-poll-queues``: ``{"poll_queues": n, "io_poll": {disk: 0 or 1}}``.
+        Empty for the other settings.
     """
 
     name: str
@@ -119,6 +125,7 @@ class SettingState:
     note: str
     tunable: bool
     writes: dict[str, str] = field(default_factory=dict)
+    detail: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The state as ``iobench system show --json`` prints it (and the manifest keeps it)."""
@@ -129,6 +136,7 @@ class SettingState:
             "verdict": self.verdict,
             "note": self.note,
             "tunable": self.tunable,
+            "detail": self.detail,
         }
 
 
@@ -150,10 +158,17 @@ class Setting:
         raise NotImplementedError
 
     def state(
-        self, value: str, verdict: str, note: str, writes: Mapping[str, str] | None = None
+        self,
+        value: str,
+        verdict: str,
+        note: str,
+        writes: Mapping[str, str] | None = None,
+        detail: Mapping[str, Any] | None = None,
     ) -> SettingState:
         """A :class:`SettingState` of this setting."""
-        return SettingState(self.name, self.label, value, verdict, note, self.tunable, dict(writes or {}))
+        return SettingState(
+            self.name, self.label, value, verdict, note, self.tunable, dict(writes or {}), dict(detail or {})
+        )
 
 
 # --- CPU -------------------------------------------------------------------------------------
@@ -206,12 +221,15 @@ class CpuGovernor(Setting):
                     unable.append(cpu)
         if not governors:
             return self.state("–", "n/a", "no cpufreq in sysfs: the clock is not scaled by the kernel here")
+        detail = {"governors": {str(cpu): governor for cpu, governor in governors.items()}}
         if not writes and not unable:
-            return self.state(_by_value(governors), "ok", "the clock stays at its highest")
+            return self.state(_by_value(governors), "ok", "the clock stays at its highest", detail=detail)
         note = "the clock ramps with load: short and light points run slower"
         if unable:
             note += f"; CPU {format_cpulist(unable)} offer{'s' if len(unable) == 1 else ''} no {self.WANTED}"
-        return self.state(_by_value(governors), "warning", note + f"; tune sets {self.WANTED}", writes)
+        return self.state(
+            _by_value(governors), "warning", note + f"; tune sets {self.WANTED}", writes, detail
+        )
 
 
 class CpuBoost(Setting):
@@ -382,18 +400,23 @@ class NvmePollQueues(Setting):
 
     def read(self, system: SystemRoot, disks: Sequence[str]) -> SettingState:
         queues = system.read_int("sys/module/nvme/parameters/poll_queues")
-        polled = {d: system.read_text(f"sys/block/{d}/queue/io_poll") for d in _nvme_disks(system, disks)}
+        nvme = _nvme_disks(system, disks)
+        # Every target disk's io_poll goes into the detail (a loop device does not poll either).
+        io_poll = {d: system.read_int(f"sys/block/{d}/queue/io_poll") for d in dict.fromkeys([*disks, *nvme])}
+        detail = {"poll_queues": queues, "io_poll": {d: v for d, v in io_poll.items() if v is not None}}
+        polled = {d: io_poll[d] for d in nvme}
         if queues is None and not any(v is not None for v in polled.values()):
-            return self.state("–", "n/a", "no NVMe driver loaded")
+            return self.state("–", "n/a", "no NVMe driver loaded", detail=detail)
         parts = [] if queues is None else [f"poll_queues={queues}"]
         parts += [f"{d} io_poll {v}" for d, v in polled.items() if v is not None]
-        if queues == 0 or any(v == "0" for v in polled.values()):
+        if queues == 0 or any(v == 0 for v in polled.values()):
             return self.state(
                 ", ".join(parts),
                 "note",
                 "without poll queues hipri/polled I/O silently falls back to interrupts; " + self.fixed,
+                detail=detail,
             )
-        return self.state(", ".join(parts), "ok", "polled I/O is served by poll queues")
+        return self.state(", ".join(parts), "ok", "polled I/O is served by poll queues", detail=detail)
 
 
 #: NVMe admin Get Features through ``NVME_IOCTL_ADMIN_CMD`` (linux/nvme_ioctl.h): struct
@@ -577,11 +600,43 @@ def show(system: SystemRoot | None = None, disks: Iterable[str] = ()) -> list[Se
     return [setting.read(root, chosen) for setting in SETTINGS]
 
 
+def settings_to_tune(names: Sequence[str] = ()) -> list[Setting]:
+    """The settings ``tune`` would change for ``names``, refused before any machine is looked at.
+
+    Parameters
+    ----------
+    names
+        Settings to tune (:data:`SETTINGS` names); empty: every tunable setting.
+
+    Returns
+    -------
+    list of Setting
+        In the order named (each once), or :data:`SETTINGS` order.
+
+    Raises
+    ------
+    UnchangeableSetting
+        A name is unknown, or names a setting that cannot be set at runtime (each with why).
+    """
+    unknown = [n for n in names if n not in _BY_NAME]
+    if unknown:
+        raise UnchangeableSetting(
+            f"no setting named {unknown[0]!r}; iobench system tune knows {', '.join(s.name for s in SETTINGS)}; "
+            "nothing was changed"
+        )
+    chosen = [_BY_NAME[n] for n in dict.fromkeys(names)] or [s for s in SETTINGS if s.tunable]
+    fixed = [f"{s.name}: {s.fixed}" for s in chosen if not s.tunable]
+    if fixed:
+        raise UnchangeableSetting("cannot tune, nothing was changed:\n" + "\n".join(f"  {p}" for p in fixed))
+    return chosen
+
+
 def tune(
     names: Sequence[str] = (),
     *,
     system: SystemRoot | None = None,
     host: Mapping[str, Any] | None = None,
+    seen: SystemRoot | None = None,
 ) -> list[str]:
     """Set what can be set at runtime for a benchmark, journaling each file's value first.
 
@@ -591,9 +646,13 @@ def tune(
         Settings to tune (:data:`SETTINGS` names); empty: every tunable setting
         whose verdict is ``warning``.
     system
-        The machine's root (default this machine).
+        The machine's root (default this machine): written, and read unless ``seen`` is given.
     host
         That host's record for the journal (so ``iobench restore`` reaches it); None for this machine.
+    seen
+        Where the settings and the values to journal are read, when not from ``system``: a
+        snapshot of the host taken just before (one remote command, where reading a
+        :class:`~iobench.system.remote.RemoteRoot` costs one per file).
 
     Returns
     -------
@@ -611,30 +670,22 @@ def tune(
         a value (what was written before is put back).
     """
     root = system or SystemRoot()
-    unknown = [n for n in names if n not in _BY_NAME]
-    if unknown:
-        raise UnchangeableSetting(
-            f"no setting named {unknown[0]!r}; iobench system tune knows {', '.join(s.name for s in SETTINGS)}; "
-            "nothing was changed"
-        )
-    chosen = [_BY_NAME[n] for n in dict.fromkeys(names)] or [s for s in SETTINGS if s.tunable]
-    states = {s.name: s.read(root, ()) for s in chosen}
-    problems = [f"{s.name}: {s.fixed}" for s in chosen if not s.tunable]
+    read = seen or root
+    chosen = settings_to_tune(names)
     writes: dict[str, str] = {}
     for setting in chosen:
-        state = states[setting.name]
-        if setting.tunable and (names or state.verdict == "warning"):
+        state = setting.read(read, ())
+        if names or state.verdict == "warning":
             writes.update(state.writes)
-    problems += [f"/{path}: not writable; retry as root" for path in writes if not root.writable(path)] + [
-        f"/{path}: not a file iobench changes" for path in writes if not system_file_allowed(path)
-    ]
+    problems = [f"/{path}: not a file iobench changes" for path in writes if not system_file_allowed(path)]
+    problems += [f"/{path}: not writable; retry as root" for path in writes if not root.writable(path)]
     if problems:
         raise UnchangeableSetting(
             "cannot tune, nothing was changed:\n" + "\n".join(f"  {p}" for p in problems)
         )
     if not writes:
         return []
-    originals = {path: _original(root, path) for path in writes}
+    originals = {path: _original(read, path) for path in writes}
     earlier = pending_system_journal(host)
     journal_system(originals, system=root, host=host)
     done: list[str] = []

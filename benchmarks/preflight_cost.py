@@ -1,0 +1,133 @@
+"""What a run's preflight costs per host: wall time and remote commands, on namespace hosts.
+
+Creates N test hosts on this machine (network namespaces with their own sshd:
+tests/netns_hosts.py; needs root and openssh-server) and runs a fleet's
+preflight against all of them, round after round, each round a fresh fleet (new
+control connections), as ``iobench run`` does before anything runs: connect,
+probe fio and numactl, copy sysfs and procfs into a snapshot, read the
+topology, guard the targets. Reports the median and best wall time of the
+preflight, the remote commands it sent per host (each a round trip over the
+control connection) and how much the snapshot brought back per host.
+
+``--settings`` also times reading ``iobench system show`` of one host the two
+ways it could be read: from the preflight's snapshot (no remote command), and
+live through a :class:`~iobench.system.remote.RemoteRoot` (a remote command per
+file and folder), to show what reading it from the snapshot saves.
+
+    .venv/bin/python benchmarks/preflight_cost.py [--hosts 8] [--rounds 5] [--settings]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from netns_hosts import NetnsHost, netns_hosts  # noqa: E402
+from overhead import OthersBusy  # noqa: E402
+
+from iobench.matrix.targets import Target  # noqa: E402
+from iobench.system.fleet import Connection, Fleet, HostSpec, ssh_connector  # noqa: E402
+from iobench.system.process import Completed  # noqa: E402
+from iobench.system.ssh import COMMAND_TIMEOUT_S, SshTarget  # noqa: E402
+
+
+class Counted:
+    """A host's connection that counts the remote commands sent through it and the bytes they printed."""
+
+    def __init__(self, connection: Connection, counts: dict[str, list[int]]) -> None:
+        self.inner = connection
+        self.counts = counts.setdefault(connection.target.name, [0, 0])
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def run(self, argv: Sequence[str], *, timeout: float = COMMAND_TIMEOUT_S) -> Completed:
+        done = self.inner.run(argv, timeout=timeout)
+        self.counts[0] += 1
+        self.counts[1] += len(done.stdout)
+        return done
+
+
+def fio_version() -> str:
+    return subprocess.run(["fio", "--version"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def specs(hosts: Sequence[NetnsHost], base: Path) -> list[HostSpec]:
+    return [
+        HostSpec(
+            SshTarget(h.ssh, h.ssh_options, h.name),
+            (Target(str(base / f"{h.name}.dat"), 2**24, None, False, f"{h.name}.dat"),),
+        )
+        for h in hosts
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--settings", action="store_true", help="also time system show: snapshot vs live")
+    args = parser.parse_args()
+    version = fio_version()
+    with tempfile.TemporaryDirectory(prefix="iobench-preflight-") as tmp, netns_hosts(args.hosts) as hosts:
+        base = Path(tmp)
+        walls: list[float] = []
+        counts: dict[str, list[int]] = {}
+        per_host: list[tuple[int, int]] = []
+        watch = OthersBusy()
+        for _ in range(args.rounds):
+            counts.clear()
+
+            def connector(target: SshTarget, control: Path) -> Connection:
+                return Counted(ssh_connector(target, control), counts)  # type: ignore[return-value]
+
+            with Fleet(specs(hosts.hosts, base), fio_version=version, connector=connector) as fleet:
+                started = time.perf_counter()
+                fleet.preflight()
+                walls.append(time.perf_counter() - started)
+                per_host += [(c[0], c[1]) for c in counts.values()]
+                if args.settings:
+                    settings_cost(fleet)
+        others = watch.cpus()
+    commands = statistics.mean(c[0] for c in per_host)
+    kib = statistics.mean(c[1] for c in per_host) / 1024
+    print(
+        f"preflight of {args.hosts} hosts, {args.rounds} rounds: median {statistics.median(walls):.3f} s, "
+        f"best {min(walls):.3f} s; {commands:.0f} remote commands per host, {kib:.0f} KiB brought back per host"
+    )
+    print(f"other processes and steal took {others:.2f} of {os.cpu_count()} CPUs on average")
+
+
+def settings_cost(fleet: Fleet) -> None:
+    """``system show`` of the first host from its snapshot, then live: wall time and remote commands."""
+    from iobench.system.remote import RemoteRoot
+    from iobench.system.stability import show
+
+    host = fleet.hosts[0]
+    assert host.facts is not None
+    started = time.perf_counter()
+    show(host.facts.snapshot.system)
+    snapshot_s = time.perf_counter() - started
+    connection = host.connection
+    assert isinstance(connection, Counted)
+    before = connection.counts[0]
+    started = time.perf_counter()
+    show(RemoteRoot(connection))
+    live_s = time.perf_counter() - started
+    print(
+        f"system show of {host.name}: from the snapshot {snapshot_s * 1000:.1f} ms, no remote command; "
+        f"live {live_s * 1000:.0f} ms, {connection.counts[0] - before} remote commands"
+    )
+
+
+if __name__ == "__main__":
+    main()
