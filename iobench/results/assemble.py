@@ -342,8 +342,9 @@ def with_host_window(
     at = keys.get_indexer(pd.MultiIndex.from_arrays([frame["point"], frame["repeat"]]))
     at = np.where(ok, at, -1)
     for column in WINDOW_COLUMNS:
-        values = windows[column].to_numpy(dtype=float)
-        frame[column] = pd.array(np.where(at >= 0, values[np.maximum(at, 0)], np.nan), dtype="Float64")
+        # a trailing NaN for the rows of no window (also when no point has logs to window)
+        values = np.append(windows[column].to_numpy(dtype=float), np.nan)
+        frame[column] = pd.array(values[np.where(at >= 0, at, -1)], dtype="Float64")
         frame.loc[at < 0, column] = pd.NA
     data = (at >= 0) & frame["direction"].notna().to_numpy()
     series = logs.series[logs.series["metric"].eq("iops")]
