@@ -954,15 +954,15 @@ def test_a_run_on_two_hosts_names_rows_by_host(write_matrix: Callable[..., Path]
     assert set(rebuilt["host"]) == {"a", "b"}
     assert [h["host"] for h in rebuilt.attrs["hosts"]] == ["a", "b"]
     # Figures split by host; the report has a section per host and says the client only drove fio.
-    from iobench.plots import _data
-    from iobench.plots._style import caption
+    from iobench.plots import plotdata
+    from iobench.plots.plotstyle import caption
     from iobench.report.page import write_report
 
     # A point on both hosts is one total, the cluster's, as in the report's tables; each host on request.
-    totals = _data.point_totals(rebuilt)
+    totals = plotdata.point_totals(rebuilt)
     assert totals["host"].tolist() == ["a+b", "a+b"] and totals["hosts"].tolist() == [2, 2]
-    assert "host" not in _data.splitting_axes(totals, ["iodepth"])
-    assert sorted(_data.point_totals(rebuilt, by=["host"])["host"]) == ["a", "a", "b", "b"]
+    assert "host" not in plotdata.splitting_axes(totals, ["iodepth"])
+    assert sorted(plotdata.point_totals(rebuilt, by=["host"])["host"]) == ["a", "a", "b", "b"]
     assert caption(rebuilt).startswith("a, b · ")
     report = write_report(result.run_dir)
     html = report.html.read_text()

@@ -513,17 +513,17 @@ def test_a_report_of_clean_points_says_so(quiet: SystemRoot, tmp_path: Path) -> 
 
 
 def test_figure_captions_mark_the_points_with_findings(quiet: SystemRoot, tmp_path: Path) -> None:
-    from iobench.plots import _style, sweep
+    from iobench.plots import plotstyle, sweep
 
     frame = iobench.load(
         saved_run(tmp_path, [clean(quiet, iodepth=1), clean(quiet, iodepth=2, stderr="x\n")]).path
     )
-    assert _style.validity_note(frame) == "⚠ validity: point 2 fio-warning"
+    assert plotstyle.validity_note(frame) == "⚠ validity: point 2 fio-warning"
     figure = sweep(frame)
     texts = [t.get_text() for t in figure.findobj(match=lambda a: hasattr(a, "get_text"))]
     assert any("⚠ validity: point 2 fio-warning" in t.replace("\n", " ") for t in texts)
-    assert _style.validity_note(frame.assign(validity="")) == ""
-    assert _style.validity_note(frame.drop(columns=["validity"])) == ""
+    assert plotstyle.validity_note(frame.assign(validity="")) == ""
+    assert plotstyle.validity_note(frame.drop(columns=["validity"])) == ""
 
 
 def test_the_end_of_a_run_lists_the_points_with_findings(quiet: SystemRoot, tmp_path: Path) -> None:

@@ -31,17 +31,17 @@ functions. docs/figures.md describes every figure and how to add one.
 
 from __future__ import annotations
 
-from iobench.plots._data import over_repeats, throughput_metric
-from iobench.plots._lines import plot, sweep
-from iobench.plots._style import LABELS, SCALES, caption
 from iobench.plots.cpu import cpu_per_io
 from iobench.plots.figures import KINDS, draw, figures_for, save_figure
 from iobench.plots.files import default_figures
 from iobench.plots.heatmap import heatmap
 from iobench.plots.hostvalues import hosts
 from iobench.plots.latency import latency_percentiles
+from iobench.plots.lineplots import plot, sweep
 from iobench.plots.numa import local_vs_remote, smt
 from iobench.plots.options import ROLES
+from iobench.plots.plotdata import over_repeats, throughput_metric
+from iobench.plots.plotstyle import LABELS, SCALES, caption
 from iobench.plots.ratios import ratios
 from iobench.plots.resources import busiest_threads, cpu_where, device_vs_fio
 from iobench.plots.scaleout import scale_out

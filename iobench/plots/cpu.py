@@ -12,9 +12,9 @@ from matplotlib.figure import Figure
 
 from iobench.errors import ResultsError
 from iobench.matrix.display import format_value
-from iobench.plots import _data as dt
-from iobench.plots import _style as st
 from iobench.plots import limits, options
+from iobench.plots import plotdata as dt
+from iobench.plots import plotstyle as st
 
 #: Settings ``by`` is picked from, in order, when not given.
 SETTINGS = ("scheduler", "readahead_kb", "direct", "binding", "placement")

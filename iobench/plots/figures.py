@@ -13,13 +13,13 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 
 from iobench.errors import ResultsError
-from iobench.plots import _data as dt
-from iobench.plots import _style as st
-from iobench.plots._lines import main_axis, plot, sweep
+from iobench.plots import plotdata as dt
+from iobench.plots import plotstyle as st
 from iobench.plots.cpu import cpu_per_io
 from iobench.plots.heatmap import heatmap
 from iobench.plots.hostvalues import host_totals, hosts
 from iobench.plots.latency import latency_percentiles, percentile_layout
+from iobench.plots.lineplots import main_axis, plot, sweep
 from iobench.plots.numa import local_vs_remote, smt
 from iobench.plots.resources import busiest_threads, cpu_where, device_vs_fio
 from iobench.plots.scaleout import scale_out

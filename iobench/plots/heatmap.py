@@ -16,9 +16,9 @@ from matplotlib.image import AxesImage
 
 from iobench.errors import ResultsError
 from iobench.matrix.display import format_value
-from iobench.plots import _data as dt
-from iobench.plots import _style as st
 from iobench.plots import limits, options
+from iobench.plots import plotdata as dt
+from iobench.plots import plotstyle as st
 
 #: Panels per row before the figure wraps.
 MAX_COLS = 2

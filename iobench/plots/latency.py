@@ -14,10 +14,10 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import LogLocator, NullFormatter
 
 from iobench.errors import ResultsError
-from iobench.plots import _data as dt
-from iobench.plots import _style as st
 from iobench.plots import limits, options
-from iobench.plots._lines import x_positions
+from iobench.plots import plotdata as dt
+from iobench.plots import plotstyle as st
+from iobench.plots.lineplots import x_positions
 
 #: Panels per row before the figure wraps.
 MAX_COLS = 2

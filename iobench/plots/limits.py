@@ -4,7 +4,7 @@ A figure is at most :data:`MAX_PIXELS` a side, so that any image viewer opens
 it. Past :data:`MAX_SERIES` lines (or bar groups, or curves) a figure keeps
 those with the highest mean of its metric; past :data:`MAX_CATEGORIES` values
 along an axis it keeps the first in reading order; past what fits, it keeps the
-first :data:`MAX_PANELS` panels (:func:`iobench.plots._style.panel_grid`). Each figure says what it
+first :data:`MAX_PANELS` panels (:func:`iobench.plots.plotstyle.panel_grid`). Each figure says what it
 kept in its caption (:func:`shown`); nothing is averaged to make room.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from iobench.plots import _data as dt
+from iobench.plots import plotdata as dt
 
 #: The largest width or height of a saved figure, in pixels.
 MAX_PIXELS = 5000

@@ -9,10 +9,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from iobench.errors import ResultsError
-from iobench.plots import _data as dt
-from iobench.plots import _style as st
 from iobench.plots import options
-from iobench.plots._lines import layout_for, lines_figure
+from iobench.plots import plotdata as dt
+from iobench.plots import plotstyle as st
+from iobench.plots.lineplots import layout_for, lines_figure
 
 #: Legend text of each SMT placement: what the jobs share.
 SMT_LABELS = {

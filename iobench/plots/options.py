@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from iobench.errors import PlotOptionError
-from iobench.plots import _data as dt
+from iobench.plots import plotdata as dt
 
 #: The roles every figure takes, in the order they are written.
 ROLES = ("x", "y", "hue", "col", "row")
@@ -67,7 +67,7 @@ def check(
     df
         The tidy frame the figure was given (to tell a job's column from a missing one).
     totals
-        Its point totals (:func:`iobench.plots._data.point_totals`).
+        Its point totals (:func:`iobench.plots.plotdata.point_totals`).
     figure
         The figure's name, for the message.
     categories

@@ -12,8 +12,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from iobench.errors import ResultsError
-from iobench.plots import _style as st
 from iobench.plots import limits, options
+from iobench.plots import plotstyle as st
 from iobench.results.compare import key_columns
 
 #: Marker colour per verdict; an untested point (NA) is drawn hollow in :data:`UNTESTED`.

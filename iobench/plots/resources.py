@@ -17,10 +17,10 @@ from matplotlib.figure import Figure
 
 from iobench.errors import ResultsError
 from iobench.matrix.display import format_value
-from iobench.plots import _data as dt
-from iobench.plots import _style as st
 from iobench.plots import limits, options
-from iobench.plots._lines import main_axis
+from iobench.plots import plotdata as dt
+from iobench.plots import plotstyle as st
+from iobench.plots.lineplots import main_axis
 from iobench.results.telemetry import cpu_by_node, thread_shares
 
 #: The kinds of CPU time stacked in :func:`cpu_where`, bottom first, with their colours.

@@ -20,9 +20,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from iobench.errors import ResultsError
-from iobench.plots import _data as dt
-from iobench.plots import _style as st
 from iobench.plots import limits, options
+from iobench.plots import plotdata as dt
+from iobench.plots import plotstyle as st
 from iobench.plots.hostvalues import draw_hosts, host_totals, outlier_flags
 
 #: The axis this figure is about.

@@ -12,8 +12,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from iobench.errors import PlotOptionError, ResultsError
-from iobench.plots import _style as st
 from iobench.plots import options
+from iobench.plots import plotstyle as st
 from iobench.results.points import window_totals
 from iobench.results.steady import verdicts as steady_verdicts
 from iobench.results.timeseries import COLUMNS, read_run_logs, run_dir_of, series_frame

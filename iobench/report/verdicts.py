@@ -13,9 +13,9 @@ from typing import Any
 import pandas as pd
 
 from iobench.matrix.display import format_value
-from iobench.plots import _data as dt
-from iobench.plots import _style as st
-from iobench.plots._lines import main_axis
+from iobench.plots import plotdata as dt
+from iobench.plots import plotstyle as st
+from iobench.plots.lineplots import main_axis
 from iobench.results.points import point_totals
 
 HEADER = (
@@ -42,7 +42,7 @@ def _percent(value: object) -> str:
 
 
 def _ranks(column: str, values: pd.Series) -> list[int]:
-    """Each value's place in ``column``'s reading order (:func:`iobench.plots._data.ordered`)."""
+    """Each value's place in ``column``'s reading order (:func:`iobench.plots.plotdata.ordered`)."""
     place = {dt.key(v): i for i, v in enumerate(dt.ordered(column, values))}
     return [place[dt.key(v)] for v in values.tolist()]
 

@@ -14,9 +14,9 @@ from matplotlib.ticker import NullLocator
 
 from iobench.errors import ResultsError
 from iobench.matrix.display import format_value
-from iobench.plots import _data as dt
-from iobench.plots import _style as st
 from iobench.plots import limits, options
+from iobench.plots import plotdata as dt
+from iobench.plots import plotstyle as st
 from iobench.plots.marks import Mark, annotate, with_marks
 
 #: x axes a sweep prefers, in order.

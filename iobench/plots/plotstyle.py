@@ -15,8 +15,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from iobench.matrix.display import format_value
-from iobench.plots._data import as_number, key, percentile_of
 from iobench.plots.limits import MAX_PANELS, MAX_PIXELS
+from iobench.plots.plotdata import as_number, key, percentile_of
 
 #: Width and height of one panel, in inches; figures are saved at :data:`DPI`.
 PANEL_WIDTH = 6.5
