@@ -246,8 +246,9 @@ class Share:
     watcher : GroupWatcher
         What ``/proc`` showed of its workers.
     text : str
-        What fio printed for it besides its rows (its stderr here; the
-        client's output, server lines included, for a host).
+        What fio printed for it besides its rows (its stderr here; for a
+        host, the lines of the client's output besides the JSON document,
+        every server's lines included).
     rows : list of Row or None
         Its rows of the frame; None when fio left nothing readable for it.
     unreadable : str or None
@@ -512,6 +513,18 @@ def _host_watcher(site: Site) -> GroupWatcher:
     return watcher
 
 
+_SAID = re.compile(r"^(?:<.*|.*(?:fio:|Aborting).*)$", re.M)
+
+
+def _said(*texts: str) -> str:
+    """The lines of the client's output that the judge reads: the servers' lines and fio's messages.
+
+    Without the JSON document between them: on many hosts it is megabytes,
+    and every host's share is judged on these lines.
+    """
+    return "\n".join(line for text in texts for line in _SAID.findall(text))
+
+
 def _client_shares(run: PlannedRun, sites: Sequence[Site], done: Completed, cwd: Path) -> list[Share]:
     """Each host's share of the client's output, parsed once for every host."""
     from iobench.results.fioout.clients import client_key, client_rows, host_share
@@ -530,13 +543,14 @@ def _client_shares(run: PlannedRun, sites: Sequence[Site], done: Completed, cwd:
             everything = client_rows(text, clients, origin=str(output))
         except ResultsError as exc:
             problem = str(exc)
+    said = _said(text, done.stdout, done.stderr)
     shares = []
     for process, site in zip(run.processes, sites, strict=True):
         share = Share(
             process,
             done,
             _host_watcher(site),
-            text + "\n" + done.stdout + "\n" + done.stderr,
+            said,
             output=output,
             client=site.server_name,
         )

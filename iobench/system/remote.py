@@ -323,12 +323,17 @@ def _write_tree(root: Path, records: list[tuple[str, str, list[str]]]) -> None:
         where = _inside(root, path) if kind == "D" else None
         if where is not None:
             where.mkdir(parents=True, exist_ok=True)
+    # No link exists yet: a folder found inside once stays inside while the files are written.
+    inside: dict[Path, bool] = {}
     for kind, path, lines in records:
         where = _inside(root, path) if kind == "F" else None
         if where is None:
             continue
-        where.parent.mkdir(parents=True, exist_ok=True)
-        if not Path(os.path.realpath(where.parent)).is_relative_to(root):
+        parent = where.parent
+        if parent not in inside:
+            parent.mkdir(parents=True, exist_ok=True)
+            inside[parent] = Path(os.path.realpath(parent)).is_relative_to(root)
+        if not inside[parent]:
             continue
         where.write_text("\n".join(lines[:-1] if lines and lines[-1] == "" else lines))
     made = []
