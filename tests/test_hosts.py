@@ -1146,6 +1146,54 @@ def test_the_monitor_keeps_job_processes_seen_twice_and_their_policy(tmp_path: P
     assert monitor.workers == {}
 
 
+def test_a_hosts_sample_reads_every_thread_as_this_machines_sampler_does() -> None:
+    """The agent sends a short line per thread; read back, each is the thread's stat as procfs gives it."""
+    import ctypes
+    import glob
+    import threading
+
+    from iobench.system import procfs
+    from iobench.system.hostfs import SystemRoot
+    from iobench.system.hostmonitor import SAMPLE_AWK, snapshot_of
+    from iobench.system.sampler import Watch
+
+    named, stop = threading.Event(), threading.Event()
+
+    def odd_name() -> None:  # a thread name with spaces and parentheses, as any program may set
+        ctypes.CDLL(None).prctl(15, b"a) b (c) d", 0, 0, 0)  # PR_SET_NAME
+        named.set()
+        stop.wait(30)
+
+    thread = threading.Thread(target=odd_name, daemon=True)
+    thread.start()
+    named.wait(10)
+    try:
+        stats = glob.glob("/proc/[0-9]*/task/[0-9]*/stat")
+        done = subprocess.run(
+            ["awk", "-v", "D= ", "-v", "I= ", "-v", "T=1", SAMPLE_AWK, *stats],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        )
+        local = {t.tid: t for t in procfs.tasks(SystemRoot())}
+    finally:
+        stop.set()
+        thread.join(10)
+    sample = snapshot_of(0.0, done.stdout.splitlines(), Watch(devices=(), irqs=(), threads=True))
+    assert sample.tasks is not None and len(sample.tasks) >= len(local) - 5
+    odd = [t for t in sample.tasks.values() if t.comm == "a) b (c) d"]
+    assert len(odd) == 1 and odd[0].pid == os.getpid()
+    for tid, task in sample.tasks.items():
+        if tid in local:
+            mine = local[tid]
+            assert (task.pid, task.comm, task.kernel) == (mine.pid, mine.comm, mine.kernel)
+            assert task.processor is not None
+            assert 0 <= mine.user_ticks - task.user_ticks < 1000  # read a moment apart
+    # a few dozen bytes a thread, not its whole stat line
+    assert len(done.stdout) < sum(len(Path(s).read_bytes()) for s in stats if Path(s).exists()) / 2
+
+
 @pytest.mark.fio
 def test_a_server_named_in_the_matrix_is_used_and_left_running(
     write_matrix: Callable[..., Path], tmp_path: Path

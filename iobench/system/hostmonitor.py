@@ -38,11 +38,12 @@ from iobench.errors import IobenchError
 from iobench.system.hostfs import Interrupts, TaskStat
 from iobench.system.process import stop_process
 from iobench.system.procfs import (
+    TASK_STAT_FIELDS,
     parse_cpu_times,
     parse_diskstats,
     parse_interrupts,
     parse_meminfo,
-    parse_task_stat,
+    task_stat,
 )
 from iobench.system.sampler import Snapshot, Watch
 from iobench.system.ssh import COMMAND_TIMEOUT_S, HostUnreachable, Transport
@@ -73,11 +74,22 @@ class Worker:
         return self.looks >= 2
 
 
+def _with_fields(script: str) -> str:
+    """``script`` with each ``@field@`` of :data:`TASK_STAT_FIELDS` as awk numbers it (from 1)."""
+    for name, at in TASK_STAT_FIELDS.items():
+        script = script.replace(f"@{name}@", str(at + 1))
+    return script
+
+
 # One sample of the host's counters, in one program: "== <part>" before each part, "@@S" after.
+# A thread is one short line, "pid tid flags utime stime processor name" (its stat's fields that
+# telemetry keeps, TASK_STAT_FIELDS; the name last, after its last ")"): a host with thousands of
+# threads sends a few dozen bytes for each, not its whole stat line, every sample.
 # Everything is read in BEGIN with getline, so a thread that ended since the shell listed it is
 # skipped (awk would stop at a file it cannot open). D and I: the watched devices and interrupt
 # lines, space-separated with a space at each end; T: 1 to read every thread's stat (ARGV).
-SAMPLE_AWK = r"""
+SAMPLE_AWK = _with_fields(
+    r"""
 function part(name, f,   line) { print "== " name; while ((getline line < f) > 0) print line; close(f) }
 BEGIN {
   part("stat", "/proc/stat")
@@ -93,11 +105,21 @@ BEGIN {
   part("meminfo", "/proc/meminfo")
   if (T == 1) {
     print "== tasks"
-    for (i = 1; i < ARGC; i++) { f = ARGV[i]; while ((getline line < f) > 0) print f ":" line; close(f) }
+    for (i = 1; i < ARGC; i++) {
+      f = ARGV[i]
+      if ((getline line < f) > 0) {
+        e = 0; while ((k = index(substr(line, e + 1), ")")) > 0) e += k
+        b = index(line, "("); n = split(substr(line, e + 2), w, " "); split(f, p, "/")
+        print p[3], p[5], w[@flags@], w[@utime@], w[@stime@], (n >= @processor@ ? w[@processor@] : "-"), \
+          substr(line, b + 1, e - b - 1)
+      }
+      close(f)
+    }
   }
   print "@@S"
 }
 """
+)
 
 # $1: the fio server's pid (0: not known); $2: "1" to sample; $3: "1" with threads; $4: devices;
 # $5: interrupt lines; $6: SAMPLE_AWK; $7: how many disks follow; then the disks, then the targets.
@@ -181,15 +203,18 @@ def _parts(lines: Iterator[str]) -> dict[str, list[str]]:
 
 
 def _tasks(lines: list[str]) -> dict[int, TaskStat]:
+    """The agent's thread lines (``pid tid flags utime stime processor name``) by thread id."""
     found = {}
     for line in lines:
-        path, sep, text = line.partition(":")
-        parts = path.split("/")  # /proc/<pid>/task/<tid>/stat
-        if not sep or len(parts) < 6 or not parts[2].isdigit() or not parts[4].isdigit():
+        words = line.split(" ", 6)
+        if len(words) < 7:
             continue
-        task = parse_task_stat(int(parts[2]), int(parts[4]), text.encode())
-        if task is not None:
-            found[task.tid] = task
+        try:
+            pid, tid, flags, utime, stime = (int(w) for w in words[:5])
+            processor = None if words[5] == "-" else int(words[5])
+        except ValueError:
+            continue
+        found[tid] = task_stat(pid, tid, words[6], flags, utime, stime, processor)
     return found
 
 

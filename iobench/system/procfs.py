@@ -12,6 +12,10 @@ from iobench.system.hostfs import CPU_TIME_FIELDS, DiskStat, Interrupts, Process
 
 _PF_KTHREAD = 0x00200000
 
+TASK_STAT_FIELDS = {"flags": 6, "utime": 11, "stime": 12, "threads": 17, "processor": 36}
+"""Where a thread's ``stat`` line keeps what :class:`TaskStat` holds: fields after the ``)`` that
+ends its name, from 0 (the kernel's fields 9, 14, 15, 20 and 39). A host's agent reads the same ones."""
+
 
 def _read_proc(path: str, limit: int | None = None) -> bytes | None:
     """A procfs file's bytes through plain ``read(2)`` calls, no :class:`Path`: for polls and samples.
@@ -52,13 +56,22 @@ def _task_stat(pid: int, tid: int, data: bytes | None) -> tuple[TaskStat, int] |
         return None
     head, _, tail = data.rpartition(b")")
     fields = tail.split()
+    at = TASK_STAT_FIELDS
     try:
-        flags, utime, stime, threads = int(fields[6]), int(fields[11]), int(fields[12]), int(fields[17])
-        processor = int(fields[36]) if len(fields) > 36 else None
+        flags, utime, stime = int(fields[at["flags"]]), int(fields[at["utime"]]), int(fields[at["stime"]])
+        threads = int(fields[at["threads"]])
+        processor = int(fields[at["processor"]]) if len(fields) > at["processor"] else None
     except (IndexError, ValueError):
         return None
     comm = head.partition(b"(")[2].decode(errors="replace")
-    return TaskStat(pid, tid, comm, utime, stime, processor, bool(flags & _PF_KTHREAD)), threads
+    return task_stat(pid, tid, comm, flags, utime, stime, processor), threads
+
+
+def task_stat(
+    pid: int, tid: int, comm: str, flags: int, utime: int, stime: int, processor: int | None
+) -> TaskStat:
+    """A :class:`TaskStat` from the fields of its ``stat`` line (:data:`TASK_STAT_FIELDS`)."""
+    return TaskStat(pid, tid, comm, utime, stime, processor, bool(flags & _PF_KTHREAD))
 
 
 def pids(root: SystemRoot) -> list[int]:
