@@ -1149,7 +1149,6 @@ def test_the_monitor_keeps_job_processes_seen_twice_and_their_policy(tmp_path: P
 def test_a_hosts_sample_reads_every_thread_as_this_machines_sampler_does() -> None:
     """The agent sends a short line per thread; read back, each is the thread's stat as procfs gives it."""
     import ctypes
-    import glob
     import threading
 
     from iobench.system import procfs
@@ -1168,7 +1167,7 @@ def test_a_hosts_sample_reads_every_thread_as_this_machines_sampler_does() -> No
     thread.start()
     named.wait(10)
     try:
-        stats = glob.glob("/proc/[0-9]*/task/[0-9]*/stat")
+        stats = [str(p) for p in Path("/proc").glob("[0-9]*/task/[0-9]*/stat")]
         done = subprocess.run(
             ["awk", "-v", "D= ", "-v", "I= ", "-v", "T=1", SAMPLE_AWK, *stats],
             capture_output=True,
