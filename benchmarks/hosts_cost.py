@@ -18,6 +18,8 @@ Measured, each as the median of the rounds:
 - *iobench CPU a point*: the iobench process's own CPU (every thread) while the
   points ran, divided by the points; *fio client CPU a point*: its children's
   (the fio client) over the same span; *iobench CPU, setup and teardown*: the rest;
+- *memory, descriptors, threads*: the iobench process's RSS, open file
+  descriptors and threads at the end of its busiest point;
 - *hosts' CPU a point*: every process under the hosts' sshd listeners (sessions,
   agents, fio servers and their jobs; running ones from /proc, ended ones from
   their parents' reaped-children times) while the points ran, per host and per
@@ -218,6 +220,10 @@ class Timed(NullProgress):
     def point_finished(self, run, outcome):
         marks["points"][-1][1] = time.monotonic() - t0
         marks["last"] = cpu()
+        rss = [int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmRSS:")]
+        marks["rss_kib"] = max(marks.get("rss_kib", 0), rss[0])
+        marks["fds"] = max(marks.get("fds", 0), len(os.listdir("/proc/self/fd")))
+        marks["threads"] = max(marks.get("threads", 0), len(os.listdir("/proc/self/task")))
 r = iobench.run(iobench.load_matrix(sys.argv[1]), out=sys.argv[2], progress=Timed())
 marks["ended"] = time.monotonic() - t0
 marks["run_dir"] = str(r.run_dir)
@@ -259,6 +265,7 @@ def run_once(matrix: Path, hosts: NetnsHosts, out: Path) -> dict[str, Any]:
         else math.nan
     )
     result["run_dir"] = marks["run_dir"]
+    result.update(rss_mib=marks["rss_kib"] / 1024, fds=marks["fds"], threads=marks["threads"])
     (own0, kids0, fio0, other0), (own1, kids1, fio1, other1) = marks["first"], marks["last"]
     result["iobench_point_cpu_s"] = (own1 - own0) / len(points)
     result["client_point_cpu_s"] = (kids1 - kids0) / len(points)
@@ -421,7 +428,11 @@ def main() -> None:
         whole = 1000 * (m1["iobench_cpu_s"] - m0["iobench_cpu_s"]) / ((n1 - n0) * POINTS)
         print(
             f"\neach host beyond {n0}, per point: iobench CPU {during:.1f} ms while the points run, "
-            f"{whole:.1f} ms with setup and teardown spread over the {POINTS} points"
+            f"{whole:.1f} ms with setup and teardown spread over the {POINTS} points; "
+            f"{(m1['rss_mib'] - m0['rss_mib']) / (n1 - n0):.1f} MiB of memory, "
+            f"{(m1['fds'] - m0['fds']) / (n1 - n0):.1f} file descriptors and "
+            f"{(m1['threads'] - m0['threads']) / (n1 - n0):.1f} threads here at the points' end "
+            f"({m1['rss_mib']:.0f} MiB, {m1['fds']:.0f} descriptors, {m1['threads']:.0f} threads at {n1} hosts)"
         )
     print(f"({POINTS} points of 1 s; other processes took {taken:.2f} of {os.cpu_count()} CPUs meanwhile)")
 
@@ -443,6 +454,9 @@ MEASURES = (
     "point_spacing_s",
     "plain_point_s",
     "plain_hosts_cpu_s",
+    "rss_mib",
+    "fds",
+    "threads",
 )
 
 

@@ -1234,6 +1234,38 @@ def test_a_server_named_in_the_matrix_is_used_and_left_running(
 
 
 @pytest.mark.fio
+def test_the_agent_looks_each_interval_once_the_jobs_are_settled(tmp_path: Path) -> None:
+    from iobench.system.fioserver import server_token, start_server
+    from iobench.system.hostmonitor import HostMonitor
+
+    connection = _local(tmp_path)
+    server = start_server(connection, "fio", server_token())
+    job = tmp_path / "j.fio"
+    job.write_text("[global]\nioengine=null\nsize=16m\ntime_based=1\nruntime=3\n[a]\nrw=randread\n")
+    monitor = HostMonitor(connection, server.pid, None, interval=1.0, tick=0.1).start()
+    sent: list[tuple[float, bytes]] = []
+    send = monitor._send
+    monitor._send = lambda data: (sent.append((time.monotonic(), data)), send(data))[1]  # type: ignore[method-assign]
+    try:
+        (tmp_path / "host-h").symlink_to(server.socket)
+        monitor.begin_point()
+        done = run_process(["fio", "--client=sock:host-h", str(job)], cwd=tmp_path, timeout=60)
+        monitor.end_point()
+        assert done.returncode == 0, done.stderr
+        (worker,) = monitor.workers.values()
+        assert worker.settled and worker.policy
+        looks = [t for t, data in sent if b"L" in data]
+        # every tick until the job was seen twice with its policy, then one look a second
+        gaps = [b - a for a, b in zip(looks, looks[1:], strict=False)]
+        slowed = next(i for i, gap in enumerate(gaps) if gap > 0.5)
+        assert min(gaps[:slowed]) < 0.2 and len(gaps[slowed:]) >= 2, gaps
+        assert all(0.5 < gap < 1.3 for gap in gaps[slowed:]), gaps
+    finally:
+        monitor.stop()
+        server.stop()
+
+
+@pytest.mark.fio
 def test_a_run_long_agent_sees_each_points_jobs_and_samples_only_while_it_runs(tmp_path: Path) -> None:
     from iobench.system.fioserver import server_token, start_server
     from iobench.system.hostmonitor import HostMonitor

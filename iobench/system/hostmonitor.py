@@ -6,9 +6,10 @@ against plain ``fio --client`` on the same servers. So each host has one shell
 nothing until asked and never starts a program for a look. This machine asks,
 one line at a time, and the agent answers in order:
 
-- ``L`` (a look, every ``tick`` while a point runs): walk the fio server's
-  process tree down to the job processes with the shell's own ``read`` and
-  print each job's allowed CPUs, memory nodes, state and, once, its NUMA policy;
+- ``L`` (a look, every ``tick`` while a point runs, every ``interval`` once
+  its jobs are settled): walk the fio server's process tree down to the job
+  processes with the shell's own ``read`` and print each job's allowed CPUs,
+  memory nodes, state and, once, its NUMA policy;
 - ``S`` (every telemetry interval while a point runs): one sample of the
   host's counters, read by one ``awk`` into the same snapshots as this
   machine's sampler takes (the same parsers, :mod:`iobench.system.procfs`);
@@ -262,7 +263,9 @@ class HostMonitor:
     interval
         Seconds between samples while a point runs.
     tick
-        Seconds between looks at the jobs while a point runs.
+        Seconds between looks at the jobs while a point runs, until every job
+        in view has been seen twice with its memory policy; then one look an
+        ``interval``, and every ``tick`` again once a look shows a new or dead job.
     """
 
     host: Transport
@@ -367,7 +370,8 @@ class HostMonitor:
         assert self._stream is not None and self._stream.stdout is not None
         used = time.thread_time()
         fd = self._stream.stdout.fileno()
-        every = 0 if self.watch is None else max(1, round(self.interval / self.tick))
+        slow = max(1, round(self.interval / self.tick))
+        every = 0 if self.watch is None else slow
         ticks, due, rest = 0, time.monotonic(), b""
         reader = _Reader(self)
         with selectors.DefaultSelector() as selector:
@@ -386,7 +390,11 @@ class HostMonitor:
                         if self._active:
                             # The point's edge took a sample as it began: the next one an interval later.
                             ticks += 1
-                            self._send(b"L\nS\n" if every and ticks % every == 0 else b"L\n")
+                            sample = bool(every) and ticks % every == 0
+                            # Jobs all seen twice and alive: a look each interval finds a new or dead one.
+                            look = ticks % slow == 0 or not self._settled()
+                            if look or sample:
+                                self._send((b"L\n" if look else b"") + (b"S\n" if sample else b""))
                         else:
                             ticks = 0
                     due = now + self.tick
@@ -395,6 +403,12 @@ class HostMonitor:
             self._ended = self._ended or "its session closed"
             self._lock.notify_all()
         self.cpu_s += time.thread_time() - used
+
+    def _settled(self) -> bool:
+        """Every job in view seen twice with its memory policy, none dead (the lock is held)."""
+        return bool(self.workers) and all(
+            w.settled and w.policy is not None and w.zombie_looks == 0 for w in self.workers.values()
+        )
 
     def _look(self, lines: list[str]) -> None:
         with self._lock:
