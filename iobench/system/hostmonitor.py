@@ -118,6 +118,7 @@ BEGIN {
     }
   }
   print "@@S"
+  if (X != "") print X
 }
 """
 )
@@ -131,9 +132,10 @@ disks=
 while [ "$n" -gt 0 ]; do disks="$disks $1"; shift; n=$((n - 1)); done
 NL='
 '
+# $1: a line for awk to print after the sample (each write is a packet over SSH: answers go out whole).
 sample() {
-  if [ "$T" = 1 ]; then awk -v D="$D" -v I="$I" -v T=1 "$A" /proc/[0-9]*/task/[0-9]*/stat
-  else awk -v D="$D" -v I="$I" -v T=0 "$A"; fi
+  if [ "$T" = 1 ]; then awk -v D="$D" -v I="$I" -v T=1 -v X="$1" "$A" /proc/[0-9]*/task/[0-9]*/stat
+  else awk -v D="$D" -v I="$I" -v T=0 -v X="$1" "$A"; fi
 }
 kids() { K=; for t in /proc/$1/task/*/children; do k=; read -r k <"$t" 2>/dev/null; K="$K $k"; done; }
 jobs() {
@@ -144,14 +146,15 @@ look() {
   for p in $J; do
     nm=; pp=; st=; c=; m=
     while read -r key val rest; do
-      case $key in Name:) nm=$val;; State:) st=$val;; PPid:) pp=$val;; Cpus_allowed_list:) c=$val;; Mems_allowed_list:) m=$val;; esac
+      case $key in Name:) nm=$val;; State:) st=$val;; PPid:) pp=$val;; Cpus_allowed_list:) c=$val;;
+        Mems_allowed_list:) m=$val; break;; esac
     done <"/proc/$p/status" 2>/dev/null
-    [ -n "$pp" ] && echo "P $p $pp $c $m $st $nm"
+    [ -n "$pp" ] && O="$O${NL}P $p $pp $c $m $st $nm"
     case "$once" in *" $p "*) ;; *)
       case "$seen" in *" $p "*)
         pol=; i=0
         while [ "$i" -lt 16 ] && read -r addr policy rest; do pol="$pol $policy"; i=$((i + 1)); done <"/proc/$p/numa_maps" 2>/dev/null
-        echo "N $p$pol"; once="$once$p ";;
+        O="$O${NL}N $p$pol"; once="$once$p ";;
       *) seen="$seen$p ";; esac;;
     esac
   done
@@ -160,13 +163,13 @@ look() {
 state() {
   sz=-
   case "$1" in 6???) sz=0; read -r sz <"/sys/dev/block/$((0x$2)):$((0x$3))/size" 2>/dev/null;; esac
-  echo "T $1 $2 $3 $4 $5 $sz"
+  O="$O${NL}T $1 $2 $3 $4 $5 $sz"
 }
 edge() {
-  echo "@@e"
+  O="@@e"
   for d in $disks; do
-    s=; read -r s <"/sys/block/$d/queue/scheduler" 2>/dev/null; echo "Q $d $s"
-    r=; read -r r <"/sys/block/$d/queue/read_ahead_kb" 2>/dev/null; echo "R $d $r"
+    s=; read -r s <"/sys/block/$d/queue/scheduler" 2>/dev/null; O="$O${NL}Q $d $s"
+    r=; read -r r <"/sys/block/$d/queue/read_ahead_kb" 2>/dev/null; O="$O${NL}R $d $r"
   done
   # One stat for every target while all are there; one each, with why, when one is not.
   if [ $# -gt 0 ] && out=$(stat -L -c '%f %t %T %d %i' -- "$@" 2>/dev/null); then
@@ -174,16 +177,15 @@ edge() {
   else
     for p; do
       if s=$(stat -L -c '%f %t %T %d %i' -- "$p" 2>&1); then state $s
-      else case "$s" in *"No such file"*) echo "T -";; *) echo "T E ${s##*: }";; esac; fi
+      else case "$s" in *"No such file"*) O="$O${NL}T -";; *) O="$O${NL}T E ${s##*: }";; esac; fi
     done
   fi
-  [ "$S" = 1 ] && sample
-  echo "@@E"
+  if [ "$S" = 1 ]; then printf '%s\n' "$O"; sample "@@E"; else printf '%s\n' "$O" "@@E"; fi
 }
 seen=' '; once=' '
 while read -r cmd; do
   case $cmd in
-    L) jobs; echo "@@P"; look; echo "@@V";;
+    L) jobs; O="@@P"; look; printf '%s\n' "$O" "@@V";;
     S) sample;;
     E) edge "$@";;
     B) seen=' '; once=' ';;
