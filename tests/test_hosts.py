@@ -1180,15 +1180,24 @@ def test_a_hosts_sample_reads_every_thread_as_this_machines_sampler_does() -> No
         stop.set()
         thread.join(10)
     sample = snapshot_of(0.0, done.stdout.splitlines(), Watch(devices=(), irqs=(), threads=True))
-    assert sample.tasks is not None and len(sample.tasks) >= len(local) - 5
+    assert sample.tasks is not None
     odd = [t for t in sample.tasks.values() if t.comm == "a) b (c) d"]
     assert len(odd) == 1 and odd[0].pid == os.getpid()
-    for tid, task in sample.tasks.items():
-        if tid in local:
-            mine = local[tid]
-            assert (task.pid, task.comm, task.kernel) == (mine.pid, mine.comm, mine.kernel)
-            assert task.processor is not None
-            assert 0 <= mine.user_ticks - task.user_ticks < 1000  # read a moment apart
+    # This process's threads exactly; the machine's others may have ended or exec'd between the reads.
+    ours = {tid: t for tid, t in local.items() if t.pid == os.getpid()}
+    assert ours and all(tid in sample.tasks for tid in ours)
+    for tid, mine in ours.items():
+        task = sample.tasks[tid]
+        assert (task.pid, task.comm, task.kernel) == (mine.pid, mine.comm, mine.kernel)
+        assert task.processor is not None
+        assert 0 <= mine.user_ticks - task.user_ticks < 1000  # read a moment apart
+    same = [
+        tid
+        for tid, task in sample.tasks.items()
+        if tid in local
+        and (task.pid, task.comm, task.kernel) == (local[tid].pid, local[tid].comm, local[tid].kernel)
+    ]
+    assert len(same) >= 0.9 * len(set(sample.tasks) & set(local))
     # a few dozen bytes a thread, not its whole stat line
     assert len(done.stdout) < sum(len(Path(s).read_bytes()) for s in stats if Path(s).exists()) / 2
 
