@@ -28,8 +28,6 @@ OUTSIDE = r"SPEC §|\.\./shared|\b[Ii]ssues? #?\d+\b"
 OUTSIDE_RE = re.compile(OUTSIDE)
 # Where code, tests and tooling live (tests/data/ holds other people's files, kept as they are).
 CODE = ("iobench", "tests", "lab", "benchmarks", "configs")
-# A page another branch is rewriting: the lead cleans it when merging that branch.
-BEING_REWRITTEN = {"benchmarks.md"}
 
 # [text](target) and ![alt](target); a target ends at a blank or the closing parenthesis.
 LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
@@ -107,19 +105,7 @@ def test_every_link_resolves_to_a_file_in_the_repository(page: Path) -> None:
     assert broken == []
 
 
-@pytest.mark.parametrize(
-    "page",
-    [
-        pytest.param(
-            p,
-            marks=pytest.mark.xfail(strict=True, reason="rewritten on another branch; cleaned when merged"),
-        )
-        if p.name in BEING_REWRITTEN
-        else p
-        for p in [README, *PAGES]
-    ],
-    ids=lambda p: str(p.relative_to(ROOT)),
-)
+@pytest.mark.parametrize("page", [README, *PAGES], ids=lambda p: str(p.relative_to(ROOT)))
 def test_the_docs_refer_to_nothing_outside_the_repository(page: Path) -> None:
     assert outside_references(page) == []
 

@@ -159,11 +159,8 @@ def memory_policies(root: SystemRoot, pid: int, head: int = 4096) -> tuple[str, 
 
 def process_environ(root: SystemRoot, pid: int) -> list[bytes] | None:
     """``proc/<pid>/environ`` as ``NAME=value`` entries, or None when unreadable (gone, not ours)."""
-    try:
-        data = (root.procfs / str(pid) / "environ").read_bytes()
-    except OSError:
-        return None
-    return data.split(b"\0")
+    data = _read_proc(f"{os.fspath(root.procfs)}/{pid}/environ")
+    return None if data is None else data.split(b"\0")
 
 
 def cpu_model(root: SystemRoot) -> str | None:
