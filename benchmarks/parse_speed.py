@@ -126,9 +126,17 @@ def _machine_busy_s() -> float:
 
 
 def _own_cpu_s() -> float:
-    """CPU time of this process and its reaped children (parse_fio's workers)."""
+    """CPU time of this process and its children, reaped or running (parse_fio's kept workers)."""
     usages = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
-    return sum(usage.ru_utime + usage.ru_stime for usage in usages)
+    running = 0
+    for children in Path("/proc/self/task").glob("*/children"):
+        for pid in children.read_text().split():
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+            except OSError:
+                continue  # ended meanwhile: reaped, it is in RUSAGE_CHILDREN
+            running += int(fields[11]) + int(fields[12])
+    return sum(usage.ru_utime + usage.ru_stime for usage in usages) + running / os.sysconf("SC_CLK_TCK")
 
 
 def _timed_loads(

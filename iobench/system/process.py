@@ -6,12 +6,15 @@ whole tree (numactl → fio → fio's workers) with one signal to the group.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -283,36 +286,97 @@ def signals_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def run_filter(
-    argv: Sequence[str], data: bytes, *, env: Mapping[str, str] | None = None
-) -> tuple[int, bytes]:
-    """Run ``argv`` with ``data`` on its standard input; return its exit status and standard output.
+class Helper:
+    """A helper process that answers one request at a time, kept for this process's life.
 
-    For a helper process that reads one request and writes one answer
-    (:func:`iobench.parse_fio`'s workers). The answer goes to a temporary
-    file, not a pipe: the helper never waits for this process to read (a
-    thread that reads a pipe needs the GIL for every chunk, which a busy
-    thread here holds). The helper stays in this process's group, so a
-    Ctrl-C at the terminal stops it too; its error output is discarded (a
+    For work shared with another CPU (:func:`iobench.parse_fio`'s readers): a
+    Python helper costs its interpreter and imports (about 60 ms) once, not
+    at every request. ``argv`` gets the path of the helper's answer file
+    appended; a request is bytes on the helper's input, and the helper writes
+    its answer into that file, then one newline on its output. The answer
+    travels through a file, not a pipe: the helper never waits for this
+    process to read (a thread that reads a pipe needs the GIL for every
+    chunk, which a busy thread here holds).
+
+    The helper stays in this process's group (a Ctrl-C at the terminal stops
+    it too) and ends with this process: its input is closed at exit, and
+    ends anyway when this process is killed. Its error output is discarded (a
     helper that fails is replaced by doing its work here).
-
-    Raises
-    ------
-    CommandNotFound
-        When ``argv[0]`` cannot be executed.
     """
-    args = tuple(str(a) for a in argv)
-    with tempfile.TemporaryFile() as answer:
+
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+        self.argv = tuple(str(a) for a in argv)
+        self.env = dict(env) if env is not None else minimal_env()
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._folder: Path | None = None
+        atexit.register(self.stop)
+
+    @property
+    def pid(self) -> int | None:
+        """The running helper's pid; None before the first request and after a failure."""
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
+    def ask(self, request: bytes) -> bytes | None:
+        """The helper's answer to ``request``; None when it failed, or another thread is asking it.
+
+        A helper that failed (killed, or its answer cut short) is stopped; the
+        next request starts a new one.
+
+        Raises
+        ------
+        CommandNotFound
+            When ``argv[0]`` cannot be executed.
+        """
+        if not self._lock.acquire(blocking=False):
+            return None
         try:
-            done = subprocess.run(  # noqa: S603 - argv list, no shell
-                args,
-                input=data,
-                stdout=answer,
+            proc = self._proc if self._proc is not None and self._proc.poll() is None else self._start()
+            assert proc.stdin is not None and proc.stdout is not None and self._folder is not None
+            proc.stdin.write(request)
+            proc.stdin.flush()
+            if proc.stdout.read(1) != b"\n":
+                raise OSError("the helper ended without an answer")
+            return (self._folder / "answer").read_bytes()
+        except OSError:
+            self._end()
+            return None
+        finally:
+            self._lock.release()
+
+    def stop(self) -> None:
+        """End the helper (its input closes), bounded in time; the next request starts a new one."""
+        with self._lock:
+            self._end()
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        self._end()
+        self._folder = Path(tempfile.mkdtemp(prefix="iobench-helper-"))
+        try:
+            self._proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
+                [*self.argv, str(self._folder / "answer")],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
-                env=dict(env) if env is not None else minimal_env(),
-                check=False,
+                env=self.env,
             )
         except (FileNotFoundError, PermissionError) as exc:
-            raise CommandNotFound(f"cannot execute {args[0]!r}: {exc.strerror}") from None
-        answer.seek(0)
-        return done.returncode, answer.read()
+            self._end()
+            raise CommandNotFound(f"cannot execute {self.argv[0]!r}: {exc.strerror}") from None
+        return self._proc
+
+    def _end(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            for pipe in (proc.stdin, proc.stdout):
+                with contextlib.suppress(OSError):
+                    if pipe is not None:
+                        pipe.close()
+            try:
+                proc.wait(KILL_GRACE_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        folder, self._folder = self._folder, None
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)

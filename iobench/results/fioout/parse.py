@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pickle
 import sys
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,15 +17,17 @@ from iobench.results.fioout import reading
 from iobench.results.fioout.frame import FrameBuilder, to_frame
 from iobench.results.fioout.jobs import read_jobs
 from iobench.results.fioout.rows import Row
-from iobench.system.process import run_filter
+from iobench.system.process import Helper
 
 PARALLEL_MIN_FILES = 500
 """Below this many files per process, starting the processes costs more than they save."""
 
-HEAD_START_FILES = 500
-"""Files this process reads beyond an even share. A worker takes 60 ms of CPU to start, and this
-process turns the worker's rows into the frame once the worker has ended: on 3,000 files and 2 CPUs,
-500 more here has both shares end together (the best of 0 to 1,000 tried)."""
+HEAD_START_FILES = 100
+"""Files this process reads beyond an even share: it turns a worker's rows into the frame once the
+worker has answered (on 3,000 files and 2 CPUs, 100 has both shares end together; 0 to 700 tried)."""
+
+START_FILES = 400
+"""And this many more while a worker starts (about 60 ms of CPU): the first parse that needs it."""
 
 
 def parse_fio_text(text: str, *, origin: str = "<text>") -> pd.DataFrame:
@@ -72,13 +75,15 @@ def parse_fio(
     text : str, optional
         fio output held in memory (same as :func:`parse_fio_text`).
     processes : int, optional
-        Read the files in this many processes: this one and fresh Python
+        Read the files in this many processes: this one and worker Python
         processes (:mod:`iobench.results.fioout.reading`; default: one per
         CPU this process may run on, once there are at least
         ``PARALLEL_MIN_FILES`` files for each; 1 reads them all here). This
         process never forks, and the workers never import the caller's
         ``__main__``: any caller may use it, a notebook's kernel with its
         threads or a script without an ``if __name__ == "__main__":`` guard.
+        A worker, once started, is kept for the next parse and ends with
+        this process.
 
     Returns
     -------
@@ -113,11 +118,13 @@ def parse_fio(
     # This process reads the first share (an even one and HEAD_START_FILES more) while each
     # worker process reads one of the others (threads only wait for them). The shares' rows
     # join the frame in order.
-    head = min(len(origins) // workers + HEAD_START_FILES, len(origins) - (workers - 1))
+    starting = any(_helper(i).pid is None for i in range(workers - 1))
+    extra = HEAD_START_FILES + (START_FILES if starting else 0)
+    head = min(len(origins) // workers + extra, len(origins) - (workers - 1))
     rest, others = len(origins) - head, workers - 1
     shares = [origins[head + rest * i // others : head + rest * (i + 1) // others] for i in range(others)]
     with ThreadPoolExecutor(workers - 1) as pool:
-        theirs = [pool.submit(_rows_elsewhere, share) for share in shares]
+        theirs = [pool.submit(_rows_elsewhere, i, share) for i, share in enumerate(shares)]
         for origin in origins[:head]:
             builder.add_jobs(reading.jobs_in_file(origin), origin)
         for share, future in zip(shares, theirs, strict=True):
@@ -128,18 +135,29 @@ def parse_fio(
     return builder.frame()
 
 
-def _rows_elsewhere(origins: list[str]) -> list[Row] | ResultsError | None:
-    """The rows of ``origins`` read by a worker process, or the error it met; None when it failed to answer."""
-    # The worker imports what this process imported: the same iobench, wherever it came from.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    request = pickle.dumps(origins, protocol=pickle.HIGHEST_PROTOCOL)
-    status, answer = run_filter([sys.executable, "-m", reading.__name__], request, env=env)
-    if status != 0 or not answer:
-        return None  # killed, out of memory, or broken: its share is read here
+_HELPERS: list[Helper] = []
+"""The worker processes, kept once started: the first parse of a long list pays their start."""
+_HELPERS_LOCK = threading.Lock()
+
+
+def _helper(index: int) -> Helper:
+    with _HELPERS_LOCK:
+        while len(_HELPERS) <= index:
+            # The worker imports what this process imported: the same iobench, wherever it came from.
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+            _HELPERS.append(Helper([sys.executable, "-m", reading.__name__], env=env))
+        return _HELPERS[index]
+
+
+def _rows_elsewhere(index: int, origins: list[str]) -> list[Row] | ResultsError | None:
+    """The rows of ``origins`` read by worker ``index``, or the error it met; None when it did not answer."""
+    answer = _helper(index).ask(pickle.dumps(origins, protocol=pickle.HIGHEST_PROTOCOL))
+    if not answer:
+        return None  # killed, out of memory, busy with another thread's parse: its share is read here
     try:
         rows: list[Row] | ResultsError = pickle.loads(answer)  # noqa: S301 - our own worker's answer
     except (pickle.UnpicklingError, EOFError):
-        return None  # something else wrote on its stdout (a site hook): its share is read here
+        return None  # something else wrote its answer file: its share is read here
     return rows
 
 

@@ -1,10 +1,11 @@
 """fio output files into the frame's rows, without pandas or pyarrow: what a parsing worker runs.
 
 :func:`~iobench.results.fioout.parse_fio` shares a long file list with worker
-processes, each a fresh ``python -m iobench.results.fioout.reading`` (never a
-fork, nor an import of the caller's ``__main__``): a worker reads the pickled
-list of file names on its standard input and writes back the pickled rows, or
-the :class:`~iobench.errors.ResultsError` of the first file it could not read.
+processes, each a ``python -m iobench.results.fioout.reading`` started once
+and kept (never a fork, nor an import of the caller's ``__main__``): a worker
+reads pickled lists of file names on its standard input and answers each with
+the pickled rows, or the :class:`~iobench.errors.ResultsError` of the first
+file it could not read.
 Importing this module costs a worker about a tenth of a second; pandas and
 pyarrow would cost it a second.
 """
@@ -114,16 +115,29 @@ def file_rows(origins: Sequence[str]) -> list[Row]:
     return rows
 
 
-def serve() -> None:
-    """A worker's whole life: file names in (pickled, on stdin), their rows or the first error out (stdout)."""
-    origins = pickle.load(sys.stdin.buffer)
-    answer: list[Row] | ResultsError
-    try:
-        answer = file_rows(origins)
-    except ResultsError as exc:
-        answer = exc
-    pickle.dump(answer, sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
+def serve(answer: str) -> None:
+    """A worker's whole life: requests until its input ends.
+
+    A request is a pickled list of file names on stdin; the answer, their
+    rows or the first error, is pickled into the file ``answer``, then a
+    newline on stdout says it is there (:class:`iobench.system.process.Helper`).
+    """
+    requests, done = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        try:
+            origins = pickle.load(requests)
+        except EOFError:
+            return
+        result: list[Row] | ResultsError
+        try:
+            result = file_rows(origins)
+        except ResultsError as exc:
+            result = exc
+        with open(answer, "wb") as out:
+            pickle.dump(result, out, protocol=pickle.HIGHEST_PROTOCOL)
+        done.write(b"\n")
+        done.flush()
 
 
 if __name__ == "__main__":
-    serve()
+    serve(sys.argv[1])
