@@ -354,6 +354,21 @@ def test_fio_warnings_on_stderr_are_kept_verbatim(quiet: SystemRoot, tmp_path: P
     assert codes(out.loc[(3, 1)]) == set()
 
 
+def test_what_the_fio_client_says_of_every_point_is_no_warning(quiet: SystemRoot, tmp_path: Path) -> None:
+    """The client prints each server's job lines before the results: only what is more is a warning."""
+    ordinary = "".join(
+        f"<{h}> {h}.dat: (g=0): rw=randread, bs=(R) 4096B-4096B, (W) 4096B-4096B, (T) 4096B-4096B, "
+        f"ioengine=null, iodepth=4\n<{h}> ...\n<{h}> Starting 2 processes\n<{h}> \n"
+        for h in ("h0", "h1", "h10")
+    )
+    said = "<h1> fio: pid=4242, got signal=9\n"
+    out = verdicts(saved_run(tmp_path, [clean(quiet, head=ordinary), clean(quiet, head=ordinary + said)]))
+    assert codes(out.loc[(1, 1)]) == set()
+    assert out.loc[(2, 1), "validity_detail"] == (
+        'fio-warning: fio said before its results: "<h1> fio: pid=4242, got signal=9".'
+    )
+
+
 def test_repeats_far_apart_are_a_wide_interval(quiet: SystemRoot, tmp_path: Path) -> None:
     wide = [clean(quiet, point=1, repeat=r, fio_bw=bw * MiB) for r, bw in ((1, 400), (2, 520), (3, 280))]
     tight = [clean(quiet, point=2, repeat=r, fio_bw=bw * MiB) for r, bw in ((1, 400), (2, 401), (3, 399))]

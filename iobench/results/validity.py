@@ -756,6 +756,15 @@ def _quote(lines: Sequence[str]) -> str:
     return shown + (f" (and {more} more line{'s' if more > 1 else ''})" if more > 0 else "")
 
 
+# What fio's client prints of every server before the results, prefixed "<host> ": each job's
+# line ("t0: (g=0): rw=randread, bs=..."), "..." for its more jobs, "Starting 2 processes", the
+# server's "hostname=..., fio=fio-3.33" line, a blank line. Nothing to warn of.
+_ORDINARY = re.compile(
+    r"^(?:<[^>]+>)?\s*(?:$|\.\.\.$|.*: \(g=\d+\): rw=|Starting \d+ (?:process|processes|thread|threads)$"
+    r"|hostname=.*, fio=)"
+)
+
+
 def fio_warning(p: PointView, v: Verdict) -> None:
     """``fio-warning``: what fio printed on stderr, or before its results in its output file."""
     stderr = p.directory / "stderr.txt"
@@ -768,13 +777,15 @@ def fio_warning(p: PointView, v: Verdict) -> None:
         v.na("fio-warning", f"{stderr} cannot be read ({exc.strerror})")
         said = []
     before: list[str] = []
-    for process in p.meta.processes:
+    # The fio processes of a point on hosts share one output file: read each file once.
+    for output in dict.fromkeys(process.output for process in p.meta.processes):
         with contextlib.suppress(OSError):
-            with (p.directory / process.output).open("rb") as handle:
+            with (p.directory / output).open("rb") as handle:
                 head = handle.read(65536).decode(errors="replace")
             start = head.find("{")
             if start > 0:
-                before += [line.strip() for line in head[:start].splitlines() if line.strip()]
+                lines = (line.strip() for line in head[:start].splitlines())
+                before += [line for line in lines if line and not _ORDINARY.match(line)]
     parts = []
     if said:
         parts.append(f"fio said on stderr: {_quote(said)}")
