@@ -145,7 +145,9 @@ def test_the_run_imports_the_rest_once_every_fio_of_its_first_point_runs(
     def imported(name: str) -> None:
         calls.append((name, threading.current_thread().name, sorted(os.sched_getaffinity(0))))
 
-    first, second = (SimpleNamespace(output=name, cpus=(allowed[0],)) for name in ("a.json", "b.json"))
+    first, second = (
+        SimpleNamespace(output=name, cpus=(allowed[0],), host=None) for name in ("a.json", "b.json")
+    )
     run: Any = SimpleNamespace(key="0001-r1", processes=[first, second])
     later: Any = SimpleNamespace(key="0002-r1", processes=[first, second])
     runner = point.PointRunner(run_dir=None, plan=None, sites={}, executor=None)  # type: ignore[arg-type]
