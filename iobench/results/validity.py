@@ -897,7 +897,9 @@ def _firsts(
     return out
 
 
-def with_validity(frame: pd.DataFrame, run: RunDir) -> pd.DataFrame:
+def with_validity(
+    frame: pd.DataFrame, run: RunDir, points: Sequence[tuple[Path, PointMeta]] | None = None
+) -> pd.DataFrame:
     """The tidy frame with ``validity``, ``validity_detail`` and ``validity_na`` (see the module's note).
 
     Parameters
@@ -906,6 +908,9 @@ def with_validity(frame: pd.DataFrame, run: RunDir) -> pd.DataFrame:
         A run's tidy frame, with its telemetry and steady-state columns.
     run
         The run directory its points are saved in.
+    points
+        Its point directories with their ``meta.json``, when the caller read
+        them already (read here otherwise).
 
     Returns
     -------
@@ -914,7 +919,7 @@ def with_validity(frame: pd.DataFrame, run: RunDir) -> pd.DataFrame:
     """
     if "point" not in frame or "repeat" not in frame or frame.empty:
         return frame
-    verdicts = {key: verdict.columns() for key, verdict in judge_run(frame, run).items()}
+    verdicts = {key: verdict.columns() for key, verdict in judge_run(frame, run, points).items()}
     keys = list(zip(frame["point"], frame["repeat"], strict=True))
     status = frame["status"] if "status" in frame else pd.Series(["ok"] * len(frame))
     out = frame.copy()
@@ -927,8 +932,10 @@ def with_validity(frame: pd.DataFrame, run: RunDir) -> pd.DataFrame:
     return out
 
 
-def judge_run(frame: pd.DataFrame, run: RunDir) -> dict[tuple[int, int], Verdict]:
-    """Every ok point × repeat of ``run`` judged: ``(point, repeat)`` → :class:`Verdict`."""
+def judge_run(
+    frame: pd.DataFrame, run: RunDir, points: Sequence[tuple[Path, PointMeta]] | None = None
+) -> dict[tuple[int, int], Verdict]:
+    """Every ok point × repeat of ``run`` judged: ``(point, repeat)`` → :class:`Verdict` (``points``: as :func:`with_validity`)."""
     data = frame.copy(deep=False)
     data.attrs = {}  # pandas deep-copies attrs (the machine's facts) into every frame made from this one
     rows = data[data["status"].eq("ok").fillna(False)] if "status" in data else data
@@ -966,7 +973,8 @@ def judge_run(frame: pd.DataFrame, run: RunDir) -> dict[tuple[int, int], Verdict
         columns = [stats[c].to_numpy() for c in ("point", "direction", "iops_mean", "iops_ci95", "iops_n")]
         for point, direction, mean, half, n in zip(*columns, strict=True):
             spread[(_value(point), _value(direction))] = (float(mean), float(half), float(n))
-    saved = {(meta.point, meta.repeat): (directory, meta) for directory, meta in run.point_metas()}
+    listed = run.point_metas() if points is None else points
+    saved = {(meta.point, meta.repeat): (directory, meta) for directory, meta in listed}
     run_view = _run_view(run)
     for (point, repeat), (_, meta) in saved.items():
         wrote = fio_bw.get((point, repeat, "write"))
