@@ -6,12 +6,10 @@ module only picks and orders what a figure shows.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import numbers
 import re
-from collections.abc import Iterator, Sequence
-from contextvars import ContextVar
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -22,6 +20,7 @@ from iobench.results.fioout.frame import FRAME_METRICS
 from iobench.results.points import CONTEXT as CONTEXT
 from iobench.results.points import data_rows as data_rows
 from iobench.results.points import parameter_columns as parameter_columns
+from iobench.results.points import shared_totals as shared_totals
 
 #: The column that names the machine a row ran on (a sweep across hosts).
 HOST = "host"
@@ -66,44 +65,14 @@ def several_hosts(df: pd.DataFrame) -> bool:
     return HOST in df and df[HOST].nunique(dropna=True) > 1
 
 
-Shared = dict[tuple[int, tuple[str, ...]], tuple[pd.DataFrame, pd.DataFrame]]
-"""Point totals already computed: (frame's id, ``by``) -> (the frame, its totals)."""
-
-_SHARED: ContextVar[Shared | None] = ContextVar("iobench_shared_totals", default=None)
-
-
-@contextlib.contextmanager
-def shared_totals(memo: Shared | None = None) -> Iterator[Shared]:
-    """Within the block, :func:`point_totals` of one frame object is computed once.
-
-    For drawing several figures of one frame that nobody changes meanwhile
-    (:func:`iobench.plots.figures_for`); each caller gets its own shallow copy.
-    Pass the ``memo`` a block yielded to share it with a later block.
-    """
-    memo = {} if memo is None else memo
-    token = _SHARED.set(memo)
-    try:
-        yield memo
-    finally:
-        _SHARED.reset(token)
-
-
 def point_totals(df: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFrame:
-    """:func:`iobench.results.points.point_totals`, computed once per frame within :func:`shared_totals`.
+    """:func:`iobench.results.points.point_totals`, for figures: computed once per frame within :func:`shared_totals`.
 
     A point on several hosts is one total, the cluster's (its ``host`` names
     them all, ``a+b``), as in the report's tables; the hosts' own numbers are
     the ``hosts`` figure's (:mod:`iobench.plots.hosts`).
     """
-    memo = _SHARED.get()
-    key = (id(df), tuple(by or ()))
-    if memo is not None and key in memo and memo[key][0] is df:
-        return memo[key][1].copy(deep=False)
-    totals = points.point_totals(df, by=list(by or ()) or None)
-    if memo is not None:
-        memo[key] = (df, totals)  # holding df keeps its id from being reused within the block
-        return totals.copy(deep=False)
-    return totals
+    return points.point_totals(df, by=list(by or ()) or None)
 
 
 _PERCENTILE = re.compile(r"clat_p(\d+)(?:_(\d+))?_us")

@@ -42,7 +42,7 @@ from iobench.report.runstate import run_lines
 from iobench.report.verdicts import HEADER as VERDICT_HEADER
 from iobench.report.verdicts import verdict_groups
 from iobench.results.loading import Loaded, open_run
-from iobench.results.points import parameter_columns, summarize
+from iobench.results.points import parameter_columns, shared_totals, summarize
 from iobench.results.telemetry import telemetry
 from iobench.store.records import Manifest
 from iobench.store.rundir import RunDir, remedy, replacing, storage
@@ -103,8 +103,7 @@ def write_report(
         When a file cannot be written (disk full, read-only...); no file is
         left half written under its final name.
     """
-    from iobench.plots.figures import FORMATS, figure_builders
-    from iobench.plots.timeline import unsteady_timeline
+    from iobench.plots.figures import FORMATS
 
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
@@ -121,6 +120,18 @@ def write_report(
         )
     run = RunDir.open(run_dir)
     loaded = open_run(run.path)
+    # The figures, the summary and the bottleneck tables all start from the point totals.
+    with shared_totals():
+        return _write(run, loaded, target, formats, out)
+
+
+def _write(
+    run: RunDir, loaded: Loaded, target: Path, formats: Sequence[str], out: str | os.PathLike[str] | None
+) -> Report:
+    """:func:`write_report` once its arguments are checked and the run opened."""
+    from iobench.plots.figures import figure_builders
+    from iobench.plots.timeline import unsteady_timeline
+
     frame = loaded.frame
     builders: dict[str, Callable[[], Figure | None]] = dict(figure_builders(frame, telemetry(run)))
     builders["timeline-not-steady"] = lambda: unsteady_timeline(run.path, frame)

@@ -47,8 +47,10 @@ and CV ``std / mean``, plus the ``noisy`` and ``short_runtime`` flags;
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -585,13 +587,45 @@ def point_totals(df: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFr
     >>> totals = iobench.point_totals(df)                         # doctest: +SKIP
     >>> per_target = iobench.point_totals(df, by=["target"])      # doctest: +SKIP
     """
+    memo = _SHARED.get()
+    key = (id(df), tuple(by or ()))
+    if memo is not None and key in memo and memo[key][0] is df:
+        return memo[key][1].copy(deep=False)
     rows = data_rows(df).reset_index(drop=True)
     keys, context = _keys(rows, by)
     if rows.empty:
         return pd.DataFrame(columns=[*keys, "iops", *ADDED, *context])
     if "iops" not in rows and "total_ios" not in rows:
         raise ResultsError("point_totals: the frame has no `iops` column (nor `total_ios`)")
-    return _totals(rows, keys, context)
+    totals = _totals(rows, keys, context)
+    if memo is not None:
+        memo[key] = (df, totals)  # holding df keeps its id from being reused within the block
+        return totals.copy(deep=False)
+    return totals
+
+
+Shared = dict[tuple[int, tuple[str, ...]], tuple[pd.DataFrame, pd.DataFrame]]
+"""Point totals already computed: (frame's id, ``by``) -> (the frame, its totals)."""
+
+_SHARED: ContextVar[Shared | None] = ContextVar("iobench_shared_totals", default=None)
+
+
+@contextlib.contextmanager
+def shared_totals(memo: Shared | None = None) -> Iterator[Shared]:
+    """Within the block, :func:`point_totals` of one frame object is computed once.
+
+    For a report's or a figure set's many uses of one frame that nobody changes
+    meanwhile (the merged percentiles of thousands of points cost seconds);
+    each caller gets its own shallow copy. Within an enclosing block its memo
+    is shared; pass the ``memo`` a block yielded to share it with a later block.
+    """
+    memo = memo if memo is not None else _SHARED.get()
+    memo = {} if memo is None else memo
+    token = _SHARED.set(memo)
+    try:
+        yield memo
+    finally:
+        _SHARED.reset(token)
 
 
 #: A window's throughput metrics (summed over a point's jobs) and latency metrics (weighted by I/Os).
