@@ -1268,7 +1268,7 @@ def test_the_agent_looks_each_interval_once_the_jobs_are_settled(tmp_path: Path)
         gaps = [b - a for a, b in zip(looks, looks[1:], strict=False)]
         slowed = next(i for i, gap in enumerate(gaps) if gap > 0.5)
         assert min(gaps[:slowed]) < 0.2 and len(gaps[slowed:]) >= 2, gaps
-        assert all(0.5 < gap < 1.3 for gap in gaps[slowed:]), gaps
+        assert all(0.5 < gap < 2.0 for gap in gaps[slowed:]), gaps  # a second apart, give or take a busy CPU
     finally:
         monitor.stop()
         server.stop()
