@@ -20,6 +20,7 @@ from iobench.results.fioout.frame import FRAME_METRICS
 from iobench.results.points import CONTEXT as CONTEXT
 from iobench.results.points import data_rows as data_rows
 from iobench.results.points import parameter_columns as parameter_columns
+from iobench.results.points import point_totals as point_totals
 from iobench.results.points import shared_totals as shared_totals
 
 #: The column that names the machine a row ran on (a sweep across hosts).
@@ -63,16 +64,6 @@ def metric_columns(totals: pd.DataFrame) -> list[str]:
 def several_hosts(df: pd.DataFrame) -> bool:
     """Whether ``df`` holds rows of more than one host (a sweep across ``hosts:``)."""
     return HOST in df and df[HOST].nunique(dropna=True) > 1
-
-
-def point_totals(df: pd.DataFrame, by: Sequence[str] | None = None) -> pd.DataFrame:
-    """:func:`iobench.results.points.point_totals`, for figures: computed once per frame within :func:`shared_totals`.
-
-    A point on several hosts is one total, the cluster's (its ``host`` names
-    them all, ``a+b``), as in the report's tables; the hosts' own numbers are
-    the ``hosts`` figure's (:mod:`iobench.plots.hosts`).
-    """
-    return points.point_totals(df, by=list(by or ()) or None)
 
 
 _PERCENTILE = re.compile(r"clat_p(\d+)(?:_(\d+))?_us")

@@ -303,9 +303,3 @@ def parse_meminfo(text: str) -> dict[str, int]:
         if words and words[0].isdigit():
             found[key.strip()] = int(words[0]) * (1024 if words[1:2] == ["kB"] else 1)
     return found
-
-
-def parse_task_stat(pid: int, tid: int, data: bytes | None) -> TaskStat | None:
-    """One thread's ``/proc/<pid>/task/<tid>/stat`` as a :class:`TaskStat`; None when unusable."""
-    found = _task_stat(pid, tid, data)
-    return None if found is None else found[0]
