@@ -53,7 +53,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from netns_hosts import NetnsHost, NetnsHosts, _children, netns_hosts  # noqa: E402
+from netns_hosts import NetnsHost, NetnsHosts, children_of, netns_hosts  # noqa: E402
 
 PR_SET_CHILD_SUBREAPER = 36
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -236,7 +236,7 @@ def run_once(matrix: Path, hosts: NetnsHosts, out: Path) -> dict[str, Any]:
     """One run under a reaper; adds the hosts' side CPU and the run's moments (setup, points, teardown)."""
     out.mkdir(parents=True)
     # The sshd listeners (children of `unshare`) reap the sessions, and with them the fio servers.
-    sshds = [c for h in hosts if h.sshd is not None for c in _children(h.sshd.pid)]
+    sshds = [c for h in hosts if h.sshd is not None for c in children_of(h.sshd.pid)]
     before = sum(_stat_times(p)[1] for p in sshds)
     argv = [sys.executable, "-c", DRIVER, str(matrix), str(out / "results"), str(Path(__file__).parent)]
     listeners = " ".join(str(h.sshd.pid) for h in hosts if h.sshd is not None)
@@ -289,7 +289,7 @@ kill "$pid"; wait "$pid" 2>/dev/null; rm -rf "$d"
 
 def plain_fio(hosts: list[NetnsHost], every: NetnsHosts, run_dir: Path, base: Path) -> dict[str, Any]:
     """The same points as plain ``fio --client`` (no iobench) on servers of the same hosts: its wall and the hosts' CPU."""
-    sshds = [c for h in every if h.sshd is not None for c in _children(h.sshd.pid)]
+    sshds = [c for h in every if h.sshd is not None for c in children_of(h.sshd.pid)]
     before = sum(_stat_times(p)[1] for p in sshds)
     control = Path(tempfile.mkdtemp(prefix="plain-", dir=base))
     masters, sessions, walls = [], [], []

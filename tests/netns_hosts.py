@@ -137,7 +137,16 @@ class Listener:
 _SS_USERS = re.compile(r'\("([^"]+)",pid=\d+')
 
 
-def _parse_listeners(text: str) -> list[Listener]:
+def _names(line: str) -> tuple[str, ...]:
+    """The names of the processes holding an ``ss -p`` line's socket, each once, in ``ss`` order.
+
+    A forked child holds its parent's socket for a moment (sshd's connection child before it closes
+    the listener), so the same socket may briefly show ``sshd`` twice: that is still only sshd.
+    """
+    return tuple(dict.fromkeys(_SS_USERS.findall(line)))
+
+
+def parse_listeners(text: str) -> list[Listener]:
     found = []
     for line in text.splitlines():
         fields = line.split()
@@ -146,7 +155,7 @@ def _parse_listeners(text: str) -> list[Listener]:
         local = fields[3]
         address, _, port = local.rpartition(":")
         address = address.strip("[]").split("%")[0]  # [::1]:22, fe80::1%eth0:22
-        found.append(Listener(address, int(port), tuple(_SS_USERS.findall(line))))
+        found.append(Listener(address, int(port), _names(line)))
     return found
 
 
@@ -164,7 +173,7 @@ def parse_unix_listeners(text: str) -> list[UnixListener]:
     for line in text.splitlines():
         fields = line.split()
         if len(fields) >= 5 and fields[4].startswith("/"):
-            found.append(UnixListener(fields[4], tuple(_SS_USERS.findall(line))))
+            found.append(UnixListener(fields[4], _names(line)))
     return found
 
 
@@ -204,7 +213,7 @@ class NetnsHost:
 
     def pids(self) -> list[int]:
         """Every process whose network namespace is this host's."""
-        return _pids_in_netns(self.inode())
+        return pids_in_netns(self.inode())
 
     def session_pids(self) -> list[int]:
         """Processes in the namespace other than the host's own (``unshare`` and the sshd listener).
@@ -214,7 +223,7 @@ class NetnsHost:
         """
         own = set()
         if self.sshd is not None:
-            own = {self.sshd.pid, *_children(self.sshd.pid)}
+            own = {self.sshd.pid, *children_of(self.sshd.pid)}
         return [p for p in self.pids() if p not in own and _running(p)]
 
     def exec(self, *argv: str, timeout: float = COMMAND_TIMEOUT_S, check: bool = True) -> str:
@@ -223,7 +232,7 @@ class NetnsHost:
 
     def listeners(self) -> list[Listener]:
         """The TCP sockets listening inside this host's namespace, with the processes holding them."""
-        return _parse_listeners(self.exec("ss", "-ltnpH"))
+        return parse_listeners(self.exec("ss", "-ltnpH"))
 
     def unix_listeners(self) -> list[UnixListener]:
         """The Unix stream sockets listening inside this host's namespace, with their processes."""
@@ -278,7 +287,7 @@ def default_names(n: int) -> list[str]:
     return [f"h{i}" for i in range(n)]
 
 
-def _pids_in_netns(inode: int) -> list[int]:
+def pids_in_netns(inode: int) -> list[int]:
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -291,7 +300,7 @@ def _pids_in_netns(inode: int) -> list[int]:
     return pids
 
 
-def _children(pid: int) -> list[int]:
+def children_of(pid: int) -> list[int]:
     try:
         return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
     except OSError:
@@ -331,11 +340,11 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _netns_names() -> list[str]:
+def netns_names() -> list[str]:
     return [line.split()[0] for line in _run(["ip", "netns", "list"]).splitlines() if line.strip()]
 
 
-def _link_names() -> list[str]:
+def link_names() -> list[str]:
     return [
         line.split(":")[1].strip().split("@")[0]
         for line in _run(["ip", "-o", "link", "show"]).splitlines()
@@ -345,7 +354,7 @@ def _link_names() -> list[str]:
 
 def _delete_netns(netns: str) -> None:
     with contextlib.suppress(OSError):
-        _kill_all(functools.partial(_pids_in_netns, os.stat(f"/run/netns/{netns}").st_ino))
+        _kill_all(functools.partial(pids_in_netns, os.stat(f"/run/netns/{netns}").st_ino))
     _run(["ip", "netns", "delete", netns], check=False)
 
 
@@ -357,12 +366,12 @@ def clean_stale() -> list[str]:
         if m and not _alive(int(m.group(1))) and folder.is_dir():
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(str(folder))
-    for netns in _netns_names():
+    for netns in netns_names():
         m = re.fullmatch(rf"{NETNS_PREFIX}(\d+)-\d+", netns)
         if m and not _alive(int(m.group(1))):
             _delete_netns(netns)
             removed.append(netns)
-    for link in _link_names():
+    for link in link_names():
         m = re.fullmatch(rf"{VETH_PREFIX}(\d+)[rh]\d+", link)
         if m and not _alive(int(m.group(1))):
             _run(["ip", "link", "delete", link], check=False)
@@ -505,22 +514,22 @@ def _teardown(hosts: list[NetnsHost], directory: Path) -> list[str]:
         except OSError:
             inode = None
         if inode is not None:
-            survivors = _kill_all(functools.partial(_pids_in_netns, inode))
+            survivors = _kill_all(functools.partial(pids_in_netns, inode))
             if survivors:
                 problems.append(f"{host.netns}: processes {survivors} survived SIGKILL")
         if host.sshd is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 host.sshd.wait(timeout=KILL_GRACE_S)
         _run(["ip", "netns", "delete", host.netns], check=False)
-    links = set(_link_names())
+    links = set(link_names())
     for host in hosts:
         for link in (host.veth_root, host.veth_host):
             if link in links:
                 _run(["ip", "link", "delete", link], check=False)
     deadline = time.monotonic() + COMMAND_TIMEOUT_S
     while time.monotonic() < deadline:
-        left = {h.veth_root for h in hosts} & set(_link_names())
-        left |= {h.netns for h in hosts} & set(_netns_names())
+        left = {h.veth_root for h in hosts} & set(link_names())
+        left |= {h.netns for h in hosts} & set(netns_names())
         if not left:
             break
         time.sleep(0.1)

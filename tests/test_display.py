@@ -11,7 +11,7 @@ import iobench
 from iobench.errors import ResultsError
 from iobench.matrix.display import format_value
 from iobench.report.compare_page import comparison_rows
-from iobench.report.page import _summary_table
+from iobench.report.page import summary_table
 from iobench.results.points import summarize
 
 
@@ -50,7 +50,7 @@ def test_block_sizes_read_the_same_in_a_figure_and_the_report_table() -> None:
     df = frame(iodepth=[1, 4], bs=[4096, 65536])
     ax = iobench.plots.plot(df, x="bs", hue="iodepth").axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["4k", "64k"]
-    table = _summary_table(summarize(df))
+    table = summary_table(summarize(df))
     column = table["header"].index("bs")
     assert [row["labels"][column] for row in table["rows"]] == ["4k", "64k", "4k", "64k"]
 

@@ -25,8 +25,8 @@ from iobench.errors import ResultsError
 from iobench.results.fioout import FRAME_COLUMNS, detect, parse_fio, reading
 from iobench.results.fioout.frame import to_frame
 from iobench.results.fioout.jobstats import DirStats, JobStats
-from iobench.results.fioout.parse import _origin
-from iobench.results.fioout.reading import _regular_file_bytes
+from iobench.results.fioout.parse import item_origin
+from iobench.results.fioout.reading import regular_file_bytes
 
 GEN = Path(__file__).parent / "data" / "fio" / "fio-3.33"
 READ = (GEN / "read.json").read_text()
@@ -205,14 +205,14 @@ def test_special_files_are_reported_not_read(tmp_path: Path) -> None:
     with pytest.raises(ResultsError, match="is not a file"):
         parse_fio(tmp_path)
     # procfs files report size 0: the reader reads to the end, not to st_size
-    assert _regular_file_bytes("/proc/version") == Path("/proc/version").read_bytes()
+    assert regular_file_bytes("/proc/version") == Path("/proc/version").read_bytes()
 
 
 @given(st.lists(st.sampled_from(["a", "/", ".", "..", "b.json", " "]), max_size=8))
 def test_origin_is_the_name_path_gives(parts: list[str]) -> None:
     name = "".join(parts)
-    assert _origin(name) == str(Path(name))
-    assert _origin(Path(name)) == str(Path(name))
+    assert item_origin(name) == str(Path(name))
+    assert item_origin(Path(name)) == str(Path(name))
 
 
 def test_more_processes_than_files_and_no_files() -> None:

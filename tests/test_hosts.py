@@ -40,7 +40,13 @@ from iobench.system.fleet import Fleet, HostFacts, HostSpec, HostsRefused
 from iobench.system.hostfs import SystemFileError
 from iobench.system.hostmonitor import AGENT_SCRIPT
 from iobench.system.process import run_process
-from iobench.system.remote import RemoteRoot, _records, _write_tree, fetch_snapshot, proc_table
+from iobench.system.remote import (
+    RemoteRoot,
+    fetch_snapshot,
+    proc_table,
+    snapshot_records,
+    write_snapshot_tree,
+)
 from iobench.system.ssh import HostUnreachable, Ssh, SshTarget, remote_command
 from iobench.system.topology import discover_topology, locate_target
 from iobench.system.tuning import (
@@ -400,7 +406,7 @@ def test_snapshot_writes_nothing_outside_its_folder(tmp_path: Path) -> None:
     )
     root = tmp_path / "snap"
     root.mkdir()
-    _write_tree(root, _records(text, d))
+    write_snapshot_tree(root, snapshot_records(text, d))
     written = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
     assert written == [
         "sys",
@@ -436,7 +442,7 @@ def test_snapshot_links_are_judged_by_where_they_resolve_not_how_they_read(tmp_p
     )
     root = tmp_path / "snap"
     root.mkdir()
-    _write_tree(root, _records(text, d))
+    write_snapshot_tree(root, snapshot_records(text, d))
     links = [p for p in root.rglob("*") if p.is_symlink()]
     assert sorted(p.name for p in links) == ["here", "ok"]
     for link in links:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from netns_hosts import Listener, NetnsHost, NetnsHosts, UnixListener, _parse_listeners, parse_unix_listeners
+from netns_hosts import Listener, NetnsHost, NetnsHosts, UnixListener, parse_listeners, parse_unix_listeners
 from typer.testing import CliRunner
 
 from iobench.cli.commands import app
@@ -117,7 +117,7 @@ class ListenerWatch:
                 self.seen[host.name] |= set(host.listeners())
                 self.unix[host.name] |= set(host.unix_listeners())
             here = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, timeout=10, check=True)
-            self.seen["(this machine)"] |= set(_parse_listeners(here.stdout))
+            self.seen["(this machine)"] |= set(parse_listeners(here.stdout))
             here = subprocess.run(["ss", "-xlpH"], capture_output=True, text=True, timeout=10, check=True)
             self.unix["(this machine)"] |= set(parse_unix_listeners(here.stdout))
             self.polls += 1

@@ -17,12 +17,14 @@ import pytest
 from netns_hosts import (
     DIR_PREFIX,
     SUBNETS,
+    Listener,
     NetnsHosts,
-    _link_names,
-    _netns_names,
-    _pids_in_netns,
+    link_names,
     missing_requirements,
     netns_hosts,
+    netns_names,
+    parse_listeners,
+    pids_in_netns,
 )
 
 pytestmark = pytest.mark.root
@@ -49,7 +51,7 @@ def _running(pid: int) -> bool:
 
 
 def _gone(hosts: NetnsHosts, pids: list[int]) -> None:
-    netns, links = set(_netns_names()), set(_link_names())
+    netns, links = set(netns_names()), set(link_names())
     for host in hosts:
         assert host.netns not in netns
         assert host.veth_root not in links and host.veth_host not in links
@@ -163,12 +165,20 @@ def test_stale_hosts_of_a_killed_run_are_removed_by_the_next() -> None:
         owner.wait(timeout=10)
         if owner.stdout is not None:
             owner.stdout.close()
-    stale_pids = _pids_in_netns(int(inode))
-    assert netns in _netns_names() and veth in _link_names() and stale_pids  # its sshd outlived it
+    stale_pids = pids_in_netns(int(inode))
+    assert netns in netns_names() and veth in link_names() and stale_pids  # its sshd outlived it
     (folder,) = Path(tempfile.gettempdir()).glob(f"{DIR_PREFIX}{owner.pid}-*")
     with netns_hosts(1):
-        assert netns not in _netns_names() and veth not in _link_names() and not folder.exists()
+        assert netns not in netns_names() and veth not in link_names() and not folder.exists()
         deadline = time.monotonic() + 5
         while any(_running(p) for p in stale_pids) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not any(_running(p) for p in stale_pids)
+
+
+def test_a_socket_held_by_a_forked_child_for_a_moment_is_still_only_sshd() -> None:
+    # As `ss -ltnpH` shows sshd's listener just after a connection's child forked, before it closes it.
+    line = 'LISTEN 0 128 10.213.0.2:22 0.0.0.0:* users:(("sshd",pid=812,fd=3),("sshd",pid=77,fd=3))'
+    assert parse_listeners(line) == [Listener("10.213.0.2", 22, ("sshd",))]
+    mixed = 'LISTEN 0 128 127.0.0.1:8765 0.0.0.0:* users:(("fio",pid=9,fd=5),("sshd",pid=8,fd=7),("fio",pid=10,fd=5))'
+    assert parse_listeners(mixed)[0].processes == ("fio", "sshd")

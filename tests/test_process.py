@@ -14,7 +14,7 @@ from iobench.system import procfs
 from iobench.system.hostfs import SystemRoot
 from iobench.system.process import (
     CommandNotFound,
-    _children_by_scan,
+    children_by_scan,
     descendants,
     run_process,
 )
@@ -130,7 +130,7 @@ def test_descendants_follow_the_kernels_children_lists_like_a_full_scan() -> Non
             time.sleep(0.02)
         tree = descendants(proc.pid)
         assert tree[0] == proc.pid and len(tree) == 3
-        scan = _children_by_scan("/proc")
+        scan = children_by_scan("/proc")
         assert all(sorted(procfs.task_children(SystemRoot(), pid)) == sorted(scan[pid]) for pid in tree)
     finally:
         for pid in descendants(proc.pid)[1:]:

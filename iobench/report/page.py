@@ -209,7 +209,7 @@ def render_page(
         state=run_lines(facts, []),
         notes=list(loaded.notes),
         figures=list(figures),
-        summary=_summary_table(full, validity_flags(frame)),
+        summary=summary_table(full, validity_flags(frame)),
         verdicts=_bounded_groups(bottlenecks, out),
         verdict_header=VERDICT_HEADER,
         problems=_bounded(problems, ("point", "repeat", "status", "reason"), out, "problems.csv"),
@@ -283,7 +283,7 @@ def _mean_ci(row: pd.Series, metric: str, scale: float) -> str:
     return text
 
 
-def _summary_table(summary: pd.DataFrame, validity: dict[object, list[str]] | None = None) -> dict[str, Any]:
+def summary_table(summary: pd.DataFrame, validity: dict[object, list[str]] | None = None) -> dict[str, Any]:
     """The summary's rows as the page shows them: identifying columns, then mean ± CI per metric.
 
     ``validity``: per point, the validity codes found in its repeats, shown among its flags.

@@ -65,7 +65,7 @@ def descendants(pid: int, proc: str = "/proc") -> list[int]:
     if procfs.has_children_lists(system, pid):
         children_of = functools.partial(procfs.task_children, system)
     else:
-        children_of = _children_by_scan(proc).__getitem__
+        children_of = children_by_scan(proc).__getitem__
     found, todo = [], [pid]
     while todo:
         current = todo.pop()
@@ -74,7 +74,7 @@ def descendants(pid: int, proc: str = "/proc") -> list[int]:
     return found
 
 
-def _children_by_scan(proc: str) -> defaultdict[int, list[int]]:
+def children_by_scan(proc: str) -> defaultdict[int, list[int]]:
     """Parent pid → child pids, from every process's ``stat``."""
     children: defaultdict[int, list[int]] = defaultdict(list)
     for pid, ppid in procfs.parent_pids(SystemRoot(procfs=proc)).items():

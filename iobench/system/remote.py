@@ -299,7 +299,7 @@ def _link_stays_inside(root: Path, link: Path, target: str) -> bool:
     return resolved == str(root) or resolved.startswith(str(root) + os.sep)
 
 
-def _records(output: str, delimiter: str) -> list[tuple[str, str, list[str]]]:
+def snapshot_records(output: str, delimiter: str) -> list[tuple[str, str, list[str]]]:
     """(kind, first field, following lines) per record of the snapshot script's output."""
     records: list[tuple[str, str, list[str]]] = []
     mark = delimiter + " "
@@ -312,7 +312,7 @@ def _records(output: str, delimiter: str) -> list[tuple[str, str, list[str]]]:
     return records
 
 
-def _write_tree(root: Path, records: list[tuple[str, str, list[str]]]) -> None:
+def write_snapshot_tree(root: Path, records: list[tuple[str, str, list[str]]]) -> None:
     """Folders, then files, then symlinks: a link made last can never redirect a file written here.
 
     A link is kept only when it resolves inside ``root`` once every link is
@@ -386,7 +386,7 @@ def fetch_snapshot(transport: Transport, dest: Path, targets: Iterable[str] = ()
     wanted = list(dict.fromkeys(targets))
     delimiter = f"@@iobench-{secrets.token_hex(8)}@@"
     done = transport.run(["sh", "-c", SNAPSHOT_SCRIPT, "sh", delimiter, *wanted], timeout=SNAPSHOT_TIMEOUT_S)
-    records = _records(done.stdout, delimiter)
+    records = snapshot_records(done.stdout, delimiter)
     if done.returncode != 0 or not any(kind == "R" for kind, _, _ in records):
         said = done.stderr.strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
         raise SnapshotError(
@@ -394,7 +394,7 @@ def fetch_snapshot(transport: Transport, dest: Path, targets: Iterable[str] = ()
             "iobench needs sh, cat, readlink and stat there"
         )
     root = Path(os.path.realpath(dest))
-    _write_tree(root, records)
+    write_snapshot_tree(root, records)
     found: dict[str, TargetStat] = {}
     root_stat = dev_stat = None
     for kind, first, lines in records:

@@ -107,7 +107,7 @@ def parse_fio(
             raise TypeError("with text=, source must be a single name, not a sequence")
         return parse_fio_text(text, origin=os.fspath(source))
     items = [source] if isinstance(source, str | os.PathLike) else source
-    origins = [_origin(item) for item in items]
+    origins = [item_origin(item) for item in items]
     # One frame at the end: a DataFrame per file and a concat cost ~10x the parsing.
     builder = FrameBuilder()
     workers = _worker_count(len(origins), processes)
@@ -171,7 +171,7 @@ def _worker_count(files: int, processes: int | None) -> int:
     return max(1, min(processes, files))
 
 
-def _origin(item: str | os.PathLike[str]) -> str:
+def item_origin(item: str | os.PathLike[str]) -> str:
     """The name the frame records for a file: ``str(Path(item))``.
 
     A string Path would not rewrite (no ``//``, no ``.`` component, no trailing

@@ -47,7 +47,7 @@ def _read_file(path: Path) -> str:
         raise ResultsError(f"{path}: cannot read: {exc.strerror}") from exc
 
 
-def _regular_file_bytes(path: str) -> bytes | None:
+def regular_file_bytes(path: str) -> bytes | None:
     """The bytes of ``path`` if it is a regular file that reads cleanly, else ``None``.
 
     One open, fstat and read: a third of the system calls and Python layers of
@@ -88,7 +88,7 @@ def jobs_in_file(origin: str) -> list[JobStats]:
     ResultsError
         The file is missing or unreadable, or holds no fio results.
     """
-    data = _regular_file_bytes(origin)
+    data = regular_file_bytes(origin)
     if data is None:
         return read_jobs(_read_file(Path(origin)), origin=origin)
     doc = decode_document(data)  # fio's --output file: decoded straight from the bytes into records
