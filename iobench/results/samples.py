@@ -18,7 +18,7 @@ from typing import Any
 from iobench.errors import ResultsError
 from iobench.store.rundir import storage
 from iobench.system.hostfs import CPU_TIME_FIELDS
-from iobench.system.sampler import Snapshot
+from iobench.system.sampler import MEMINFO_KEPT, Snapshot
 
 FILE_NAME = "telemetry.parquet"
 """This machine's samples of a point; a host's are ``telemetry@<host>.parquet`` (:func:`file_name`)."""
@@ -261,13 +261,9 @@ def _irq_rows(
 def _mem_rows(rows: _Rows, t_s: float, after: Snapshot, first: Snapshot) -> None:
     if after.mem is None:
         return
-    for metric, key in (
-        ("dirty_bytes", "Dirty"),
-        ("writeback_bytes", "Writeback"),
-        ("cached_bytes", "Cached"),
-    ):
+    for key in MEMINFO_KEPT:
         if key in after.mem:
-            rows.add(t_s, "mem", "system", None, metric, after.mem[key])
+            rows.add(t_s, "mem", "system", None, f"{key.lower()}_bytes", after.mem[key])
     if first.mem is not None and "Cached" in after.mem and "Cached" in first.mem:
         rows.add(t_s, "mem", "system", None, "cache_growth_bytes", after.mem["Cached"] - first.mem["Cached"])
 

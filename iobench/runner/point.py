@@ -664,7 +664,8 @@ class PointRunner:
         found: dict[str | None, PointEdge] = {}
 
         def look(site: Site) -> None:
-            paths = sorted({t for p in run.processes if p.host == site.host for t in p.targets})
+            host = site.host
+            paths = sorted({t for p in run.processes if p.host == host for t in p.targets})
             disks = sorted({d for t in paths for d in site.facts.locations[t].disks})
             watch = self.watches.get(site.host) if sample and isinstance(site, HostSite) else None
             with contextlib.suppress(IobenchError):

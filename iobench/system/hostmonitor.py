@@ -6,16 +6,19 @@ against plain ``fio --client`` on the same servers. So each host has one shell
 nothing until asked and never starts a program for a look. This machine asks,
 one line at a time, and the agent answers in order:
 
-- ``L`` (a look, every ``tick`` while a point runs, every ``interval`` once
-  its jobs are settled): walk the fio server's process tree down to the job
-  processes with the shell's own ``read`` and print each job's allowed CPUs,
-  memory nodes, state and, once, its NUMA policy;
+- ``L`` (a look while a point runs: every ``tick`` while jobs are in view
+  and not yet settled, every half ``interval`` before any is in view, every
+  ``interval`` once all are settled): walk the fio server's
+  process tree down to the job processes with the shell's own ``read`` and
+  print each job's allowed CPUs, memory nodes, state and, once, its NUMA policy;
 - ``S`` (every telemetry interval while a point runs): one sample of the
-  host's counters, read by one ``awk`` into the same snapshots as this
-  machine's sampler takes (the same parsers, :mod:`iobench.system.procfs`);
+  host's counters, read by ``awk`` into the same snapshots as this machine's
+  sampler takes (the same parsers, :mod:`iobench.system.procfs`). With mawk
+  one ``awk`` serves the whole run; with any other awk one is started a sample;
 - ``E`` (before and after each point): the disks' settings, the targets'
   state and a sample, so a point's samples begin before its first I/O and
   end after its last;
+- ``LS``: both, answered in one write (the look's end marker after the sample);
 - ``B`` (a point begins): forget the last point's jobs.
 
 A reader thread here sends the ticks while a point runs and turns the
@@ -46,7 +49,7 @@ from iobench.system.procfs import (
     parse_meminfo,
     task_stat,
 )
-from iobench.system.sampler import Snapshot, Watch
+from iobench.system.sampler import MEMINFO_KEPT, Snapshot, Watch
 from iobench.system.ssh import COMMAND_TIMEOUT_S, HostUnreachable, Transport
 
 
@@ -82,61 +85,82 @@ def _with_fields(script: str) -> str:
     return script
 
 
-# One sample of the host's counters, in one program: "== <part>" before each part, "@@S" after.
+# The host's counters, read by awk: "== <part>" before each part, "@@S" after a sample. /proc/stat
+# is cut to its per-CPU lines and /proc/meminfo to MEMINFO_KEPT, as the local sampler keeps them.
 # A thread is one short line, "pid tid flags utime stime processor name" (its stat's fields that
 # telemetry keeps, TASK_STAT_FIELDS; the name last, after its last ")"): a host with thousands of
 # threads sends a few dozen bytes for each, not its whole stat line, every sample.
-# Everything is read in BEGIN with getline, so a thread that ended since the shell listed it is
-# skipped (awk would stop at a file it cannot open). D and I: the watched devices and interrupt
-# lines, space-separated with a space at each end; T: 1 to read every thread's stat (ARGV).
+# Every file is read with getline, so a thread that ended since the shell listed it is skipped.
+# D, I and M: the watched devices, interrupt lines and meminfo keys, space-separated with a space
+# at each end; T: 1 to read every thread's stat.
+#
+# Two ways to run it. ONCE=1: one sample of the thread stats named in ARGV, then exit (a program
+# started for each sample). ONCE=0: one awk for the whole run, reading the agent's output on its
+# input: "@@t <path>" names a thread's stat for the next sample, "@@sample <line>" takes it (the
+# line printed after "@@S"), and every other line is passed on. Answers go out in one write each
+# (each write is a packet over SSH): at the end of a sample, a look ("@@V") and an edge ("@@E").
 SAMPLE_AWK = _with_fields(
     r"""
-function part(name, f,   line) { print "== " name; while ((getline line < f) > 0) print line; close(f) }
-BEGIN {
-  part("stat", "/proc/stat")
-  print "== diskstats"
-  while ((getline line < "/proc/diskstats") > 0) { split(line, w, " "); if (index(D, " " w[3] " ")) print line }
+function part(name, f,   line) { out = out "== " name "\n"; while ((getline line < f) > 0) out = out line "\n"; close(f) }
+function sample(x,   line, w, head, label, key, i, f, e, k, b, n, p) {
+  out = out "== stat\n"
+  while ((getline line < "/proc/stat") > 0) if (line ~ /^cpu[0-9]/) out = out line "\n"
+  close("/proc/stat")
+  out = out "== diskstats\n"
+  while ((getline line < "/proc/diskstats") > 0) {
+    split(line, w, " "); if (index(D, " " w[3] " ")) out = out line "\n"
+  }
   close("/proc/diskstats")
-  print "== interrupts"; head = 1
+  out = out "== interrupts\n"; head = 1
   while ((getline line < "/proc/interrupts") > 0) {
-    if (head) { print line; head = 0; continue }
-    split(line, w, " "); label = w[1]; sub(/:$/, "", label); if (index(I, " " label " ")) print line
+    if (head) { out = out line "\n"; head = 0; continue }
+    split(line, w, " "); label = w[1]; sub(/:$/, "", label); if (index(I, " " label " ")) out = out line "\n"
   }
   close("/proc/interrupts")
-  part("meminfo", "/proc/meminfo")
+  out = out "== meminfo\n"
+  while ((getline line < "/proc/meminfo") > 0) {
+    key = line; sub(/:.*/, "", key); if (index(M, " " key " ")) out = out line "\n"
+  }
+  close("/proc/meminfo")
   if (T == 1) {
-    print "== tasks"
-    for (i = 1; i < ARGC; i++) {
-      f = ARGV[i]
+    out = out "== tasks\n"
+    for (i = 1; i <= nt; i++) {
+      f = task[i]
       if ((getline line < f) > 0) {
         e = 0; while ((k = index(substr(line, e + 1), ")")) > 0) e += k
         b = index(line, "("); n = split(substr(line, e + 2), w, " "); split(f, p, "/")
-        print p[3], p[5], w[@flags@], w[@utime@], w[@stime@], (n >= @processor@ ? w[@processor@] : "-"), \
-          substr(line, b + 1, e - b - 1)
+        out = out p[3] " " p[5] " " w[@flags@] " " w[@utime@] " " w[@stime@] " " \
+          (n >= @processor@ ? w[@processor@] : "-") " " substr(line, b + 1, e - b - 1) "\n"
       }
       close(f)
     }
   }
-  print "@@S"
-  if (X != "") print X
+  out = out "@@S\n"
+  if (x != "") out = out x "\n"
+  nt = 0
 }
+function send() { printf "%s", out; fflush(); out = "" }
+BEGIN {
+  if (ONCE == 1) { for (nt = 0; nt + 1 < ARGC; nt++) task[nt + 1] = ARGV[nt + 1]; sample(X); send(); exit }
+}
+substr($0, 1, 4) == "@@t " { task[++nt] = substr($0, 5); next }
+substr($0, 1, 9) == "@@sample " { sample(substr($0, 10)); send(); next }
+{ out = out $0 "\n"; if ($0 == "@@V" || $0 == "@@E") send() }
 """
 )
 
 # $1: the fio server's pid (0: not known); $2: "1" to sample; $3: "1" with threads; $4: devices;
-# $5: interrupt lines; $6: SAMPLE_AWK; $7: how many disks follow; then the disks, then the targets.
-# Reads one command a line (see the module's description) until its input ends.
+# $5: interrupt lines; $6: meminfo keys; $7: SAMPLE_AWK; $8: how many disks follow; then the disks,
+# then the targets. Reads one command a line (see the module's description) until its input ends.
+# With mawk (Debian's and Ubuntu's awk) one awk takes every sample of the run: the commands' answers
+# go through it ("-W interactive": mawk otherwise waits for a full buffer of input before it reads a
+# line). Any other awk is started once for each sample, as it may hold its input back the same way.
 AGENT_SCRIPT = r"""
-srv=$1; S=$2; T=$3; D=" $4 "; I=" $5 "; A=$6; n=$7; shift 7
+srv=$1; S=$2; T=$3; D=" $4 "; I=" $5 "; M=" $6 "; A=$7; n=$8; shift 8
 disks=
 while [ "$n" -gt 0 ]; do disks="$disks $1"; shift; n=$((n - 1)); done
 NL='
 '
-# $1: a line for awk to print after the sample (each write is a packet over SSH: answers go out whole).
-sample() {
-  if [ "$T" = 1 ]; then awk -v D="$D" -v I="$I" -v T=1 -v X="$1" "$A" /proc/[0-9]*/task/[0-9]*/stat
-  else awk -v D="$D" -v I="$I" -v T=0 -v X="$1" "$A"; fi
-}
 kids() { K=; for t in /proc/$1/task/*/children; do k=; read -r k <"$t" 2>/dev/null; K="$K $k"; done; }
 jobs() {
   J=; [ "$srv" -gt 0 ] || return 0
@@ -182,15 +206,34 @@ edge() {
   fi
   if [ "$S" = 1 ]; then printf '%s\n' "$O"; sample "@@E"; else printf '%s\n' "$O" "@@E"; fi
 }
-seen=' '; once=' '
-while read -r cmd; do
-  case $cmd in
-    L) jobs; O="@@P"; look; printf '%s\n' "$O" "@@V";;
-    S) sample;;
-    E) edge "$@";;
-    B) seen=' '; once=' ';;
-  esac
-done
+serve() {
+  seen=' '; once=' '
+  while read -r cmd; do
+    case $cmd in
+      L) jobs; O="@@P"; look; printf '%s\n' "$O" "@@V";;
+      S) sample "";;
+      LS) jobs; O="@@P"; look; printf '%s\n' "$O"; sample "@@V";;
+      E) edge "$@";;
+      B) seen=' '; once=' ';;
+    esac
+  done
+}
+kind=; [ "$S" = 1 ] && kind=$(awk -W version 2>/dev/null </dev/null)
+case $kind in
+  mawk*)
+    # $1: the line after the sample.
+    sample() {
+      [ "$T" = 1 ] && printf '@@t %s\n' /proc/[0-9]*/task/[0-9]*/stat
+      printf '@@sample %s\n' "$1"
+    }
+    serve "$@" | awk -W interactive -v D="$D" -v I="$I" -v M="$M" -v T="$T" -v ONCE=0 "$A";;
+  *)
+    sample() {
+      if [ "$T" = 1 ]; then awk -v D="$D" -v I="$I" -v M="$M" -v T=1 -v ONCE=1 -v X="$1" "$A" /proc/[0-9]*/task/[0-9]*/stat
+      else awk -v D="$D" -v I="$I" -v M="$M" -v T=0 -v ONCE=1 -v X="$1" "$A"; fi
+    }
+    serve "$@";;
+esac
 """
 
 
@@ -265,9 +308,9 @@ class HostMonitor:
     interval
         Seconds between samples while a point runs.
     tick
-        Seconds between looks at the jobs while a point runs, until every job
-        in view has been seen twice with its memory policy; then one look an
-        ``interval``, and every ``tick`` again once a look shows a new or dead job.
+        Seconds between looks at the jobs while a point runs, while a job in
+        view has not been seen twice with its memory policy (or is dead); half
+        an ``interval`` while none is in view yet; an ``interval`` once all are.
     """
 
     host: Transport
@@ -301,6 +344,7 @@ class HostMonitor:
             "1" if watch is not None and watch.threads else "0",
             " ".join(watch.devices) if watch is not None else "",
             " ".join(watch.irqs) if watch is not None else "",
+            " ".join(MEMINFO_KEPT),
             SAMPLE_AWK,
             str(len(self.disks)),
             *self.disks,
@@ -393,10 +437,9 @@ class HostMonitor:
                             # The point's edge took a sample as it began: the next one an interval later.
                             ticks += 1
                             sample = bool(every) and ticks % every == 0
-                            # Jobs all seen twice and alive: a look each interval finds a new or dead one.
-                            look = ticks % slow == 0 or not self._settled()
+                            look = ticks % self._look_every(slow) == 0
                             if look or sample:
-                                self._send((b"L\n" if look else b"") + (b"S\n" if sample else b""))
+                                self._send(b"LS\n" if look and sample else b"L\n" if look else b"S\n")
                         else:
                             ticks = 0
                     due = now + self.tick
@@ -405,6 +448,19 @@ class HostMonitor:
             self._ended = self._ended or "its session closed"
             self._lock.notify_all()
         self.cpu_s += time.thread_time() - used
+
+    def _look_every(self, slow: int) -> int:
+        """How many ticks apart the looks are now (the lock is held).
+
+        Jobs in view and not yet settled: every tick, so each is seen twice
+        early in its run. Nothing in view yet (the fio client has not reached
+        this host's server; on many hosts most of them wait for it): every
+        other tick. Jobs all seen twice and alive: each interval, which finds a
+        new or dead one.
+        """
+        if not self.workers:
+            return max(1, slow // 2)
+        return slow if self._settled() else 1
 
     def _settled(self) -> bool:
         """Every job in view seen twice with its memory policy, none dead (the lock is held)."""

@@ -29,6 +29,8 @@ from iobench.system import procfs
 from iobench.system.hostfs import DiskStat, Interrupts, SystemRoot, TaskStat
 
 THREAD_NAME = "iobench-sample"
+#: The ``/proc/meminfo`` lines a sample keeps (telemetry's ``<key>_bytes`` rows), here and on hosts.
+MEMINFO_KEPT = ("Dirty", "Writeback", "Cached")
 #: Seconds :meth:`Sampler.stop` waits for the thread before giving up on it.
 JOIN_TIMEOUT_S = 10.0
 _PR_SET_NAME = 15
@@ -71,7 +73,7 @@ class Snapshot:
     irqs : Interrupts or None
         ``/proc/interrupts`` cut down to the watched lines.
     mem : dict or None
-        ``/proc/meminfo`` in bytes.
+        ``/proc/meminfo``'s :data:`MEMINFO_KEPT` lines in bytes.
     tasks : dict or None
         Thread id → its stat, when threads are watched.
     """
@@ -100,7 +102,8 @@ def take_snapshot(system: SystemRoot, watch: Watch) -> Snapshot:
             irqs = Interrupts(
                 table.cpus, {i: table.counts[i] for i in wanted}, {i: table.names[i] for i in wanted}
             )
-    mem = procfs.meminfo(system)
+    meminfo = procfs.meminfo(system)
+    mem = None if meminfo is None else {k: meminfo[k] for k in MEMINFO_KEPT if k in meminfo}
     tasks = {t.tid: t for t in procfs.tasks(system)} if watch.threads else None
     return Snapshot(now, cpu, disks, irqs, mem, tasks)
 
