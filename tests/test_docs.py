@@ -24,7 +24,7 @@ PAGES = sorted(DOCS.glob("*.md"))
 README_LIMIT = 12_288
 
 # What points outside the repository: the spec's sections, the shared folder, our tracker's numbers.
-OUTSIDE = r"SPEC §|\.\./shared|\b[Ii]ssues? #?\d+\b"
+OUTSIDE = r"S[P]EC\s?§|\.\.[/]shared|\b[Ii]ssues?\s#?\d+\b"
 OUTSIDE_RE = re.compile(OUTSIDE)
 # Where code, tests and tooling live (tests/data/ holds other people's files, kept as they are).
 CODE = ("iobench", "tests", "lab", "benchmarks", "configs")

@@ -667,9 +667,9 @@ class PointRunner:
             host = site.host
             paths = sorted({t for p in run.processes if p.host == host for t in p.targets})
             disks = sorted({d for t in paths for d in site.facts.locations[t].disks})
-            watch = self.watches.get(site.host) if sample and isinstance(site, HostSite) else None
+            watch = self.watches.get(host) if sample and isinstance(site, HostSite) else None
             with contextlib.suppress(IobenchError):
-                found[site.host] = site.edge(paths, disks, watch)
+                found[host] = site.edge(paths, disks, watch)
 
         each(look, list(sites))
         return found

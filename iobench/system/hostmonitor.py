@@ -101,7 +101,6 @@ def _with_fields(script: str) -> str:
 # (each write is a packet over SSH): at the end of a sample, a look ("@@V") and an edge ("@@E").
 SAMPLE_AWK = _with_fields(
     r"""
-function part(name, f,   line) { out = out "== " name "\n"; while ((getline line < f) > 0) out = out line "\n"; close(f) }
 function sample(x,   line, w, head, label, key, i, f, e, k, b, n, p) {
   out = out "== stat\n"
   while ((getline line < "/proc/stat") > 0) if (line ~ /^cpu[0-9]/) out = out line "\n"
@@ -229,8 +228,8 @@ case $kind in
     serve "$@" | awk -W interactive -v D="$D" -v I="$I" -v M="$M" -v T="$T" -v ONCE=0 "$A";;
   *)
     sample() {
-      if [ "$T" = 1 ]; then awk -v D="$D" -v I="$I" -v M="$M" -v T=1 -v ONCE=1 -v X="$1" "$A" /proc/[0-9]*/task/[0-9]*/stat
-      else awk -v D="$D" -v I="$I" -v M="$M" -v T=0 -v ONCE=1 -v X="$1" "$A"; fi
+      x=$1; if [ "$T" = 1 ]; then set -- /proc/[0-9]*/task/[0-9]*/stat; else set --; fi
+      awk -v D="$D" -v I="$I" -v M="$M" -v T="$T" -v ONCE=1 -v X="$x" "$A" "$@"
     }
     serve "$@";;
 esac
@@ -454,8 +453,8 @@ class HostMonitor:
 
         Jobs in view and not yet settled: every tick, so each is seen twice
         early in its run. Nothing in view yet (the fio client has not reached
-        this host's server; on many hosts most of them wait for it): every
-        other tick. Jobs all seen twice and alive: each interval, which finds a
+        this host's server; on many hosts most of them wait for it): every half
+        interval. Jobs all seen twice and alive: each interval, which finds a
         new or dead one.
         """
         if not self.workers:
