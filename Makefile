@@ -25,7 +25,7 @@ APT_PACKAGES   := $(RUN_PACKAGES) $(DEVICE_PACKAGES) $(LAB_PACKAGES) $(GUARD_PAC
 # and, when `make deps` installed the package, the service is left disabled.
 SERVICES_OFF   := openssh-server:ssh fio:fio
 
-.PHONY: demo test lint deps test-deps venv bench profile lab clean
+.PHONY: demo test test-fast lint deps test-deps venv bench profile lab clean
 
 deps: ## the Debian packages in APT_PACKAGES and the venv's prerequisites, when missing (as root)
 	@missing=""; \
@@ -76,8 +76,17 @@ lint: venv
 	$(BIN)/ruff format --check iobench lab tests benchmarks
 	$(BIN)/mypy
 
-test: test-deps venv lint ## lint, types, then the tests; with CI=true in the environment a skipped test fails the run
-	$(BIN)/pytest
+# Two lanes. The fast lane needs no fio, root, loop device or QEMU and leaves out the few tests
+# marked slow; it runs with fio off PATH, so a test that needs fio without its marker fails there.
+# `make test` runs the fast lane, then everything else; each lane prints its 25 slowest tests.
+SLOW_LANE := fio or root or loopdev or lab or slow
+
+test-fast: venv ## the daily lane: no fio, root, loop devices or QEMU (a few minutes)
+	IOBENCH_TEST_WITHOUT=fio $(BIN)/pytest -m "not ($(SLOW_LANE))" --durations=25
+
+test: test-deps venv lint ## lint, types, the fast lane, then the rest; with CI=true a skipped test fails the run
+	IOBENCH_TEST_WITHOUT=fio $(BIN)/pytest -m "not ($(SLOW_LANE))" --durations=25
+	$(BIN)/pytest -m "$(SLOW_LANE)" --durations=25
 
 lab: deps venv ## boot the QEMU 2-socket SMT guest, sweep NUMA/SMT/settings/guard in it: results/lab-*/
 	$(BIN)/python -m lab results

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import textwrap
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
@@ -26,6 +27,39 @@ pytest_plugins = ("loopdev", "netns_hosts")
 IN_CI = os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
 # Every skip seen this session (test id, reason): under CI, any one of them fails the run.
 _SKIPS: list[tuple[str, str]] = []
+
+
+# `IOBENCH_TEST_WITHOUT=fio` (names separated by commas) runs the session with those programs off
+# PATH: the fast lane runs that way, so a test that needs fio without its marker fails there.
+HIDDEN_PROGRAMS = frozenset(
+    name.strip() for name in os.environ.get("IOBENCH_TEST_WITHOUT", "").split(",") if name.strip()
+)
+
+
+def path_without(programs: frozenset[str], folder: Path, path: str) -> str:
+    """A PATH of one folder holding a link to every program on ``path`` but ``programs``.
+
+    Each name links to its first match on ``path``, as a lookup would find it, so what stays on
+    PATH resolves exactly as before.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    for entry in path.split(os.pathsep):
+        if not entry or not Path(entry).is_dir():
+            continue
+        for program in os.scandir(entry):
+            link = folder / program.name
+            if program.name in programs or link.is_symlink() or program.is_dir():
+                continue
+            if os.access(program.path, os.X_OK):
+                link.symlink_to(program.path)
+    return str(folder)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if HIDDEN_PROGRAMS:
+        folder = Path(tempfile.mkdtemp(prefix="iobench-path-"))
+        os.environ["PATH"] = path_without(HIDDEN_PROGRAMS, folder / "bin", os.environ.get("PATH", ""))
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
 def host_numa_nodes() -> int:

@@ -566,6 +566,7 @@ def test_cli_compare_into_a_closed_pipe_ends_quietly_with_0(
     assert (done.returncode, done.stderr) == (0, "")
 
 
+@pytest.mark.fio
 def test_cli_refuses_bad_input_with_exit_2(rate_runs: dict[str, Path], tmp_path: Path) -> None:
     done = runner.invoke(app, ["compare", str(tmp_path), str(rate_runs["B"])])
     assert done.exit_code == 2

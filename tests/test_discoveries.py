@@ -95,6 +95,7 @@ def aa_rate(correction: str, runs: int, seed: int = 20261126) -> float:
     return clean / runs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("correction", "runs"), [("holm", 200), ("bh", 100)])
 def test_an_aa_comparison_says_no_change_everywhere_at_least_95_percent_of_the_time(
     correction: str, runs: int
@@ -106,6 +107,7 @@ def test_an_aa_comparison_says_no_change_everywhere_at_least_95_percent_of_the_t
     assert rate >= AA_RATE
 
 
+@pytest.mark.slow
 def test_without_a_correction_an_aa_comparison_finds_changes_that_are_not_there() -> None:
     rate = aa_rate("none", runs=50)
     print(f"A/A, 16 points x 4 metrics x 3 repeats, no correction: no change everywhere in {rate:.1%} of 50")

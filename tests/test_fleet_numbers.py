@@ -432,6 +432,7 @@ def test_the_cluster_of_a_sweep_and_each_host_are_drawn_with_the_slow_host_in_re
     assert named == {"h01"}
 
 
+@pytest.mark.slow
 def test_host_figures_of_a_big_fleet_stay_figures(tmp_path: Path) -> None:
     from iobench.plots import hosts, save_figure, scale_out
     from iobench.plots.limits import MAX_PIXELS

@@ -57,6 +57,9 @@ from iobench.system.tuning import (
     restore_from_journals,
 )
 
+# Loading a matrix with hosts asks the installed fio which options it has.
+pytestmark = pytest.mark.fio
+
 DATA = Path(__file__).parent / "data"
 CLIENT_PLUS = DATA / "fio" / "fio-3.33" / "client_plus.json"
 

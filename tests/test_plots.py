@@ -332,6 +332,7 @@ def test_kinds_map_the_cli_names_to_the_functions() -> None:
     assert LABELS["bw_bytes"] == "Throughput (MiB/s)"
 
 
+@pytest.mark.slow
 def test_drawing_every_figure_never_imports_pyplot(tmp_path: Path) -> None:
     code = (
         "import sys, pandas as pd\n"

@@ -402,6 +402,7 @@ BIG_FIGURES: dict[str, Callable[[pd.DataFrame, pd.DataFrame], Figure]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", BIG_FIGURES)
 def test_every_kind_of_thousands_of_points_stays_a_figure(
     name: str, big: pd.DataFrame, samples: pd.DataFrame, tmp_path: Path
@@ -429,6 +430,7 @@ def test_panels_beyond_the_limit_are_the_first_and_said(big: pd.DataFrame) -> No
     assert len(panels(fig)) < 3456
 
 
+@pytest.mark.slow
 def test_the_figures_of_a_big_run_stay_figures(big: pd.DataFrame, samples: pd.DataFrame) -> None:
     """The report's figures; each kind's saved pixels are checked above, here their size (saved as is)."""
     figures = iobench.plots.figures_for(big, samples)
@@ -438,6 +440,7 @@ def test_the_figures_of_a_big_run_stay_figures(big: pd.DataFrame, samples: pd.Da
         assert round(width) <= MAX_PIXELS and round(height) <= MAX_PIXELS, name
 
 
+@pytest.mark.slow
 def test_the_ratio_figure_of_thousands_of_points_keeps_the_largest_changes(
     comparison: pd.DataFrame, tmp_path: Path
 ) -> None:
@@ -449,6 +452,7 @@ def test_the_ratio_figure_of_thousands_of_points_keeps_the_largest_changes(
     assert len(shown) <= MAX_CATEGORIES and min(abs(r - 1) for r in shown) >= 0.2
 
 
+@pytest.mark.slow
 def test_the_timeline_of_hundreds_of_points_stays_a_figure(tmp_path: Path) -> None:
     logs = {p.name: p for p in (DATA / "logs").iterdir()}
     points = [

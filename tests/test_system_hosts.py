@@ -30,6 +30,9 @@ from iobench.system.remote import SNAPSHOT_SCRIPT, RemoteRoot, fetch_snapshot
 from iobench.system.ssh import SshTarget
 from iobench.system.stability import SETTINGS, UnchangeableSetting, show
 
+# Loading a matrix with hosts asks the installed fio which options it has.
+pytestmark = pytest.mark.fio
+
 THP = "sys/kernel/mm/transparent_hugepage/enabled"
 
 

@@ -116,6 +116,7 @@ fio: {ioengine: null, rw: randread}
 """
 
 
+@pytest.mark.fio
 def test_equal_values_after_canonicalization_collide() -> None:
     with pytest.raises(MatrixError) as caught:
         parse_matrix(BASE + "matrix:\n  bs: [4k, 4096]\n  binding: [Local, local]\n", "t.yaml")
@@ -124,6 +125,7 @@ def test_equal_values_after_canonicalization_collide() -> None:
     assert "matrix.binding[1]: duplicate value 'local'" in text
 
 
+@pytest.mark.fio
 def test_canonical_values_reach_every_later_module() -> None:
     m = parse_matrix(
         BASE + "matrix:\n  numjobs: ['0x2']\n  binding: [Local]\n  runtime: [1m]\n"
@@ -134,6 +136,7 @@ def test_canonical_values_reach_every_later_module() -> None:
     assert m.combos == ({"binding": "none", "numjobs": 1},)
 
 
+@pytest.mark.fio
 def test_size_is_counted_from_axis_lengths_not_expanded() -> None:
     axes = "\n".join(f"  {name}: [{', '.join(str(i) for i in range(1, 41))}]" for name in _TWELVE)
     with pytest.raises(MatrixError, match=r"= 16,777,216,000,000,000,000 points × 3 repeats"):
