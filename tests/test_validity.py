@@ -155,9 +155,13 @@ def quiet(tmp_path: Path) -> SystemRoot:
 
 def clean(quiet: SystemRoot, **extra: Any) -> dict[str, Any]:
     """A point that walks into no trap: direct reads of written data on a quiet machine, device saw them all."""
+    ios = 400 * MiB / 4096
+    seen = nvme(ios)
+    if extra.get("writes"):  # the device saw fio's writes
+        seen["nvme0n1"] = {"writes": ios, "sectors_written": ios * 8, "write_ms": ios * 0.1, "io_ms": 500.0}
     spec: dict[str, Any] = {
         "facts": facts_of(quiet, target={"region_bytes": 256 * MiB, "data_bytes": 256 * MiB}),
-        "load": Load(QUIET, nvme(400 * MiB / 4096), {}, FIO),
+        "load": Load(QUIET, seen, {}, FIO),
     }
     spec.update(extra)
     return spec
