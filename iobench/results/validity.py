@@ -48,7 +48,7 @@ from iobench.results.telemetry import MISMATCH
 from iobench.store.records import PointMeta
 from iobench.store.rundir import RunDir
 from iobench.system.cpulist import format_cpulist, parse_cpulist
-from iobench.system.pointfacts import MEMORY_FS
+from iobench.system.pointfacts import MEMORY_FS, NOT_LAID_OUT
 
 #: The checks, in the order their findings are listed.
 CODES: tuple[str, ...] = (
@@ -493,8 +493,12 @@ def _causes(p: PointView, direction: str, ios: float, size: float, tolerance: fl
     causes = []
     each = size / ios if ios > 0 else math.nan  # the device's mean request over fio's
     if each > 1 + tolerance:
-        if p.buffered and direction == "write":
-            causes.append("write-back from the page cache in large requests (fio timed copies into memory)")
+        if p.buffered:
+            causes.append(
+                "write-back from the page cache in large requests (fio timed copies into memory)"
+                if direction == "write"
+                else "readahead in large requests (fio timed copies from memory)"
+            )
         causes.append("the block layer merging fio's I/Os into larger requests")
     elif each < 1 - tolerance:
         causes.append("requests split by the device's size limits")
@@ -509,6 +513,11 @@ def _causes(p: PointView, direction: str, ios: float, size: float, tolerance: fl
             causes.append("readahead")
         if p.seconds("ramp_time") > 0:
             causes.append("fio's ramp (ramp_time), which its own counts leave out")
+        laid_out = ((p.facts("before") or {}).get("targets") or {}).values()
+        if direction == "write" and any(
+            f.get("note") == NOT_LAID_OUT for f in laid_out if isinstance(f, dict)
+        ):
+            causes.append("fio laying out the file first")
         if any((p.target_facts(t) or {}).get("kind") == "file" for t in p.targets()):
             causes.append("the file system's metadata and journal")
         causes.append(f"another process's {direction}s on the device")
@@ -1283,9 +1292,7 @@ def judge_run(
         ):
             if not pd.isna(iops):
                 fio_iops[(_value(point), _value(repeat), _value(direction))] = float(iops)
-    device = _firsts(rows, keys, ["dev_bw_bytes", "dev_iops"]) if "direction" in rows else {}
-    dev_bw = {key: f["dev_bw_bytes"] for key, f in device.items() if f.get("dev_bw_bytes") is not None}
-    dev_iops = {key: f["dev_iops"] for key, f in device.items() if f.get("dev_iops") is not None}
+    dev_bw, dev_iops = device_rates(rows, keys)
     jobs = _jobs(rows)
     point_columns = (
         "cpu_other_pct",
@@ -1338,6 +1345,34 @@ def judge_run(
             run=run_view,
         )
         out[key] = judge(view)
+    return out
+
+
+def device_rates(
+    rows: pd.DataFrame, keys: list[str]
+) -> tuple[dict[tuple[Any, ...], float], dict[tuple[Any, ...], float]]:
+    """The telemetry's device bytes/s and I/Os per second per ``keys``, over the point's hosts.
+
+    Each host's rows carry that host's devices (NA host: this machine); their
+    sum is the cluster's, as fio's totals are. A host without the figure leaves
+    the key out.
+    """
+    if "direction" not in rows or "dev_bw_bytes" not in rows:
+        return {}, {}
+    split = "host" in rows
+    data = rows.assign(host=rows["host"].astype("string").fillna("")) if split else rows
+    firsts = _firsts(data, [*keys, "host"] if split else keys, ["dev_bw_bytes", "dev_iops"])
+    out: tuple[dict[tuple[Any, ...], float], dict[tuple[Any, ...], float]] = ({}, {})
+    for column, summed in zip(("dev_bw_bytes", "dev_iops"), out, strict=True):
+        missing: set[tuple[Any, ...]] = set()
+        for key, found in firsts.items():
+            base, value = key[: len(keys)], found.get(column)
+            if value is None:
+                missing.add(base)
+            else:
+                summed[base] = summed.get(base, 0.0) + float(value)
+        for base in missing:
+            summed.pop(base, None)
     return out
 
 
