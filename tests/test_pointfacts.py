@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -255,3 +256,21 @@ def test_a_loop_devices_data_is_held_by_the_disk_under_its_backing_file(loops: L
     assert set(before["counts"]) == {loop.name, disk}
     assert after["counts"][loop.name]["read_bytes"] - before["counts"][loop.name]["read_bytes"] >= 1 << 20
     assert before["targets"][loop.path]["holding"] == [disk]
+
+
+@pytest.mark.loopdev
+def test_a_stack_of_loop_devices_is_walked_to_the_disk_at_the_bottom(loops: LoopFactory) -> None:
+    """loop B over a file of ext4 on loop A over a file of this machine's disk: the disk holds B's data."""
+    lower = loops.attach(64)
+    loops.mkfs_ext4(lower)
+    mount = loops.mount(lower)
+    with contextlib.ExitStack() as stack:
+        upper = LoopFactory(mount, stack).attach(4, content=os.urandom(4 << 20))
+        system = SystemRoot()
+        home = data_home(system, upper.name)
+        assert [loop["name"] for loop in home["loops"]] == [upper.name, lower.name]
+        info = lower.backing.stat()
+        assert home["holding"] == [
+            blockdevs.block_name(system, f"{os.major(info.st_dev)}:{os.minor(info.st_dev)}")
+        ]
+        assert home["memory"] is None

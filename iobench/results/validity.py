@@ -1,10 +1,13 @@
 """Is this number real? One verdict per point × repeat: the frame's ``validity`` columns.
 
 A benchmark misleads most often through a trap in its set-up that someone else
-finds later: reads served by the page cache, reads of holes, ``hipri``
-without poll queues, another process on the point's CPUs, a clock that ramps,
-a device that throttles, writes a device compresses, a point that never
-settled, repeats too far apart, fio's own warnings ignored. Each check below
+finds later: reads served by the page cache or by memory, reads of holes, a
+device whose counts are not fio's (write-back, merges) or whose data lives
+below it (a loop device over a cached file), a queue depth fio never reached,
+a job that ended inside its ramp, ``hipri`` without poll queues, another
+process on the point's CPUs, a clock that ramps, a device that throttles,
+writes a device compresses, a point that never settled, repeats too far
+apart, fio's own warnings ignored. Each check below
 is a pure function of what a point saved (its job files, fio's output and
 stderr, ``meta.json`` with the facts read around fio by
 :mod:`iobench.system.pointfacts`, the telemetry summary and steady-state
@@ -1161,8 +1164,9 @@ def judge(point: PointView) -> Verdict:
     if point.options_problem is not None:
         verdict.na(
             "page-cache",
-            f"{point.options_problem}: the checks that need fio's options (page-cache, sparse-read, "
-            "hipri-no-poll, compressible-writes) were not run",
+            f"{point.options_problem}: the checks that need fio's options (page-cache, memory-backed, "
+            "sparse-read, device-count, data-elsewhere, hipri-no-poll, queue-depth, ended-in-ramp, "
+            "compressible-writes) were not run",
         )
     for check in FUNCTIONS:
         check(point, verdict)
