@@ -253,6 +253,7 @@ def test_a_sync_engine_asked_for_a_depth_runs_one_io_at_a_time(loops: LoopFactor
     sync, deep = out.loc[1], out.loc[2]
     assert "queue-depth" in codes(sync), sync["validity_detail"]
     assert "not the 16 asked (iodepth): psync is a synchronous engine" in sync["validity_detail"]
+    assert "fio's own depth distribution: 100 % at 1)" in sync["validity_detail"]
     assert sync["inflight"] <= 1.0
     assert deep["inflight"] >= 8.0
     assert codes(deep) <= LOAD_DEPENDENT, deep["validity_detail"]  # no device-count: the exact counts agree

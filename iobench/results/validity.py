@@ -34,6 +34,7 @@ live here as constants and nowhere else.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -98,6 +99,8 @@ QUOTED_LINES = 3
 DEVICE_COUNT_PCT = 2.0
 #: Fewer I/Os in flight per job (Little's law) than this % of the ``iodepth`` asked.
 DEPTH_REACHED_PCT = 50.0
+#: fio's output read whole (for its depth distribution) only up to this size.
+MAX_OUTPUT_BYTES = 64 << 20
 
 #: The constants docs/validity.md must name.
 THRESHOLDS: tuple[str, ...] = (
@@ -174,7 +177,7 @@ CHECKS: tuple[Check, ...] = (
         "fio kept fewer I/Os in flight than the `iodepth` asked: a synchronous engine, or submission that "
         "could not keep up",
         f"below {DEPTH_REACHED_PCT:g} % of iodepth per job",
-        "Little's law on fio's numbers: the frame's `inflight` (IOPS × mean latency) per job",
+        "Little's law on fio's numbers: the frame's `inflight` (IOPS × mean latency) per job; fio's `iodepth_level`",
     ),
     Check(
         "ended-in-ramp",
@@ -665,12 +668,43 @@ def queue_depth(p: PointView, v: Verdict) -> None:
                 else "fio could not keep that many in flight (submission bound by its CPU, a rate or thinktime "
                 "limit, a depth the engine caps)"
             )
+            levels = _depth_levels(p)
             v.finding(
                 "queue-depth",
                 f"fio kept {kept:.2f} I/Os in flight per job (Little's law: {iops:,.0f} IOPS × "
-                f"{kept / iops * 1e6 if iops > 0 else math.nan:.1f} µs mean latency), not the {asked} asked "
-                f"(iodepth): {why}; the point's iodepth is what was asked, not what ran",
+                f"{kept / iops * 1e6 if iops > 0 else math.nan:.1f} µs mean latency"
+                + (f"; fio's own depth distribution: {levels}" if levels else "")
+                + f"), not the {asked} asked (iodepth): {why}; the point's iodepth is what was asked, not what ran",
             )
+
+
+def _depth_levels(p: PointView) -> str | None:
+    """fio's own distribution of I/Os in flight (``iodepth_level``), averaged over the point's jobs; None if unread.
+
+    Read only for a point ``queue-depth`` flags: the frame does not keep it.
+    """
+    sums: dict[str, float] = {}
+    count = 0
+    decoder = json.JSONDecoder()
+    for output in dict.fromkeys(process.output for process in p.meta.processes):
+        try:
+            with (p.directory / output).open("rb") as handle:
+                text = handle.read(MAX_OUTPUT_BYTES + 1).decode(errors="replace")
+            if len(text) > MAX_OUTPUT_BYTES:
+                continue
+            doc, _ = decoder.raw_decode(text, text.index("{"))
+        except (OSError, ValueError):
+            continue
+        jobs = (doc.get("jobs") or doc.get("client_stats") or []) if isinstance(doc, dict) else []
+        for job in jobs:
+            levels = job.get("iodepth_level") if isinstance(job, dict) else None
+            if isinstance(levels, dict) and job.get("jobname") != "All clients":
+                count += 1
+                for level, share in levels.items():
+                    if isinstance(share, int | float):
+                        sums[str(level)] = sums.get(str(level), 0.0) + float(share)
+    shown = [f"{share / count:.0f} % at {level}" for level, share in sums.items() if share / count >= 0.5]
+    return ", ".join(shown) if count and shown else None
 
 
 def ended_in_ramp(p: PointView, v: Verdict) -> None:
