@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from loopdev import LoopFactory
 
 from iobench.system import blockdevs, procfs
 from iobench.system.hostfs import SystemRoot
-from iobench.system.pointfacts import collect, data_extents
+from iobench.system.pointfacts import collect, data_extents, data_home
 from iobench.system.topology import TargetLocation
 
 CPU = "sys/devices/system/cpu"
@@ -74,7 +75,7 @@ def test_cpu_disk_and_sensor_facts_from_sysfs(tmp_path: Path) -> None:
 
 def test_after_fio_only_what_moves_is_read_again(tmp_path: Path) -> None:
     facts = collect(hot_nvme_machine(tmp_path), [nvme_target()], [0], phase="after")
-    assert set(facts) == {"phase", "cpus", "sensors", "notes"}
+    assert set(facts) == {"phase", "cpus", "sensors", "counts", "notes"}
     assert facts["cpus"]["0"]["core_throttle"] == 10
 
 
@@ -184,3 +185,92 @@ def test_facts_that_cannot_be_read_are_a_note_never_an_error(
         "phase": "before",
         "notes": ["the facts could not be read: [Errno 5] Input/output error"],
     }
+
+
+def stacked_machine(root: Path) -> SystemRoot:
+    """dm-0 over sda and sdb, zram0, and /proc/diskstats for them."""
+    for name in ("dm-0", "sda", "sdb", "zram0"):
+        write(root, f"sys/block/{name}/dev", "0:0")
+    for member in ("sda", "sdb"):
+        (root / "sys/block/dm-0/slaves").mkdir(parents=True, exist_ok=True)
+        (root / "sys/block/dm-0/slaves" / member).mkdir()
+    write(
+        root,
+        "proc/diskstats",
+        "   8 0 sda 10 1 80 0 20 2 160 0 0 0 0\n   8 16 sdb 30 3 240 0 40 4 320 0 0 0 0\n"
+        " 253 0 dm-0 40 0 320 0 60 0 480 0 0 0 0",
+    )
+    return SystemRoot(root)
+
+
+def test_where_a_stacks_data_is_held_and_what_its_devices_counted(tmp_path: Path) -> None:
+    system = stacked_machine(tmp_path)
+    assert data_home(system, "dm-0") == {"holding": ["sda", "sdb"], "memory": None, "loops": []}
+    assert data_home(system, "zram0") == {"holding": [], "memory": "zram0 is RAM (zram)", "loops": []}
+    location = TargetLocation("/dev/dm-0", "block", "dm-0", ("sda", "sdb"), None)
+    counts = collect(system, [location], [], phase="after")["counts"]
+    assert counts == {
+        "dm-0": {
+            "read_ios": 40,
+            "read_merges": 0,
+            "read_bytes": 320 * 512,
+            "write_ios": 60,
+            "write_merges": 0,
+            "write_bytes": 480 * 512,
+        },
+        "sda": {
+            "read_ios": 10,
+            "read_merges": 1,
+            "read_bytes": 80 * 512,
+            "write_ios": 20,
+            "write_merges": 2,
+            "write_bytes": 160 * 512,
+        },
+        "sdb": {
+            "read_ios": 30,
+            "read_merges": 3,
+            "read_bytes": 240 * 512,
+            "write_ios": 40,
+            "write_merges": 4,
+            "write_bytes": 320 * 512,
+        },
+    }
+
+
+@pytest.mark.loopdev
+def test_a_loop_devices_data_is_held_by_the_disk_under_its_backing_file(loops: LoopFactory) -> None:
+    loop = loops.attach(4, content=os.urandom(4 << 20))
+    system = SystemRoot()
+    disk = blockdevs.block_name(
+        system, f"{os.major(loop.backing.stat().st_dev)}:{os.minor(loop.backing.stat().st_dev)}"
+    )
+    home = data_home(system, loop.name)
+    assert home["holding"] == [disk] and home["memory"] is None
+    assert home["loops"] == [{"name": loop.name, "backing": str(loop.backing), "dio": 0}]
+    location = TargetLocation(loop.path, "block", loop.name, (loop.name,), None)
+    before = collect(system, [location], [0], phase="before")
+    with open(loop.path, "rb") as handle:  # a read the loop device counts
+        os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        handle.read(1 << 20)
+    after = collect(system, [location], [0], phase="after")
+    assert set(before["counts"]) == {loop.name, disk}
+    assert after["counts"][loop.name]["read_bytes"] - before["counts"][loop.name]["read_bytes"] >= 1 << 20
+    assert before["targets"][loop.path]["holding"] == [disk]
+
+
+@pytest.mark.loopdev
+def test_a_stack_of_loop_devices_is_walked_to_the_disk_at_the_bottom(loops: LoopFactory) -> None:
+    """loop B over a file of ext4 on loop A over a file of this machine's disk: the disk holds B's data."""
+    lower = loops.attach(64)
+    loops.mkfs_ext4(lower)
+    mount = loops.mount(lower)
+    with contextlib.ExitStack() as stack:
+        upper = LoopFactory(mount, stack).attach(4, content=os.urandom(4 << 20))
+        system = SystemRoot()
+        home = data_home(system, upper.name)
+        assert [loop["name"] for loop in home["loops"]] == [upper.name, lower.name]
+        info = lower.backing.stat()
+        assert home["holding"] == [
+            blockdevs.block_name(system, f"{os.major(info.st_dev)}:{os.minor(info.st_dev)}")
+        ]
+        assert home["memory"] is None

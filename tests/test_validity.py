@@ -155,9 +155,13 @@ def quiet(tmp_path: Path) -> SystemRoot:
 
 def clean(quiet: SystemRoot, **extra: Any) -> dict[str, Any]:
     """A point that walks into no trap: direct reads of written data on a quiet machine, device saw them all."""
+    ios = 400 * MiB / 4096
+    seen = nvme(ios)
+    if extra.get("writes"):  # the device saw fio's writes
+        seen["nvme0n1"] = {"writes": ios, "sectors_written": ios * 8, "write_ms": ios * 0.1, "io_ms": 500.0}
     spec: dict[str, Any] = {
         "facts": facts_of(quiet, target={"region_bytes": 256 * MiB, "data_bytes": 256 * MiB}),
-        "load": Load(QUIET, nvme(400 * MiB / 4096), {}, FIO),
+        "load": Load(QUIET, seen, {}, FIO),
     }
     spec.update(extra)
     return spec
@@ -552,3 +556,20 @@ def test_the_end_of_a_run_lists_the_points_with_findings(quiet: SystemRoot, tmp_
         "validity: no check found a trap in the 2 points judged"
     ]
     assert validity_lines(None) == []
+
+
+def test_the_devices_rates_of_a_point_on_hosts_are_summed_over_its_hosts() -> None:
+    """fio's totals of a point on two hosts are the cluster's: so are the devices' rates compared with them."""
+    rows = pd.DataFrame(
+        {
+            "point": [1, 1, 1, 2],
+            "repeat": [1, 1, 1, 1],
+            "direction": ["read"] * 4,
+            "host": pd.array(["a", "a", "b", None], dtype="string"),
+            "dev_bw_bytes": [100.0, 100.0, 300.0, 50.0],
+            "dev_iops": [1.0, 1.0, None, 5.0],
+        }
+    )
+    bw, iops = vd.device_rates(rows, ["point", "repeat", "direction"])
+    assert bw == {(1, 1, "read"): 400.0, (2, 1, "read"): 50.0}
+    assert iops == {(2, 1, "read"): 5.0}  # host b's count is missing: no sum of point 1

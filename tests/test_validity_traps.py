@@ -3,8 +3,11 @@
 fio runs on loop devices and on files of file systems on them: buffered reads
 of a small file, O_DIRECT reads of a sparse file, ``hipri`` on a loop device
 (no poll queues), a CPU burner pinned to the point's CPU, writes of fio's
-default buffers to btrfs mounted with compression. Traps this machine cannot
-set (a governor, throttle counters, an NVMe temperature, poll queues) are in
+default buffers to btrfs mounted with compression, a synchronous engine asked
+for a queue depth, buffered writes written back in large requests, O_DIRECT on
+tmpfs and on a loop device over a tmpfs file, a loop device over a cached file,
+a job that ends inside its ramp. Traps this machine cannot set (a governor,
+throttle counters, an NVMe temperature, poll queues) are in
 ``test_validity.py`` on fake sysfs trees.
 
 Other engineers' processes share this machine: a control may see
@@ -14,6 +17,7 @@ controls assert the trap's own code is absent and nothing else appears.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -24,10 +28,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from loopdev import LoopFactory
+from loopdev import Loop, LoopFactory
 
 import iobench
 from iobench.matrix.model import load_matrix
+from iobench.results import validity as vd
 from iobench.runner.sweep import NullProgress, run
 
 pytestmark = [pytest.mark.fio, pytest.mark.loopdev, pytest.mark.root]
@@ -36,13 +41,19 @@ pytestmark = [pytest.mark.fio, pytest.mark.loopdev, pytest.mark.root]
 LOAD_DEPENDENT = {"cpu-contention", "not-steady"}
 
 
+TIMED = "  bs: 4k\n  runtime: 2\n  time_based: 1\n"
+
+
 def sweep(
-    tmp_path: Path, name: str, target: str, fio: str, matrix: str = "", extra: str = ""
+    tmp_path: Path, name: str, target: str, fio: str, matrix: str = "", extra: str = "", base: str = TIMED
 ) -> pd.DataFrame:
-    """Run a one-target matrix (``fio``: option lines indented by two, ``extra``: the target's own lines)."""
+    """Run a one-target matrix (``fio``: option lines indented by two, ``extra``: the target's own lines).
+
+    ``base``: the options every point has (4k I/Os for 2 s).
+    """
     text = (
         f"version: 1\nname: {name}\ntargets:\n  - path: {target}\n{extra}\n"
-        "telemetry: {interval: 0.25}\nfio:\n  bs: 4k\n  runtime: 2\n  time_based: 1\n"
+        f"telemetry: {{interval: 0.25}}\nfio:\n{base}"
         f"{fio}\n"
     )
     if matrix:
@@ -65,9 +76,16 @@ def codes(row: pd.Series) -> set[str]:
     return set(str(row["validity"]).split())
 
 
+def direct_io(loop: Loop) -> Loop:
+    """``loop`` reading and writing its backing file with direct I/O: the file's page cache out of the way."""
+    subprocess.run(["losetup", "--direct-io=on", loop.path], check=True, capture_output=True)
+    return loop
+
+
 @pytest.fixture
 def ext4(loops: LoopFactory) -> Path:
-    loop = loops.attach(128)
+    """ext4 on a loop device with direct I/O: what it reads and writes reaches the disk under its backing file."""
+    loop = direct_io(loops.attach(128))
     loops.mkfs_ext4(loop)
     return loops.mount(loop)
 
@@ -119,7 +137,7 @@ def test_direct_reads_of_a_sparse_file_are_sparse_reads(ext4: Path, tmp_path: Pa
 
 
 def test_hipri_on_a_loop_device_has_no_poll_queues(loops: LoopFactory, tmp_path: Path) -> None:
-    loop = loops.attach(64, content=os.urandom(4 << 20))
+    loop = direct_io(loops.attach(64, content=os.urandom(4 << 20)))
     out = sweep(
         tmp_path,
         "hipri",
@@ -221,3 +239,107 @@ def test_iobench_run_ends_with_the_points_with_findings(tmp_path: Path) -> None:
     head = next(i for i, line in enumerate(lines) if line.startswith("validity:"))
     assert lines[head].startswith("validity: 1 of 1 points with findings")
     assert lines[head + 1].startswith("  0001-r1  sparse-read: 100.0 % of the 16.0 MiB region read")
+
+
+def loop_with_data(loops: LoopFactory, size_mib: int = 32) -> Loop:
+    """A loop device over a file written in full (no holes), just written: its pages are in the page cache."""
+    return loops.attach(size_mib, content=os.urandom(size_mib << 20))
+
+
+def test_a_sync_engine_asked_for_a_depth_runs_one_io_at_a_time(loops: LoopFactory, tmp_path: Path) -> None:
+    loop = direct_io(loop_with_data(loops))
+    fio = "  rw: randread\n  direct: 1\n  iodepth: 16"
+    out = sweep(tmp_path, "depth", loop.path, fio, "ioengine: [psync, libaio]\n")
+    sync, deep = out.loc[1], out.loc[2]
+    assert "queue-depth" in codes(sync), sync["validity_detail"]
+    assert "not the 16 asked (iodepth): psync is a synchronous engine" in sync["validity_detail"]
+    assert "fio's own depth distribution: 100 % at 1)" in sync["validity_detail"]
+    assert sync["inflight"] <= 1.0
+    assert deep["inflight"] >= 8.0
+    assert codes(deep) <= LOAD_DEPENDENT, deep["validity_detail"]  # no device-count: the exact counts agree
+
+
+def test_buffered_writes_reach_the_device_few_and_large(loops: LoopFactory, tmp_path: Path) -> None:
+    """fsync at the end: the device gets every byte, in a few large requests fio never timed."""
+    loop = direct_io(loop_with_data(loops))
+    fio = "  ioengine: psync\n  rw: write\n  size: 32M\n  end_fsync: 1"
+    out = sweep(
+        tmp_path, "writeback", loop.path, fio, "direct: [0, 1]\n", "    allow_write: true", base="  bs: 4k\n"
+    )
+    buffered, direct = out.loc[1], out.loc[2]
+    assert "device-count" in codes(buffered), buffered["validity_detail"]
+    assert "fio wrote 8,192 I/Os (32.0 MiB)" in buffered["validity_detail"]
+    assert "write-back from the page cache in large requests" in buffered["validity_detail"]
+    assert "page-cache" not in codes(buffered)  # the bytes did reach the device
+    assert codes(direct) <= LOAD_DEPENDENT, direct["validity_detail"]
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[tuple[Path, LoopFactory]]:
+    """A tmpfs mounted under tmp_path, and loop devices over files in it; all undone after the test."""
+    mount = tmp_path / "tmpfs"
+    mount.mkdir()
+    with contextlib.ExitStack() as stack:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96m", "tmpfs", str(mount)], check=True)
+        stack.callback(subprocess.run, ["umount", str(mount)], check=True)
+        yield mount, LoopFactory(mount, stack)
+
+
+def test_direct_io_on_memory_is_memory_backed(
+    tmpfs: tuple[Path, LoopFactory], ext4: Path, tmp_path: Path
+) -> None:
+    mount, on_tmpfs = tmpfs
+    fio = "  ioengine: psync\n  rw: randread\n  direct: 1"
+    file = sweep(tmp_path, "tmpfs", str(written(mount / "m.dat", 16 << 20)), fio).loc[1]
+    assert "memory-backed" in codes(file), file["validity_detail"]
+    assert f"{mount}/m.dat is on tmpfs" in file["validity_detail"]
+    loop = direct_io(on_tmpfs.attach(16, content=os.urandom(16 << 20)))
+    device = sweep(tmp_path, "tmpfs-loop", loop.path, fio).loc[1]
+    assert "memory-backed" in codes(device), device["validity_detail"]
+    assert f"{loop.name}'s backing file {loop.backing} is on tmpfs" in device["validity_detail"]
+    clean = sweep(tmp_path, "disk", str(written(ext4 / "d.dat", 16 << 20)), fio).loc[1]
+    assert codes(clean) <= LOAD_DEPENDENT, clean["validity_detail"]
+
+
+def test_a_loop_device_over_a_cached_file_is_judged_by_the_disk_below(
+    loops: LoopFactory, tmp_path: Path
+) -> None:
+    """losetup's default: the loop device reads its backing file through the page cache, not the disk."""
+    loop = loop_with_data(loops)
+    fio = "  ioengine: psync\n  rw: randread\n  direct: 1"
+    wide = "  bs: 64k\n  runtime: 2\n  time_based: 1\n"
+    cached = sweep(tmp_path, "cached-loop", loop.path, fio, base=wide).loc[1]
+    assert "data-elsewhere" in codes(cached), cached["validity_detail"]
+    assert f"{loop.name} over {loop.backing} has no direct I/O (loop/dio 0" in cached["validity_detail"]
+    assert "device-count" not in codes(cached)  # the loop device itself saw every read
+    clean = sweep(tmp_path, "direct-loop", direct_io(loop).path, fio, base=wide).loc[1]
+    assert codes(clean) <= LOAD_DEPENDENT, clean["validity_detail"]
+
+
+def test_a_job_that_ends_inside_its_ramp(loops: LoopFactory, tmp_path: Path) -> None:
+    """256 reads end long before a 10 s ramp does: fio ends the job there, with I/Os and no latency."""
+    loop = direct_io(loop_with_data(loops, 4))
+    fio = "  ioengine: psync\n  rw: randread\n  direct: 1\n  size: 1M"
+    out = sweep(tmp_path, "ramp", loop.path, fio, "ramp_time: [10, 0]\n", base="  bs: 4k\n")
+    ramped, plain = out.loc[1], out.loc[2]
+    assert "ended-in-ramp" in codes(ramped), ramped["validity_detail"]
+    assert "fio counted 256 I/Os but measured no latency" in ramped["validity_detail"]
+    assert "(10 s)" in ramped["validity_detail"]
+    assert "ended-in-ramp" not in codes(plain)
+    assert codes(plain) <= LOAD_DEPENDENT, plain["validity_detail"]
+
+
+def test_what_fio_prints_routinely_is_no_warning(tmp_path: Path) -> None:
+    """fio's own lines before its results, with a file to lay out: each one informational, and a warning is not."""
+    output = tmp_path / "out.txt"
+    argv = ["fio", "--name=lay", f"--filename={tmp_path / 'new.dat'}", "--size=1M", "--rw=randread"]
+    argv += ["--output-format=json+,normal", f"--output={output}"]
+    subprocess.run(argv, check=True, capture_output=True)
+    head = output.read_text().split("{", 1)[0].splitlines()
+    assert any("Laying out IO file" in line for line in head), head
+    assert [line for line in head if not vd.informational(line)] == []
+    assert vd.informational("<h1> lay: Laying out IO file (1 file / 8MiB)")
+    assert not vd.informational("fio: io_u error on file /dev/nvme0n1: Operation not supported")
+    assert not vd.informational(
+        "note: both iodepth >= 1 and synchronous I/O engine are selected, queue depth will be capped at 1"
+    )

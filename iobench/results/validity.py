@@ -1,10 +1,13 @@
 """Is this number real? One verdict per point × repeat: the frame's ``validity`` columns.
 
 A benchmark misleads most often through a trap in its set-up that someone else
-finds later: reads served by the page cache, reads of holes, ``hipri``
-without poll queues, another process on the point's CPUs, a clock that ramps,
-a device that throttles, writes a device compresses, a point that never
-settled, repeats too far apart, fio's own warnings ignored. Each check below
+finds later: reads served by the page cache or by memory, reads of holes, a
+device whose counts are not fio's (write-back, merges) or whose data lives
+below it (a loop device over a cached file), a queue depth fio never reached,
+a job that ended inside its ramp, ``hipri`` without poll queues, another
+process on the point's CPUs, a clock that ramps, a device that throttles,
+writes a device compresses, a point that never settled, repeats too far
+apart, fio's own warnings ignored. Each check below
 is a pure function of what a point saved (its job files, fio's output and
 stderr, ``meta.json`` with the facts read around fio by
 :mod:`iobench.system.pointfacts`, the telemetry summary and steady-state
@@ -31,6 +34,7 @@ live here as constants and nowhere else.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -42,17 +46,24 @@ import numpy as np
 import pandas as pd
 
 from iobench.errors import IobenchError
+from iobench.matrix.units import parse_seconds
 from iobench.results.points import VALIDITY, over_repeats, parameter_columns, rate_totals
 from iobench.results.telemetry import MISMATCH
 from iobench.store.records import PointMeta
 from iobench.store.rundir import RunDir
 from iobench.system.cpulist import format_cpulist, parse_cpulist
+from iobench.system.pointfacts import MEMORY_FS, NOT_LAID_OUT
 
 #: The checks, in the order their findings are listed.
 CODES: tuple[str, ...] = (
     "page-cache",
+    "memory-backed",
     "sparse-read",
+    "device-count",
+    "data-elsewhere",
     "hipri-no-poll",
+    "queue-depth",
+    "ended-in-ramp",
     "cpu-contention",
     "freq-scaling",
     "throttled",
@@ -83,6 +94,13 @@ MIN_OVERLAP_PCT = 90.0
 COMPRESSING_MODELS: tuple[str, ...] = ("ScaleFlux", "SandForce")
 #: Lines of fio's warnings quoted in a detail.
 QUOTED_LINES = 3
+#: fio's I/Os or bytes and a device's, counted over the point (diskstats before and after fio),
+#: differing by more than this % (sampled rates, without those counts: by more than ``MISMATCH``).
+DEVICE_COUNT_PCT = 2.0
+#: Fewer I/Os in flight per job (Little's law) than this % of the ``iodepth`` asked.
+DEPTH_REACHED_PCT = 50.0
+#: fio's output read whole (for its depth distribution) only up to this size.
+MAX_OUTPUT_BYTES = 64 << 20
 
 #: The constants docs/validity.md must name.
 THRESHOLDS: tuple[str, ...] = (
@@ -95,6 +113,9 @@ THRESHOLDS: tuple[str, ...] = (
     "WIDE_CI_PCT",
     "MIN_OVERLAP_PCT",
     "COMPRESSING_MODELS",
+    "DEVICE_COUNT_PCT",
+    "DEPTH_REACHED_PCT",
+    "INFORMATIONAL",
 )
 
 
@@ -112,9 +133,16 @@ CHECKS: tuple[Check, ...] = (
     Check(
         "page-cache",
         "buffered I/O (no direct=1) whose bytes the target's device did not see; without device counters, "
-        "buffered reads with invalidate=0 of a target smaller than the memory available; a target on tmpfs",
+        "buffered reads with invalidate=0 of a target smaller than the memory available",
         f"device bytes below 1/{MISMATCH:g} of fio's",
-        "telemetry `dev_bw_bytes` vs fio's `bw_bytes`; `MemAvailable` and the target's size",
+        "the device's bytes as `device-count` reads them; `MemAvailable` and the target's size",
+    ),
+    Check(
+        "memory-backed",
+        "the target's data is held in memory whatever `direct` says: a file on tmpfs or ramfs, a zram or brd "
+        "device, a loop device over a file on tmpfs",
+        "any",
+        "the target's file system; its device stack down through loop devices' backing files",
     ),
     Check(
         "sparse-read",
@@ -124,10 +152,39 @@ CHECKS: tuple[Check, ...] = (
         "SEEK_DATA/SEEK_HOLE on the file or a loop device's backing file",
     ),
     Check(
+        "device-count",
+        "fio's I/Os or bytes differ from the target device's completions or bytes over the point: requests "
+        "merged or split, written back from the page cache, readahead, another process's I/O",
+        f"{DEVICE_COUNT_PCT:g} % (counts); sampled rates: a factor of {MISMATCH:g}",
+        "`/proc/diskstats` before and after fio vs fio's `total_ios`, `io_bytes`; else telemetry `dev_iops`, "
+        "`dev_bw_bytes`",
+    ),
+    Check(
+        "data-elsewhere",
+        "the devices holding the target's data (below dm, md and loop devices, through a loop device's "
+        "backing file) read or wrote fewer bytes than the target's device: a layer between served them",
+        f"{DEVICE_COUNT_PCT:g} % fewer bytes",
+        "`/proc/diskstats` of the holding devices before and after fio, `loop/dio`",
+    ),
+    Check(
         "hipri-no-poll",
         "hipri (polled completions) on a device whose queue has no polling",
         "io_poll 0",
         "`queue/io_poll`, the NVMe driver's `poll_queues`",
+    ),
+    Check(
+        "queue-depth",
+        "fio kept fewer I/Os in flight than the `iodepth` asked: a synchronous engine, or submission that "
+        "could not keep up",
+        f"below {DEPTH_REACHED_PCT:g} % of iodepth per job",
+        "Little's law on fio's numbers: the frame's `inflight` (IOPS × mean latency) per job; fio's `iodepth_level`",
+    ),
+    Check(
+        "ended-in-ramp",
+        "a job ended inside `ramp_time`: fio counted I/Os but measured no latency, so its IOPS are of no "
+        "measured window",
+        "any I/O without latency samples",
+        "fio's `total_ios` and latency sample counts, `ramp_time`",
     ),
     Check(
         "cpu-contention",
@@ -177,7 +234,7 @@ CHECKS: tuple[Check, ...] = (
     Check(
         "fio-warning",
         "fio printed something on stderr, or before its results",
-        "any line",
+        "any line but fio's informational ones (`INFORMATIONAL`)",
         "the point's `stderr.txt` and the head of fio's output file",
     ),
 )
@@ -188,6 +245,8 @@ _READS = frozenset({"read", "randread", "rw", "readwrite", "randrw"})
 # Engines that do no page-cache I/O at all: the null engine does no I/O; passthrough bypasses the cache.
 _NO_CACHE_ENGINES = frozenset({"null", "io_uring_cmd", "sg"})
 _TRUE = frozenset({"1", "true", "yes", "on", ""})
+# fio's engines with FIO_SYNCIO: one I/O at a time per job, whatever iodepth says.
+_SYNC_ENGINES = frozenset({"sync", "psync", "vsync", "pvsync", "pvsync2", "mmap", "splice"})
 
 
 @dataclass
@@ -231,8 +290,12 @@ class PointView:
     fio_bw: dict[str, float]
     dev_bw: dict[str, float]
     telemetry: dict[str, Any]
+    jobs: list[dict[str, Any]]
+    """The point's rows (job × direction) with :data:`JOB_COLUMNS`."""
     spread: dict[str, tuple[float, float, float]]
     run: RunView
+    fio_iops: dict[str, float] = field(default_factory=dict)
+    dev_iops: dict[str, float] = field(default_factory=dict)
 
     def option(self, name: str) -> str | None:
         """A fio option of the point (the job file's, ``[global]`` then its sections), or None when unset."""
@@ -293,6 +356,41 @@ class PointView:
         """The point's targets, in order, each once."""
         return list(dict.fromkeys(t for p in self.meta.processes for t in p.targets))
 
+    def seconds(self, name: str) -> float:
+        """A fio time option in seconds (0 when unset or unreadable)."""
+        with contextlib.suppress(ValueError):
+            return parse_seconds(self.option(name) or "0")
+        return 0.0
+
+    def fio_counts(self) -> dict[str, tuple[float, float]]:
+        """fio's I/Os and bytes per direction, over its jobs (``total_ios``, ``io_bytes``)."""
+        out: dict[str, tuple[float, float]] = {}
+        for job in self.jobs:
+            ios, moved = job.get("total_ios"), job.get("io_bytes")
+            if job.get("direction") in ("read", "write") and ios is not None and moved is not None:
+                before = out.get(job["direction"], (0.0, 0.0))
+                out[job["direction"]] = (before[0] + ios, before[1] + moved)
+        return out
+
+    def device_counts(self, devices: Iterable[str]) -> dict[str, tuple[float, float]] | None:
+        """The I/Os and bytes per direction ``devices`` completed while fio ran (diskstats before and after it).
+
+        None when the facts do not have them (a run from before iobench kept
+        them, a point on hosts, a device without a diskstats line).
+        """
+        before = (self.facts("before") or {}).get("counts") or {}
+        after = (self.facts("after") or {}).get("counts") or {}
+        names = list(dict.fromkeys(devices))
+        if not names or any(n not in before or n not in after for n in names):
+            return None
+        return {
+            d: (
+                float(sum(after[n][f"{d}_ios"] - before[n][f"{d}_ios"] for n in names)),
+                float(sum(after[n][f"{d}_bytes"] - before[n][f"{d}_bytes"] for n in names)),
+            )
+            for d in ("read", "write")
+        }
+
     def target_facts(self, target: str) -> dict[str, Any] | None:
         """What was read of ``target`` before fio (after, for a file fio laid out during the point)."""
         for phase in ("after", "before"):
@@ -346,6 +444,10 @@ def _size(count: float) -> str:
     return f"{count / 2**30:,.1f} GiB" if count >= 2**30 else f"{count / 2**20:,.1f} MiB"
 
 
+def _kib(count: float) -> str:
+    return f"{count / 1024:,.1f} KiB"
+
+
 def _cpus(cpus: Iterable[int]) -> str:
     listed = sorted(set(cpus))
     return f"CPU{'s' if len(listed) > 1 else ''} {format_cpulist(listed)}"
@@ -354,34 +456,280 @@ def _cpus(cpus: Iterable[int]) -> str:
 # --- the checks -----------------------------------------------------------------------------------
 
 
-def page_cache(p: PointView, v: Verdict) -> None:
-    """``page-cache``: buffered I/O the device did not see, or a small buffered target without counters."""
-    if p.options is None or not p.buffered or p.engine in _NO_CACHE_ENGINES:
-        return
+def _in_memory(p: PointView) -> str | None:
+    """Why a target's data is held in memory, or None."""
     for target in p.targets():
         seen = p.target_facts(target) or {}
-        if seen.get("device") is None and seen.get("fstype") in ("tmpfs", "ramfs"):
-            v.finding("page-cache", f"{target} is on {seen['fstype']}: every I/O is served from memory")
-            return
+        # Facts from before iobench walked the stack have only the file system of a file target.
+        held = seen.get("memory") or (
+            f"{target} is on {seen['fstype']}"
+            if seen.get("device") is None and seen.get("fstype") in MEMORY_FS
+            else None
+        )
+        if held:
+            return str(held)
+    return None
+
+
+def memory_backed(p: PointView, v: Verdict) -> None:
+    """``memory-backed``: a target whose data is held in memory, whatever ``direct`` says."""
+    held = None if p.options is None or p.engine == "null" else _in_memory(p)
+    if held:
+        v.finding(
+            "memory-backed",
+            f"{held}: every I/O is served from memory, not a storage device"
+            + ("" if p.buffered else " (direct=1 bypasses the page cache, not the memory the data is in)"),
+        )
+
+
+def _devices(p: PointView, key: str) -> list[str] | None:
+    """The targets' devices (``key="device"``) or the devices holding their data (``"holding"``); None if any is unknown."""
+    found: list[str] = []
+    for target in p.targets():
+        seen = p.target_facts(target) or {}
+        names = [seen.get("device")] if key == "device" else seen.get("holding")
+        if not names or not all(isinstance(n, str) for n in names):
+            return None
+        found += [n for n in names if isinstance(n, str)]
+    return list(dict.fromkeys(found)) or None
+
+
+def _causes(p: PointView, direction: str, ios: float, size: float, tolerance: float) -> str:
+    """What can make a device's counts differ from fio's that way (``ios``, ``size``: device over fio), none checked."""
+    causes = []
+    each = size / ios if ios > 0 else math.nan  # the device's mean request over fio's
+    if each > 1 + tolerance:
+        if p.buffered:
+            causes.append(
+                "write-back from the page cache in large requests (fio timed copies into memory)"
+                if direction == "write"
+                else "readahead in large requests (fio timed copies from memory)"
+            )
+        causes.append("the block layer merging fio's I/Os into larger requests")
+    elif each < 1 - tolerance:
+        causes.append("requests split by the device's size limits")
+    if size < 1 - tolerance:
+        causes.append(
+            "the page cache (buffered I/O)"
+            if p.buffered
+            else "I/O the device had not completed when fio ended"
+        )
+    elif size > 1 + tolerance:
+        if direction == "read" and p.buffered:
+            causes.append("readahead")
+        if p.seconds("ramp_time") > 0:
+            causes.append("fio's ramp (ramp_time), which its own counts leave out")
+        laid_out = ((p.facts("before") or {}).get("targets") or {}).values()
+        if direction == "write" and any(
+            f.get("note") == NOT_LAID_OUT for f in laid_out if isinstance(f, dict)
+        ):
+            causes.append("fio laying out the file first")
+        if any((p.target_facts(t) or {}).get("kind") == "file" for t in p.targets()):
+            causes.append("the file system's metadata and journal")
+        causes.append(f"another process's {direction}s on the device")
+    return ", ".join(causes)
+
+
+def device_count(p: PointView, v: Verdict) -> None:
+    """``device-count`` and ``page-cache``: fio's I/Os and bytes against the target device's.
+
+    One comparison, two sources: the device's completions and bytes counted
+    over the point (diskstats before and after fio, exact: :data:`DEVICE_COUNT_PCT`)
+    or, without them, the telemetry's sampled rates (:data:`MISMATCH`).
+    Buffered I/O whose bytes the device did not see is ``page-cache``; any
+    other difference is ``device-count``, naming what can cause it.
+    """
+    if p.options is None or p.engine == "null" or _in_memory(p):
+        return  # memory-backed judges a target held in memory
+    devices = _devices(p, "device")
+    counted = None if devices is None else p.device_counts(devices)
+    if counted is not None:
+        fio, dev, tolerance = p.fio_counts(), counted, DEVICE_COUNT_PCT / 100
+        what = f"{', '.join(devices or ())} completed"
+    else:
+        fio = {d: (p.fio_iops.get(d, math.nan), bw) for d, bw in p.fio_bw.items()}
+        dev = {d: (p.dev_iops.get(d, math.nan), bw) for d, bw in p.dev_bw.items()}
+        tolerance, what = MISMATCH - 1, "the device's sampled rate:"
     judged = False
-    for direction, fio in p.fio_bw.items():
-        dev = p.dev_bw.get(direction)
-        if dev is None or direction not in ("read", "write") or fio <= 0:
+    for direction in ("read", "write"):
+        if direction not in fio or direction not in dev or not fio[direction][1] > 0:
             continue
         judged = True
-        ratio = dev / fio
-        if ratio < 1 / MISMATCH:
+        (fio_ios, fio_bytes), (dev_ios, dev_bytes) = fio[direction], dev[direction]
+        size = dev_bytes / fio_bytes
+        if p.buffered and p.engine not in _NO_CACHE_ENGINES and size < 1 / MISMATCH:
             verb, why = (
                 ("read", "buffered I/O served from the page cache")
                 if direction == "read"
                 else ("wrote", "buffered writes still in the page cache when the point ended")
             )
+            fio_rate = p.fio_bw.get(direction, math.nan)
             v.finding(
                 "page-cache",
-                f"fio {verb} {_rate(fio)} but the device saw {_rate(dev)} of them ({100 * ratio:.2f} %): {why}",
+                f"fio {verb} {_rate(fio_rate)} but the device saw {_rate(fio_rate * size)} of them "
+                f"({100 * size:.2f} %): {why}",
             )
-            return
+            continue
+        ios = dev_ios / fio_ios if fio_ios > 0 else math.nan
+        off = [r for r in (ios, size) if math.isfinite(r) and abs(r - 1) > tolerance]
+        if counted is not None and p.seconds("ramp_time") > 0 and all(r > 1 for r in off):
+            if off:
+                v.na(
+                    "device-count",
+                    "the device's counts include fio's ramp (ramp_time), fio's do not: "
+                    "only fewer I/Os or bytes than fio's are judged",
+                )
+            continue
+        if not off:
+            continue
+        each = (
+            f", {_kib(dev_bytes / dev_ios)} each against fio's {_kib(fio_bytes / fio_ios)}"
+            if (dev_ios > 0 and fio_ios > 0)
+            else ""
+        )
+        if counted is not None:
+            figures = (
+                f"fio {'read' if direction == 'read' else 'wrote'} {fio_ios:,.0f} I/Os ({_size(fio_bytes)}); "
+                f"{what} {dev_ios:,.0f} {direction}s ({_size(dev_bytes)}{each})"
+            )
+        else:
+            figures = (
+                f"fio {direction}s at {fio_ios:,.0f} IOPS ({_rate(fio_bytes)}); {what} "
+                f"{dev_ios:,.0f} IOPS ({_rate(dev_bytes)}{each})"
+            )
+        v.finding(
+            "device-count",
+            f"{figures}: {100 * ios:.1f} % of fio's I/Os, {100 * size:.1f} % of its bytes; possible causes, "
+            f"none checked: {_causes(p, direction, ios, size, tolerance)}",
+        )
     if judged:
+        return
+    _page_cache_by_size(p, v)
+
+
+def data_elsewhere(p: PointView, v: Verdict) -> None:
+    """``data-elsewhere``: the devices holding the targets' data saw fewer bytes than the targets' devices.
+
+    Both counted over the point; what the target device itself did not see
+    of fio's is ``device-count``'s (or ``page-cache``'s).
+    """
+    if p.options is None or p.engine == "null" or _in_memory(p):
+        return
+    devices, holding = _devices(p, "device"), _devices(p, "holding")
+    if holding is None or devices is None or set(holding) == set(devices):
+        return
+    above, below = p.device_counts(devices), p.device_counts(holding)
+    if above is None or below is None:
+        v.na("data-elsewhere", f"no counts of {', '.join(holding)}, which hold the data, over the point")
+        return
+    parts = []
+    for direction in sorted(p.fio_counts()):
+        moved, held = above[direction][1], below[direction][1]
+        if moved > 0 and (moved - held) / moved * 100 > DEVICE_COUNT_PCT:
+            verb = "read" if direction == "read" else "wrote"
+            parts.append(
+                f"{', '.join(devices)} {verb} {_size(moved)} for fio, {', '.join(holding)} {_size(held)} of it "
+                f"({100 * held / moved:.1f} %)"
+            )
+    if not parts:
+        return
+    loops = [loop for t in p.targets() for loop in (p.target_facts(t) or {}).get("loops") or ()]
+    cached = [f"{loop['name']} over {loop['backing']}" for loop in loops if loop.get("dio") == 0]
+    why = (
+        f"{'; '.join(cached)} has no direct I/O (loop/dio 0, losetup's default): its backing file's page cache "
+        "served the rest"
+        if cached
+        else "a layer between them served the rest (a cache in the stack, or the page cache of a file below)"
+    )
+    v.finding(
+        "data-elsewhere",
+        f"the data is held by {', '.join(holding)}: {'; '.join(parts)}; {why}: the figures are not "
+        f"{', '.join(holding)}'s",
+    )
+
+
+def queue_depth(p: PointView, v: Verdict) -> None:
+    """``queue-depth``: fio kept fewer I/Os in flight per job (Little's law) than the ``iodepth`` asked."""
+    with contextlib.suppress(ValueError):
+        asked = int(p.option("iodepth") or "1")
+        per_job: dict[tuple[Any, ...], float] = {}
+        for job in p.jobs:
+            if job.get("inflight") is not None:
+                key = (job.get("host"), job.get("jobname"), job.get("job_index"))
+                per_job[key] = per_job.get(key, 0.0) + float(job["inflight"])
+        if asked <= 1 or not per_job:
+            return
+        kept = sum(per_job.values()) / len(per_job)
+        if kept * 100 < DEPTH_REACHED_PCT * asked:
+            iops = sum(float(j.get("iops") or 0) for j in p.jobs) / len(per_job)
+            why = (
+                f"{p.engine} is a synchronous engine: it issues one I/O at a time whatever iodepth says"
+                if p.engine in _SYNC_ENGINES
+                else "fio could not keep that many in flight (submission bound by its CPU, a rate or thinktime "
+                "limit, a depth the engine caps)"
+            )
+            levels = _depth_levels(p)
+            v.finding(
+                "queue-depth",
+                f"fio kept {kept:.2f} I/Os in flight per job (Little's law: {iops:,.0f} IOPS × "
+                f"{kept / iops * 1e6 if iops > 0 else math.nan:.1f} µs mean latency"
+                + (f"; fio's own depth distribution: {levels}" if levels else "")
+                + f"), not the {asked} asked (iodepth): {why}; the point's iodepth is what was asked, not what ran",
+            )
+
+
+def _depth_levels(p: PointView) -> str | None:
+    """fio's own distribution of I/Os in flight (``iodepth_level``), averaged over the point's jobs; None if unread.
+
+    Read only for a point ``queue-depth`` flags: the frame does not keep it.
+    """
+    sums: dict[str, float] = {}
+    count = 0
+    decoder = json.JSONDecoder()
+    for output in dict.fromkeys(process.output for process in p.meta.processes):
+        try:
+            with (p.directory / output).open("rb") as handle:
+                text = handle.read(MAX_OUTPUT_BYTES + 1).decode(errors="replace")
+            if len(text) > MAX_OUTPUT_BYTES:
+                continue
+            doc, _ = decoder.raw_decode(text, text.index("{"))
+        except (OSError, ValueError):
+            continue
+        jobs = (doc.get("jobs") or doc.get("client_stats") or []) if isinstance(doc, dict) else []
+        for job in jobs:
+            levels = job.get("iodepth_level") if isinstance(job, dict) else None
+            if isinstance(levels, dict) and job.get("jobname") != "All clients":
+                count += 1
+                for level, share in levels.items():
+                    if isinstance(share, int | float):
+                        sums[str(level)] = sums.get(str(level), 0.0) + float(share)
+    shown = [f"{share / count:.0f} % at {level}" for level, share in sums.items() if share / count >= 0.5]
+    return ", ".join(shown) if count and shown else None
+
+
+def ended_in_ramp(p: PointView, v: Verdict) -> None:
+    """``ended-in-ramp``: a job counted I/Os but measured no latency, inside ``ramp_time``."""
+    ramp = p.seconds("ramp_time")
+    if ramp <= 0:
+        return
+    ended = [
+        j
+        for j in p.jobs
+        if (j.get("total_ios") or 0) > 0 and j.get("lat_mean_us") is None and j.get("clat_mean_us") is None
+    ]
+    if ended:
+        ios = sum(float(j["total_ios"]) for j in ended)
+        names = ", ".join(dict.fromkeys(str(j.get("jobname")) for j in ended))
+        v.finding(
+            "ended-in-ramp",
+            f"{names}: fio counted {ios:,.0f} I/Os but measured no latency — the job ended inside ramp_time "
+            f"({ramp:g} s): its IOPS and bandwidth are of no measured window",
+        )
+
+
+def _page_cache_by_size(p: PointView, v: Verdict) -> None:
+    """``page-cache`` without device counters: a buffered target that fits in the memory available."""
+    if not p.buffered or p.engine in _NO_CACHE_ENGINES:
         return
     memory = (p.facts("before") or {}).get("mem_available")
     sizes = [(p.target_facts(t) or {}).get("region_bytes") for t in p.targets()]
@@ -756,20 +1104,39 @@ def _quote(lines: Sequence[str]) -> str:
     return shown + (f" (and {more} more line{'s' if more > 1 else ''})" if more > 0 else "")
 
 
-# What fio's client prints of every server before the results, prefixed "<host> ": each job's
-# line ("t0: (g=0): rw=randread, bs=..."), "..." for its more jobs, "Starting 2 processes", the
-# server's "hostname=..., fio=fio-3.33" line, a blank line. Nothing to warn of.
-_ORDINARY = re.compile(
-    r"^(?:<[^>]+>)?\s*(?:$|\.\.\.$|.*: \(g=\d+\): rw=|Starting \d+ (?:process|processes|thread|threads)$"
-    r"|hostname=.*, fio=)"
+#: What fio prints routinely, saying nothing is wrong: no ``fio-warning``. Each a pattern of one line
+#: (after a client's ``<host>`` prefix), read from fio's sources (``log_info`` calls) and its output.
+INFORMATIONAL: tuple[tuple[str, str], ...] = (
+    (r"$", "a blank line"),
+    (r"\.\.\.$", "the client's line for a section's further jobs"),
+    (r".*: \(g=\d+\): rw=", "a job's description: NAME: (g=0): rw=..., bs=..."),
+    (r"Starting \d+ (?:process|processes|thread|threads)$", "how many jobs start"),
+    (r"hostname=.*, fio=", "a server's hostname and fio version, through the client"),
+    (r"fio-\d[\w.\-]*$", "fio's version"),
+    (
+        r".*: Laying out IO files? \(",
+        "fio writes a job's files before its I/O (NAME: Laying out IO file (1 file / 8MiB))",
+    ),
+    (r".*: Prepopulating IO file \(", "an engine fills a file before its I/O"),
+    (r"fio: opendir added \d+ files$", "the files a directory target holds"),
 )
+_INFORMATIONAL = re.compile(r"^(?:<[^>]+>)?\s*(?:" + "|".join(f"(?:{p})" for p, _ in INFORMATIONAL) + ")")
+
+
+def informational(line: str) -> bool:
+    """Whether ``line`` of fio's is one of :data:`INFORMATIONAL` (routine, not a warning)."""
+    return _INFORMATIONAL.match(line.strip()) is not None
 
 
 def fio_warning(p: PointView, v: Verdict) -> None:
     """``fio-warning``: what fio printed on stderr, or before its results in its output file."""
     stderr = p.directory / "stderr.txt"
     try:
-        said = [line.strip() for line in stderr.read_text(errors="replace").splitlines() if line.strip()]
+        said = [
+            line.strip()
+            for line in stderr.read_text(errors="replace").splitlines()
+            if not informational(line)
+        ]
     except FileNotFoundError:
         v.na("fio-warning", "no stderr.txt saved with the point")
         said = []
@@ -784,8 +1151,7 @@ def fio_warning(p: PointView, v: Verdict) -> None:
                 head = handle.read(65536).decode(errors="replace")
             start = head.find("{")
             if start > 0:
-                lines = (line.strip() for line in head[:start].splitlines())
-                before += [line for line in lines if line and not _ORDINARY.match(line)]
+                before += [line.strip() for line in head[:start].splitlines() if not informational(line)]
     parts = []
     if said:
         parts.append(f"fio said on stderr: {_quote(said)}")
@@ -797,9 +1163,13 @@ def fio_warning(p: PointView, v: Verdict) -> None:
 
 #: Each check's function, in :data:`CODES` order.
 FUNCTIONS = (
-    page_cache,
+    memory_backed,
     sparse_read,
+    device_count,
+    data_elsewhere,
     hipri_no_poll,
+    queue_depth,
+    ended_in_ramp,
     cpu_contention,
     freq_scaling,
     throttled,
@@ -828,8 +1198,9 @@ def judge(point: PointView) -> Verdict:
     if point.options_problem is not None:
         verdict.na(
             "page-cache",
-            f"{point.options_problem}: the checks that need fio's options (page-cache, sparse-read, "
-            "hipri-no-poll, compressible-writes) were not run",
+            f"{point.options_problem}: the checks that need fio's options (page-cache, memory-backed, "
+            "sparse-read, device-count, data-elsewhere, hipri-no-poll, queue-depth, ended-in-ramp, "
+            "compressible-writes) were not run",
         )
     for check in FUNCTIONS:
         check(point, verdict)
@@ -951,11 +1322,16 @@ def judge_run(
         ):
             if not pd.isna(bw):
                 fio_bw[(_value(point), _value(repeat), _value(direction))] = float(bw)
-    dev_bw = {
-        key: found["dev_bw_bytes"]
-        for key, found in (_firsts(rows, keys, ["dev_bw_bytes"]) if "direction" in rows else {}).items()
-        if found["dev_bw_bytes"] is not None
-    }
+    fio_iops: dict[tuple[Any, ...], float] = {}
+    if "iops" in totals and "direction" in totals:
+        summed = totals.groupby(keys, dropna=True)["iops"].sum(min_count=1).reset_index()
+        for point, repeat, direction, iops in zip(
+            summed["point"], summed["repeat"], summed["direction"], summed["iops"], strict=True
+        ):
+            if not pd.isna(iops):
+                fio_iops[(_value(point), _value(repeat), _value(direction))] = float(iops)
+    dev_bw, dev_iops = device_rates(rows, keys)
+    jobs = _jobs(rows)
     point_columns = (
         "cpu_other_pct",
         "cpu_other_max_pct",
@@ -1000,10 +1376,68 @@ def judge_run(
             fio_bw={d: fio_bw[(*key, d)] for d in directions if (*key, d) in fio_bw},
             dev_bw={d: dev_bw[(*key, d)] for d in directions if (*key, d) in dev_bw},
             telemetry=telemetry,
+            jobs=jobs.get(key, []),
+            fio_iops={d: fio_iops[(*key, d)] for d in directions if (*key, d) in fio_iops},
+            dev_iops={d: dev_iops[(*key, d)] for d in directions if (*key, d) in dev_iops},
             spread={d: spread[(key[0], d)] for d in directions if (key[0], d) in spread},
             run=run_view,
         )
         out[key] = judge(view)
+    return out
+
+
+def device_rates(
+    rows: pd.DataFrame, keys: list[str]
+) -> tuple[dict[tuple[Any, ...], float], dict[tuple[Any, ...], float]]:
+    """The telemetry's device bytes/s and I/Os per second per ``keys``, over the point's hosts.
+
+    Each host's rows carry that host's devices (NA host: this machine); their
+    sum is the cluster's, as fio's totals are. A host without the figure leaves
+    the key out.
+    """
+    if "direction" not in rows or "dev_bw_bytes" not in rows:
+        return {}, {}
+    split = "host" in rows
+    data = rows.assign(host=rows["host"].astype("string").fillna("")) if split else rows
+    firsts = _firsts(data, [*keys, "host"] if split else keys, ["dev_bw_bytes", "dev_iops"])
+    out: tuple[dict[tuple[Any, ...], float], dict[tuple[Any, ...], float]] = ({}, {})
+    for column, summed in zip(("dev_bw_bytes", "dev_iops"), out, strict=True):
+        missing: set[tuple[Any, ...]] = set()
+        for key, found in firsts.items():
+            base, value = key[: len(keys)], found.get(column)
+            if value is None:
+                missing.add(base)
+            else:
+                summed[base] = summed.get(base, 0.0) + float(value)
+        for base in missing:
+            summed.pop(base, None)
+    return out
+
+
+#: The columns of each job × direction row the checks read (:attr:`PointView.jobs`).
+JOB_COLUMNS = (
+    "host",
+    "jobname",
+    "job_index",
+    "direction",
+    "iops",
+    "total_ios",
+    "io_bytes",
+    "inflight",
+    "lat_mean_us",
+    "clat_mean_us",
+)
+
+
+def _jobs(rows: pd.DataFrame) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    """Per ``(point, repeat)``, its rows with :data:`JOB_COLUMNS` (absent columns: None)."""
+    columns = [c for c in JOB_COLUMNS if c in rows]
+    values = [rows[c].tolist() for c in ("point", "repeat", *columns)]
+    out: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for point, repeat, *found in zip(*values, strict=True):
+        job = dict.fromkeys(JOB_COLUMNS)
+        job.update({c: _value(x) for c, x in zip(columns, found, strict=True)})
+        out.setdefault((_value(point), _value(repeat)), []).append(job)
     return out
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import stat
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from iobench.planner.plans import Plan, PlannedRun, SiteFacts
 from iobench.runner.sites import HostSite, Site
 from iobench.store.records import PointMeta
 from iobench.system import blockdevs, procfs
-from iobench.system.hostfs import SystemRoot, devno_text
+from iobench.system.hostfs import SystemRoot
 from iobench.system.hostmonitor import HostMonitor
 from iobench.system.pointfacts import NOT_LAID_OUT, collect, target_facts
 from iobench.system.sampler import Sampler, Snapshot, Watch
@@ -56,7 +55,7 @@ def _watch_devices(
             add(below, "member", path, _home(plan, below))
         for disk in location.disks:
             add(disk, "disk", path, _home(plan, disk))
-        backing = _backing_disk(location.device, system)
+        backing = blockdevs.loop_backing_device(system, location.device)
         if backing is not None:
             add(backing, "backing", path, _home(plan, backing))
     return devices
@@ -65,20 +64,6 @@ def _watch_devices(
 def _home(plan: SiteFacts, name: str) -> int | None:
     device = plan.topology.device(name)
     return device.numa_node if device is not None else None
-
-
-def _backing_disk(name: str, system: SystemRoot) -> str | None:
-    """The block device holding a loop device's backing file, where its I/O finally lands."""
-    backing = blockdevs.loop_backing_file(system, name)
-    if not backing or not system.live:  # a host's backing file is a path there, not here
-        return None
-    try:
-        info = os.stat(backing)
-    except OSError:
-        return None
-    if stat.S_ISBLK(info.st_mode):
-        return blockdevs.block_name(system, devno_text(info.st_rdev))
-    return blockdevs.block_name(system, devno_text(info.st_dev)) if os.major(info.st_dev) else None
 
 
 def _watch_irqs(

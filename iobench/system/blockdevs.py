@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 
-from iobench.system.hostfs import Mount, SystemRoot, natural_key
+from iobench.system.hostfs import Mount, SystemRoot, devno_text, natural_key
 
 _OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
 
@@ -188,3 +189,21 @@ def loop_backing_file(root: SystemRoot, name: str) -> str | None:
     """The file behind loop device ``name`` (``loop/backing_file``), or None for anything else."""
     directory = root.block_dir(name)
     return root.read_text(directory / "loop" / "backing_file") if directory is not None else None
+
+
+def loop_backing_device(root: SystemRoot, name: str) -> str | None:
+    """The block device holding loop device ``name``'s backing file (or the backing device itself).
+
+    None for anything but a loop device, a backing file on a file system without a
+    block device (tmpfs), or a root that is not this machine (its backing file is a path there).
+    """
+    backing = loop_backing_file(root, name)
+    if not backing or not root.live:
+        return None
+    try:
+        info = os.stat(backing)
+    except OSError:
+        return None
+    if stat.S_ISBLK(info.st_mode):
+        return block_name(root, devno_text(info.st_rdev))
+    return block_name(root, devno_text(info.st_dev)) if os.major(info.st_dev) else None

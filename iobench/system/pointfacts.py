@@ -20,7 +20,12 @@ key                phase        what
                                 ``data_bytes`` in it (``SEEK_DATA``/``SEEK_HOLE`` on the file,
                                 or a loop device's backing file), the file system
                                 (``fstype``, ``fs_options``), the device ``stack`` (dm names,
-                                models) and a ``note`` when something could not be read
+                                models), where its data is held (``holding``, ``memory``,
+                                ``loops``: :func:`data_home`) and a ``note`` when something
+                                could not be read
+``counts``         both         per target device and device holding a target's data: its
+                                completed ``read_ios``/``write_ios``, ``read_bytes``/
+                                ``write_bytes`` and merges (``/proc/diskstats``)
 ``notes``          both         counters this machine does not have
 =================  ===========  ============================================================
 
@@ -32,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -42,13 +48,17 @@ from iobench.system import blockdevs, procfs
 from iobench.system.hostfs import SystemRoot, devno_text
 from iobench.system.topology import TargetLocation
 
-__all__ = ["MAX_EXTENTS", "NOT_LAID_OUT", "collect", "data_extents", "target_facts"]
+__all__ = ["MAX_EXTENTS", "MEMORY_FS", "NOT_LAID_OUT", "collect", "data_extents", "data_home", "target_facts"]
 
 #: Extents walked per target before giving up on counting its data (a very fragmented file).
 MAX_EXTENTS = 65536
 #: The note of a target file that does not exist before the point: fio makes it (and writes it) first.
 NOT_LAID_OUT = "does not exist yet: fio lays it out (writes it) first"
+#: File systems whose files are held in memory, not on a device.
+MEMORY_FS = ("tmpfs", "ramfs")
 _CPU = "sys/devices/system/cpu"
+#: Block devices that are memory: zram (compressed RAM) and brd's ramdisks.
+_MEMORY_DEVICE = re.compile(r"(?:zram|ram)\d+")
 
 
 def data_extents(path: str, start: int, length: int) -> tuple[int | None, str | None]:
@@ -197,6 +207,75 @@ def _stack(system: SystemRoot, device: str | None) -> list[dict[str, Any]]:
     return out
 
 
+def data_home(system: SystemRoot, device: str) -> dict[str, Any]:
+    """Where ``device``'s data is held: the devices at the bottom of its stack, or memory.
+
+    The walk goes down ``slaves/`` (dm, md) and through each loop device to the
+    device holding its backing file, then down that one's stack. A zram or brd
+    device, or a backing file on tmpfs or ramfs, is memory.
+
+    Returns
+    -------
+    dict
+        ``holding``: the devices at the bottom (partitions as such); ``memory``:
+        why the data is in memory, or None; ``loops``: each loop device passed,
+        with its ``backing`` file and ``dio`` (``loop/dio``: 1 when it does direct
+        I/O on the file, 0 when the file's page cache serves it).
+    """
+    holding: list[str] = []
+    memory: list[str] = []
+    loops: list[dict[str, Any]] = []
+    todo, seen = [device], set()
+    while todo:
+        for name in blockdevs.devices_below(system, todo.pop()):
+            if name in seen:
+                continue
+            seen.add(name)
+            if _MEMORY_DEVICE.fullmatch(name):
+                memory.append(f"{name} is RAM ({'zram' if name.startswith('zram') else 'brd'})")
+                continue
+            backing = blockdevs.loop_backing_file(system, name)
+            if backing:
+                directory = system.block_dir(name)
+                dio = system.read_int(directory / "loop" / "dio") if directory is not None else None
+                loops.append({"name": name, "backing": backing, "dio": dio})
+                under = blockdevs.loop_backing_device(system, name)
+                if under is not None:
+                    todo.append(under)
+                elif system.live:
+                    with contextlib.suppress(OSError):
+                        fstype, _ = _mount_of(
+                            system, devno_text(os.stat(backing).st_dev), os.path.realpath(backing)
+                        )
+                        if fstype in MEMORY_FS:
+                            memory.append(f"{name}'s backing file {backing} is on {fstype}")
+            elif not blockdevs.slaves(system, name):
+                holding.append(name)
+    return {"holding": holding, "memory": "; ".join(memory) or None, "loops": loops}
+
+
+def _counts(system: SystemRoot, locations: Sequence[TargetLocation]) -> dict[str, dict[str, int]]:
+    """The I/O counters of each target's device and of the devices holding its data."""
+    names: dict[str, None] = {}
+    for location in locations:
+        if location.device is not None:
+            names[location.device] = None
+            names.update(dict.fromkeys(data_home(system, location.device)["holding"]))
+    stats = (procfs.diskstats(system) or {}) if names else {}
+    return {
+        name: {
+            "read_ios": s.reads,
+            "read_merges": s.reads_merged,
+            "read_bytes": s.sectors_read * 512,
+            "write_ios": s.writes,
+            "write_merges": s.writes_merged,
+            "write_bytes": s.sectors_written * 512,
+        }
+        for name in names
+        if (s := stats.get(name)) is not None
+    }
+
+
 def _mount_of(system: SystemRoot, devno: str, path: str) -> tuple[str | None, str | None]:
     """The file system (type, options) holding ``path``: by device number, else the longest mount point."""
     mounts = blockdevs.mounts(system)
@@ -237,6 +316,8 @@ def target_facts(
         "stack": _stack(system, location.device),
         "note": None,
     }
+    if location.device is not None:
+        facts.update(data_home(system, location.device))
     if not system.live:
         facts["note"] = "not this machine's: its data extents were not read"
         return facts
@@ -255,6 +336,8 @@ def target_facts(
         facts["fstype"], facts["fs_options"] = _mount_of(
             system, devno_text(info.st_dev), os.path.realpath(location.path)
         )
+        if facts["fstype"] in MEMORY_FS:
+            facts["memory"] = f"{location.path} is on {facts['fstype']}"
         return facts
     if location.kind == "block" and location.device is not None:
         backing = blockdevs.loop_backing_file(system, location.device)
@@ -348,5 +431,6 @@ def _collect(
             location.path: target_facts(system, location, (regions or {}).get(location.path, (0, None)))
             for location in locations
         }
+    facts["counts"] = _counts(system, locations)
     facts["notes"] = notes
     return facts
