@@ -355,3 +355,24 @@ def test_an_incomplete_or_damaged_run_is_refused_and_nothing_is_added(
     assert done.exit_code == 2
     assert "not complete" in done.output and "damaged" in done.output and "nothing was added" in done.output
     assert not store.exists()
+
+
+@pytest.mark.fio
+def test_run_with_history_adds_the_run_and_a_bad_store_refuses_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(request.getfixturevalue("_cache_dir")))
+    matrix = tmp_path / "nightly.yaml"
+    matrix.write_text(MATRIX.format(target=tmp_path / "t.dat"))
+    not_a_store = tmp_path / "photos"
+    not_a_store.mkdir()
+    (not_a_store / "cat.jpg").write_bytes(b"meow")
+    refused = cli("run", str(matrix), "--out", str(tmp_path / "out"), "--history", str(not_a_store))
+    assert refused.exit_code == 2 and "not a history store" in refused.output
+    assert not (tmp_path / "out").exists()
+    store = tmp_path / "store"
+    done = cli("run", str(matrix), "--out", str(tmp_path / "out"), "--history", str(store), "-q")
+    assert done.exit_code == 0, done.output
+    (run_dir,) = (tmp_path / "out").iterdir()
+    assert history.load(store)["run_id"].tolist() == [run_dir.name]
