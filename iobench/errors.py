@@ -50,6 +50,10 @@ class ResultsError(IobenchError):
     """A results directory or fio output cannot be read."""
 
 
+class HistoryError(ResultsError):
+    """A history store cannot be used as asked, or a run cannot join it; nothing was changed."""
+
+
 @dataclass(frozen=True)
 class NextStep:
     """One thing to do to finish the work after an :class:`EnvironmentFault`: facts, not a command line.

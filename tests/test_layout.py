@@ -17,6 +17,7 @@ FLOORS = [
     {"matrix"},
     {"planner"},
     {"results"},
+    {"answers"},
     {"runner"},
     {"plots"},
     {"report"},

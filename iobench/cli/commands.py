@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from iobench.cli.history_commands import add_runs, history_app
 from iobench.errors import FULL, EnvironmentFault, IobenchError, NextStep, RunStorageError
 
 if TYPE_CHECKING:
@@ -172,6 +173,10 @@ def run(
             "(otherwise `iobench report RUN` draws them, with the HTML summary).",
         ),
     ] = False,
+    history: Annotated[
+        Path | None,
+        typer.Option("--history", help="Add the run to this history store when it ends (`iobench history`)."),
+    ] = None,
 ) -> None:
     """Validate the matrix, run every point, save the results (and, with --figures, the default figures).
 
@@ -200,6 +205,10 @@ def run(
         progress = PlainProgress(sys.stdout)
     try:
         m = load_matrix(matrix, targets=target or [], allow_write=allow_write or [])
+        if history is not None:
+            from iobench.answers.history import check_store
+
+            check_store(history, m.name)
         result = run_matrix(
             m,
             out=out,
@@ -251,6 +260,11 @@ def run(
 
             for line in validity_lines(result.frame):
                 print(line)
+        if history is not None and result.exit_code in (0, 1):
+            try:
+                add_runs(history, [result.run_dir])
+            except IobenchError as exc:
+                raise _fail(exc) from None
     except BrokenPipeError:
         from iobench.cli.console import reader_gone
 
@@ -606,6 +620,7 @@ system_app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(system_app)
+app.add_typer(history_app)
 SystemRootOpt = Annotated[
     Path | None,
     typer.Option(

@@ -41,6 +41,13 @@ def _numactl_version() -> str | None:
     return version
 
 
+def _memory_gib() -> int | None:
+    """The machine's memory in whole GiB: a hardware fact that a kernel's own reservations (a few
+    MiB of MemTotal) do not move, so a history keys the same machine the same over reboots."""
+    total = (procfs.meminfo(SystemRoot()) or {}).get("MemTotal")
+    return round(total / 2**30) if total else None
+
+
 def collect_metadata(
     topology: Topology, targets: list[dict[str, Any]], *, fio_version: str | None, fio_binary: str
 ) -> dict[str, Any]:
@@ -55,6 +62,7 @@ def collect_metadata(
         "machine": uname.machine,
         "cpu_model": procfs.cpu_model(SystemRoot()),
         "cpu_count": os.cpu_count(),
+        "memory_gib": _memory_gib(),
         "python": platform.python_version(),
         "iobench_version": __version__,
         "fio_version": fio_version,
