@@ -75,7 +75,7 @@ def others_can_change(path: PathArg, *, own: bool = True) -> str | None:
 
 
 def private_dir(path: PathArg) -> Path:
-    """``path`` made (mode 0700) if missing, once only this user (and root) can change it or the way to it.
+    """``path`` (made, mode 0700, with any folder missing on the way) once only this user and root can change it.
 
     Locks and journals decide what a later run (as root, maybe) does, so they
     live only where no other user could have planted or swapped anything:
@@ -92,9 +92,11 @@ def private_dir(path: PathArg) -> Path:
         Naming the folder, its owner and mode, and what to do; or when it
         cannot be made.
     """
-    folder = Path(path)
+    folder = Path(os.path.abspath(path))
     try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Each folder made is this user's alone (mkdir's parents would get the umask's mode).
+        for missing in reversed([f for f in (folder, *folder.parents) if not os.path.lexists(f)]):
+            missing.mkdir(mode=0o700, exist_ok=True)
     except OSError as exc:
         raise SafetyError(f"cannot make iobench's state folder {folder}: {exc.strerror}") from None
     problem = others_can_change(folder)
