@@ -235,6 +235,28 @@ def test_who_else_could_change_a_path_is_named(paths: dict[str, str]) -> None:
     assert f"folder {Path(paths['shared']).parent} belongs to root (uid 0), mode 0777" in problem[0]
 
 
+@pytest.mark.parametrize("where", ["link-of-another-user", "link-in-a-shared-folder", "dot-dot"])
+def test_a_path_someone_else_could_point_elsewhere_is_refused(
+    where: str, paths: dict[str, str], tmp_path: Path
+) -> None:
+    """ssh opens the path as spelled: a link on the way is another place someone could change."""
+    link = tmp_path / "link_key"
+    if where == "link-of-another-user":
+        link.symlink_to(paths["own"])
+        os.lchown(link, 65534, 65534)
+        named = f"link {link} belongs to nobody (uid 65534)"
+    elif where == "link-in-a-shared-folder":
+        link = Path(paths["shared"]).with_name("link_key")
+        link.symlink_to(paths["own"])
+        named = f"folder {link.parent} belongs to root (uid 0), mode 0777"
+    else:
+        link = Path(f"{tmp_path}/shared/../own_key")
+        named = "without `..`"
+    assert ssh_option_problem(f"IdentityFile={paths['own']}") is None
+    problem = ssh_option_problem(f"IdentityFile={link}")
+    assert problem is not None and named in problem[0], problem
+
+
 @pytest.mark.parametrize(
     "destination", ["root@storage-a", "storage_a", "bench@192.0.2.7", "root@::1", "a.example.com"]
 )

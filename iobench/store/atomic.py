@@ -43,14 +43,23 @@ def _owner(uid: int) -> str:
         return f"uid {uid}"
 
 
+def _folder_problem(place: Path, info: os.stat_result, me: int) -> str | None:
+    """Why others could change what is in the folder ``place`` (``info``: its stat); sticky folders are safe."""
+    if info.st_uid in (me, 0) and not (info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX):
+        return None
+    return f"folder {place} belongs to {_owner(info.st_uid)}, mode {stat.S_IMODE(info.st_mode):04o}"
+
+
 def others_can_change(path: PathArg, *, own: bool = True) -> str | None:
     """Who besides this user and root could change ``path``, or the folders that lead to it; None: no one.
 
-    The path is resolved first (every link followed), and each folder from
-    ``/`` down must belong to root or this user and be writable by no one
-    else, unless it is sticky (``/tmp``: others cannot rename or remove what
-    is not theirs there). ``path`` itself must belong to this user (``own``),
-    or to this user or root, and be writable by no one else.
+    Each folder from ``/`` down to the file (every link followed) must belong
+    to root or this user and be writable by no one else, unless it is sticky
+    (``/tmp``: others cannot rename or remove what is not theirs there).
+    ``path`` itself must belong to this user (``own``), or to this user or
+    root, and be writable by no one else. A link on the way as ``path`` spells
+    it must belong to root or this user and sit in such a folder, or someone
+    could point it elsewhere later.
 
     Returns
     -------
@@ -58,19 +67,27 @@ def others_can_change(path: PathArg, *, own: bool = True) -> str | None:
         ``folder /home/alice belongs to alice (uid 1000), mode 0755``: the
         first place someone else could change, or why it cannot be looked at.
     """
-    real = Path(os.path.realpath(path))
     me = os.geteuid()
-    for place in [*reversed(real.parents), real]:
-        try:
-            info = os.lstat(place)
-        except OSError as exc:
-            return f"{place} cannot be looked at ({exc.strerror})"
-        leaf = place == real
-        owners = (me,) if leaf and own else (me, 0)
-        writable = info.st_mode & 0o022 and not (not leaf and info.st_mode & stat.S_ISVTX)
-        if info.st_uid not in owners or writable:
-            kind = "folder" if stat.S_ISDIR(info.st_mode) else "file"
-            return f"{kind} {place} belongs to {_owner(info.st_uid)}, mode {stat.S_IMODE(info.st_mode):04o}"
+    given, real = Path(os.path.abspath(path)), Path(os.path.realpath(path))
+    try:
+        for place in [given, *given.parents]:
+            if place.is_symlink():
+                link = os.lstat(place)
+                if link.st_uid not in (me, 0):
+                    return f"link {place} belongs to {_owner(link.st_uid)}"
+                problem = _folder_problem(place.parent, os.stat(place.parent), me)
+                if problem:
+                    return problem
+        for place in reversed(real.parents):
+            problem = _folder_problem(place, os.lstat(place), me)
+            if problem:
+                return problem
+        info = os.lstat(real)
+    except OSError as exc:
+        return f"{exc.filename} cannot be looked at ({exc.strerror})"
+    if info.st_uid not in ((me,) if own else (me, 0)) or info.st_mode & 0o022:
+        kind = "folder" if stat.S_ISDIR(info.st_mode) else "file"
+        return f"{kind} {real} belongs to {_owner(info.st_uid)}, mode {stat.S_IMODE(info.st_mode):04o}"
     return None
 
 

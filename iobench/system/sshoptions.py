@@ -148,10 +148,10 @@ def _words(each: Grammar, *, most: int, alone: tuple[str, ...] = ()) -> Grammar:
 
 def _own_path(value: str, kind: str = "file") -> str | None:
     """An absolute path, or one under ``~/``, of an existing file only this user or root can change."""
-    if not _PATH_CHARS.match(value) or not value.startswith(("/", "~/")):
+    if not _PATH_CHARS.match(value) or not value.startswith(("/", "~/")) or ".." in value.split("/"):
         return (
-            "an absolute path or one starting with ~/, of letters, digits and '_./+@,:~-' only "
-            "(ssh would expand % and ${VAR} in it)"
+            "an absolute path or one starting with ~/, without `..`, of letters, digits and '_./+@,:~-' "
+            "only (ssh would expand % and ${VAR} in it)"
         )
     # ssh expands ~ to the home directory the password database gives, not $HOME.
     path = Path(pwd.getpwuid(os.geteuid()).pw_dir, value[2:]) if value.startswith("~/") else Path(value)
