@@ -8,12 +8,15 @@ preflight's job (:mod:`iobench.system.fleet`), before anything runs.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from iobench.matrix.targets import Target
 
 #: What a host's ``name`` may be: it names files (job files, journals), so no '/' nor spaces.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+# A server's socket: a path ssh's forward and the host's commands take as it is (no ':', blank, quote).
+_SOCKET = re.compile(r"^/[A-Za-z0-9_./+@,-]*$")
 
 
 @dataclass(frozen=True)
@@ -65,10 +68,11 @@ def parse_server(text: str) -> str:
     path = text.strip()
     if path.startswith("sock:"):
         path = path.removeprefix("sock:")
-    if not path.startswith("/") or len(path.encode()) > 100 or any(c.isspace() for c in path) or ":" in path:
+    if not _SOCKET.match(path) or len(path.encode()) > 100:
         raise ValueError(
-            f"server {text!r} is not the absolute path of an fio server's Unix socket on the host "
-            "(e.g. /run/fio/fio.sock, as started with `fio --server=sock:/run/fio/fio.sock`); "
-            "a TCP server is refused: fio's server has no authentication"
+            f"server {text!r} is not the absolute path of an fio server's Unix socket on the host, "
+            "of letters, digits and '_./+@,-' (e.g. /run/fio/fio.sock, as started with "
+            "`fio --server=sock:/run/fio/fio.sock`); a TCP server is refused: fio's server has no "
+            "authentication"
         )
     return path
