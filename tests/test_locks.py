@@ -148,3 +148,12 @@ def test_the_state_folder_is_made_private(tmp_path: Path, monkeypatch: pytest.Mo
     for folder in (tmp_path / "fresh" / "iobench", lock_dir()):
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     assert stat.S_IMODE((lock_dir() / "sda.lock").stat().st_mode) == 0o600
+
+
+@pytest.mark.root
+def test_nothing_is_made_inside_another_users_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    with others_state_home() as home:
+        monkeypatch.setenv("XDG_STATE_HOME", str(home / "not-yet"))
+        with pytest.raises(SafetyError, match=rf"folder {home} belongs to {OTHER}"), device_lock(["sda"]):
+            pass
+        assert list(home.iterdir()) == []

@@ -110,13 +110,18 @@ def private_dir(path: PathArg) -> Path:
         cannot be made.
     """
     folder = Path(os.path.abspath(path))
-    try:
-        # Each folder made is this user's alone (mkdir's parents would get the umask's mode).
-        for missing in reversed([f for f in (folder, *folder.parents) if not os.path.lexists(f)]):
-            missing.mkdir(mode=0o700, exist_ok=True)
-    except OSError as exc:
-        raise SafetyError(f"cannot make iobench's state folder {folder}: {exc.strerror}") from None
-    problem = others_can_change(folder)
+    missing = [f for f in (folder, *folder.parents) if not os.path.lexists(f)]
+    # Nothing is made inside a folder someone else could change (another user's home, say).
+    existing = folder.parents[len(missing) - 1] if missing else folder
+    problem = others_can_change(existing, own=not missing)
+    if not problem:
+        try:
+            # Each folder made is this user's alone (mkdir's parents would get the umask's mode).
+            for made in reversed(missing):
+                made.mkdir(mode=0o700, exist_ok=True)
+        except OSError as exc:
+            raise SafetyError(f"cannot make iobench's state folder {folder}: {exc.strerror}") from None
+        problem = others_can_change(folder)
     if problem:
         raise SafetyError(
             f"iobench's state folder {folder} is refused: {problem}, and this run is "
