@@ -130,7 +130,7 @@ def main(out: Path) -> int:
             facts["error"] = f"expected the NVMe {sorted(wanted)} (by serial); found {disks}"
             return 1
         for key, dev in disks.items():
-            os.environ[f"LAB_DISK_{key.upper().replace('-', '_')}"] = dev
+            os.environ[f"IOBENCH_LAB_DISK_{key.upper().replace('-', '_')}"] = dev
         for name, value in START_SETTINGS.items():
             write_setting(Path(disks["node0"]).name, name, value)
         facts["settings_before"] = disk_settings(disks)

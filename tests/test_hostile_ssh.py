@@ -21,8 +21,8 @@ import pytest
 from loopdev import sha256_of
 from netns_hosts import NetnsHost
 
-from iobench.matrix.hosts import host_ssh_options_problem, ssh_option_problem
 from iobench.system.ssh import Ssh, SshTarget
+from iobench.system.sshoptions import host_ssh_options_problem, ssh_option_problem
 
 PAYLOAD = "x;sh</tmp/iobench-hostile;"
 
@@ -74,15 +74,20 @@ def test_ssh_never_appends_a_host_key_to_a_file_the_matrix_chooses(
 
 
 SPELLINGS = {
-    "update-host-keys": ["UserKnownHostsFile=/tmp/f", "UpdateHostKeys=yes"],
-    "update-host-keys-true": ["UserKnownHostsFile /tmp/f", "updatehostkeys true"],
-    "check-host-ip": ["UserKnownHostsFile=/tmp/f", "CheckHostIP=yes"],
-    "order-reversed": ["StrictHostKeyChecking=accept-new", "userknownhostsfile=/tmp/f"],
+    "update-host-keys": ["UserKnownHostsFile={f}", "UpdateHostKeys=yes"],
+    "update-host-keys-true": ["UserKnownHostsFile {f}", "updatehostkeys true"],
+    "check-host-ip": ["UserKnownHostsFile={f}", "CheckHostIP=yes"],
+    "order-reversed": ["StrictHostKeyChecking=accept-new", "userknownhostsfile={f}"],
 }
 
 
-@pytest.mark.parametrize("options", SPELLINGS.values(), ids=SPELLINGS.keys())
-def test_every_way_of_letting_ssh_write_a_chosen_known_hosts_file_is_refused(options: list[str]) -> None:
+@pytest.mark.parametrize("spelled", SPELLINGS.values(), ids=SPELLINGS.keys())
+def test_every_way_of_letting_ssh_write_a_chosen_known_hosts_file_is_refused(
+    spelled: list[str], tmp_path: Path
+) -> None:
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    options = [o.format(f=known) for o in spelled]
     assert all(ssh_option_problem(o) is None for o in options)  # each alone is fine
     problem = host_ssh_options_problem(options)
     assert problem is not None
@@ -132,3 +137,52 @@ def test_options_spelled_with_a_blank_count_as_given() -> None:
     ).argv(["true"])
     assert "StrictHostKeyChecking=yes" in argv
     assert not any(a.startswith("ConnectTimeout=") for a in argv), argv  # the user's 60 s wins
+
+
+SHELL_VALUES = {
+    "hostname-in-the-jumps-command": ["HostName=\"x'$(touch {marker})'\"", "ProxyJump=root@127.0.0.1"],
+    "hostname-unquoted": ["HostName=x'$(touch {marker})'", "ProxyJump=root@127.0.0.1"],
+    "jump-host": ["ProxyJump=root@x'$(touch {marker})'"],
+    "user": ["User=$(touch {marker})", "ProxyJump=root@127.0.0.1"],
+    "backquotes": ["HostName=`touch {marker}`", "ProxyJump=root@127.0.0.1"],
+}
+
+
+@pytest.mark.fio
+@pytest.mark.parametrize("spelled", SHELL_VALUES.values(), ids=SHELL_VALUES.keys())
+def test_a_value_a_shell_would_run_is_refused_when_the_matrix_is_read(
+    spelled: list[str], write_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    """ssh runs a jump host's command through /bin/sh -c with HostName in it: no such value gets that far."""
+    marker = tmp_path / "pwned"
+    options = [o.format(marker=marker) for o in spelled]
+    text = (
+        "version: 1\nname: shell\nfio:\n  ioengine: null\n  rw: randread\n  bs: 4k\n"
+        f"hosts:\n  - name: a\n    ssh: root@127.0.0.1\n    ssh_options: {json.dumps(options)}\n"
+        f"    targets: [{{path: {tmp_path / 'a.dat'}, size: 1M}}]\n"
+    )
+    done = iobench("plan", str(write_matrix(text)))
+    assert not marker.exists()
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    key = options[0].split("=", 1)[0]
+    assert (
+        "matrix.yaml:10:" in done.stderr
+        and f"hosts[0].ssh_options[0]: ssh option `{key}` is refused" in done.stderr
+    )
+
+
+@pytest.mark.fio
+def test_a_destination_a_shell_would_run_is_refused(
+    write_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    marker = tmp_path / "pwned"
+    text = (
+        "version: 1\nname: shell\nfio:\n  ioengine: null\n  rw: randread\n  bs: 4k\n"
+        f"hosts:\n  - name: a\n    ssh: \"root@x'$(touch {marker})'\"\n"
+        '    ssh_options: ["ProxyJump=root@127.0.0.1"]\n'
+        f"    targets: [{{path: {tmp_path / 'a.dat'}, size: 1M}}]\n"
+    )
+    done = iobench("plan", str(write_matrix(text)))
+    assert not marker.exists()
+    assert done.returncode == 2 and "hosts[0].ssh: ssh destination" in done.stderr, done.stderr

@@ -112,13 +112,15 @@ def _matrix(
 
 
 def test_hosts_and_their_targets_are_read(write_matrix: Callable[..., Path], tmp_path: Path) -> None:
+    key = tmp_path / "lab"
+    key.write_text("key\n")
     path = _matrix(
         write_matrix,
-        """\
+        f"""\
         - name: a
           ssh: root@storage-a
-          ssh_options: ["Port=2222", "IdentityFile=~/.ssh/lab"]
-          targets: [{path: /dev/nvme0n1}, {path: /srv/x.dat, size: 1G}]
+          ssh_options: ["Port=2222", "IdentityFile={key}"]
+          targets: [{{path: /dev/nvme0n1}}, {{path: /srv/x.dat, size: 1G}}]
         - ssh: storage-b
           server: "/run/fio/fio.sock"
         """,
@@ -130,7 +132,7 @@ def test_hosts_and_their_targets_are_read(write_matrix: Callable[..., Path], tmp
     assert (a.name, a.ssh, a.ssh_options, a.server) == (
         "a",
         "root@storage-a",
-        ("Port=2222", "IdentityFile=~/.ssh/lab"),
+        ("Port=2222", f"IdentityFile={key}"),
         None,
     )
     assert a.targets is not None and [t.path for t in a.targets] == ["/dev/nvme0n1", "/srv/x.dat"]

@@ -1,4 +1,8 @@
-"""Device queue settings: validation, journal, apply/restore, and recovery after kills."""
+"""Device queue settings: validation, journal, apply/restore, and recovery after kills.
+
+A journal decides what ``iobench restore`` writes and which host it reaches, so it is acted
+on only when its folder, owner, mode and content check out.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,8 +20,9 @@ from pathlib import Path
 
 import pytest
 from loopdev import Loop, LoopFactory
+from otheruser import OTHER, as_other, others_state_home
 
-from iobench.errors import TuningError
+from iobench.errors import SafetyError, TuningError
 from iobench.system import tuning
 from iobench.system.tuning import (
     DeviceTuner,
@@ -357,3 +363,141 @@ def test_sigterm_turned_into_keyboardinterrupt_restores_on_its_own(loops: LoopFa
         assert child.wait(timeout=30) == 130
     assert read_settings(loop.name) == original
     assert pending_journals() == []
+
+
+# --- journals someone else planted, or that hold what iobench never writes --------------------------
+
+
+def _journal(host: dict[str, object] | None = None, **fields: object) -> str:
+    data: dict[str, object] = {
+        "version": 2,
+        "disk": "sda",
+        "dev": "8:0",
+        "originals": {"scheduler": "mq-deadline", "readahead_kb": 128},
+        "pid": 2**22 + 1,
+        "pid_start_ticks": -1,
+        "started": "2026-01-01T00:00:00+0000",
+        "sysfs": "/sys",
+        **fields,
+    }
+    if host is not None:
+        data["host"] = host
+    return json.dumps(data)
+
+
+def _restore_cli() -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "iobench", "restore"], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+@pytest.mark.root
+def test_a_journal_planted_in_another_users_state_folder_is_never_acted_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sudo -E iobench restore`` with a user's state folder: their journal's ProxyCommand never runs as root."""
+    marker = tmp_path / "pwned"
+    with others_state_home() as home:
+        host = {"destination": "root@127.0.0.1", "options": [f"ProxyCommand=touch {marker}"], "label": "a"}
+        as_other(
+            'mkdir -p "$1/iobench/journal" && printf %s "$2" >"$1/iobench/journal/a@sda.json"',
+            str(home),
+            _journal(host),
+        )
+        monkeypatch.setenv("XDG_STATE_HOME", str(home))
+        done = _restore_cli()
+    assert not marker.exists()
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"folder {home} belongs to {OTHER}" in done.stderr and "mode 0755" in done.stderr
+
+
+HOSTILE_HOSTS = {
+    "proxy-command": (["ProxyCommand=touch {marker}"], "`ProxyCommand` is refused"),
+    "hostname-in-a-jump": (
+        ["HostName=x'$(touch {marker})'", "ProxyJump=root@127.0.0.1"],
+        "`HostName` is refused",
+    ),
+    "local-command": (
+        ["PermitLocalCommand=yes", "LocalCommand=touch {marker}"],
+        "`PermitLocalCommand` is refused",
+    ),
+}
+
+
+@pytest.mark.parametrize(("options", "named"), HOSTILE_HOSTS.values(), ids=HOSTILE_HOSTS.keys())
+def test_restore_never_runs_an_ssh_option_it_did_not_check(
+    options: list[str], named: str, tmp_path: Path
+) -> None:
+    """A journal in this user's own folder (an older iobench's, or one copied in) gets a matrix's checks."""
+    marker = tmp_path / "pwned"
+    host = {
+        "destination": "root@127.0.0.1",
+        "options": [o.format(marker=marker) for o in options],
+        "label": "a",
+    }
+    tuning.journal_dir().mkdir(parents=True)
+    path = tuning.journal_dir() / "a@sda.json"
+    path.write_text(_journal(host))
+    path.chmod(0o600)
+    with pytest.raises(TuningError) as refused:
+        restore_from_journals()
+    assert not marker.exists()
+    message = str(refused.value)
+    assert message.startswith(f"{path}: its host is refused as a matrix's would be: ssh option {named}"), (
+        message
+    )
+    assert "by hand" in message
+    assert path.exists()  # left for the user to look at
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"disk": "../sda"}, "disk '../sda' is not a disk name"),
+        ({"sysfs": "relative/sys"}, "sysfs 'relative/sys' is not an absolute path"),
+        ({"originals": {"scheduler": "none;reboot"}}, "scheduler 'none;reboot' is not"),
+        ({"originals": {"readahead_kb": -1}}, "readahead_kb -1 is not"),
+    ],
+)
+def test_a_journal_holding_what_iobench_never_writes_is_refused(
+    fields: dict[str, object], named: str
+) -> None:
+    tuning.journal_dir().mkdir(parents=True)
+    path = tuning.journal_dir() / "sda.json"
+    path.write_text(_journal(**fields))
+    with pytest.raises(TuningError, match=re.escape(f"{path}: {named}")):
+        pending_journals()
+
+
+@pytest.mark.parametrize("plant", ["symlink", "group-writable", "others", "huge"])
+def test_a_journal_file_not_of_this_users_own_is_refused(plant: str, tmp_path: Path) -> None:
+    tuning.journal_dir().mkdir(parents=True)
+    path = tuning.journal_dir() / "sda.json"
+    if plant == "symlink":
+        elsewhere = tmp_path / "elsewhere.json"
+        elsewhere.write_text(_journal())
+        path.symlink_to(elsewhere)
+        why = "cannot read the settings journal"
+    elif plant == "huge":
+        path.write_text(_journal(started="x" * tuning.JOURNAL_LIMIT_BYTES))
+        why = "longer than"
+    else:
+        path.write_text(_journal())
+        path.chmod(0o620 if plant == "group-writable" else 0o600)
+        if plant == "others":
+            os.chown(path, 65534, 65534)
+        why = "not a settings journal of this user's"
+    with pytest.raises(TuningError, match=why):
+        pending_journals()
+
+
+def test_a_journal_folder_others_may_write_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    home = tmp_path / "state"
+    (home / "iobench" / "journal").mkdir(parents=True)
+    (home / "iobench").chmod(0o777)
+    monkeypatch.setenv("XDG_STATE_HOME", str(home))
+    with pytest.raises(SafetyError, match=rf"folder {home / 'iobench'} belongs to root \(uid 0\), mode 0777"):
+        pending_journals()

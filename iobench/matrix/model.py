@@ -32,15 +32,8 @@ from iobench.matrix.fiooptions import (
     rule,
     value_problem,
 )
-from iobench.matrix.hosts import (
-    NAME_PATTERN,
-    Host,
-    destination_problem,
-    host_ssh_options_problem,
-    parse_server,
-    ssh_option_problem,
-)
-from iobench.matrix.targets import COMMAND_LINE, Target
+from iobench.matrix.hosts import NAME_PATTERN, Host, parse_server
+from iobench.matrix.targets import COMMAND_LINE, Target, VariableError, expand_path
 from iobench.matrix.units import parse_seconds, parse_size
 from iobench.matrix.values import (
     IOBENCH_AXES,
@@ -54,6 +47,7 @@ from iobench.matrix.values import (
 )
 from iobench.matrix.yamlsource import YamlSyntaxError, load_yaml, locate, locate_key
 from iobench.system.fleet import MAX_HOSTS, too_many_hosts
+from iobench.system.sshoptions import destination_problem, host_ssh_options_problem, ssh_option_problem
 
 SUPPORTED_VERSIONS = (1,)
 MAX_RUNS = 10_000
@@ -71,7 +65,6 @@ WRITE_MODES = {
 #: The values of iobench's own axes that are words, for suggestions.
 AXIS_CHOICES = {"placement": PLACEMENTS, "launch": LAUNCHES, "binding": ("none", "local", "remote")}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 def _scalar(value: Any) -> Scalar:
@@ -254,19 +247,6 @@ def _pydantic_issues(exc: ValidationError, issues: _Issues) -> None:
             issues.add(loc, "invalid host name", "use letters, digits, '.', '_' and '-' (at most 64)")
         else:
             issues.add(loc, err["msg"].removeprefix("Value error, "))
-
-
-def _expand_vars(text: str) -> str:
-    def repl(match: re.Match[str]) -> str:
-        name, default = match.group(1), match.group(2)
-        value = os.environ.get(name)
-        if value is None or (value == "" and default is not None):
-            if default is None:
-                raise KeyError(name)
-            return default
-        return value
-
-    return _VAR.sub(repl, text)
 
 
 #: Longest job section name kept from a target's file name (fio reads at most 254 characters).
@@ -519,13 +499,9 @@ def _target_list(
     taken: set[str] = set()
     for loc, spec in specs:
         try:
-            path = _expand_vars(spec.path)
-        except KeyError as exc:
-            issues.add(
-                (*loc, "path"),
-                f"environment variable ${{{exc.args[0]}}} is not set",
-                f"set it, or write ${{{exc.args[0]}:-default}}",
-            )
+            path = expand_path(spec.path, remote=remote)
+        except VariableError as exc:
+            issues.add((*loc, "path"), *exc.args)
             continue
         if not _check_text(issues, (*loc, "path"), path, "path"):
             continue
@@ -880,8 +856,8 @@ def load_matrix(
 
 def _expand_vars_safe(path: str) -> str:
     try:
-        return _expand_vars(path)
-    except KeyError:
+        return expand_path(path)
+    except VariableError:
         return path
 
 

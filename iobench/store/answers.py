@@ -14,11 +14,10 @@ import contextlib
 import hashlib
 import json
 import os
-import stat
 from pathlib import Path
 from typing import Any
 
-from iobench.store.atomic import atomic_write
+from iobench.store.atomic import atomic_write, others_can_change
 
 
 def answer_path(binary: str, kind: str, extra: str = "") -> Path | None:
@@ -35,26 +34,13 @@ def answer_path(binary: str, kind: str, extra: str = "") -> Path | None:
     return Path(base) / "iobench" / f"{kind}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
 
 
-def _own_and_private(path: Path) -> bool:
-    """Whether only this user can have written ``path``: it and its folder are theirs, writable by no one else.
-
-    An answer decides what is checked (fio's acceptance of a job file), so one
-    another user could have planted is not believed.
-    """
-    try:
-        for info in (os.lstat(path), os.stat(path.parent)):
-            if info.st_uid != os.geteuid() or info.st_mode & 0o022:
-                return False
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
 def recall(binary: str, kind: str, extra: str = "") -> Any:
     """The remembered answer, or None (never asked, unreadable, the file changed, or not only this user's)."""
     path = answer_path(binary, kind, extra)
     with contextlib.suppress(OSError, ValueError):
-        if path is not None and _own_and_private(path):
+        # An answer decides what is checked (fio's acceptance of a job file): one another user could
+        # have planted is not believed.
+        if path is not None and path.is_file() and others_can_change(path) is None:
             return json.loads(path.read_text())
     return None
 

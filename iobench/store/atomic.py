@@ -1,8 +1,10 @@
-"""iobench's own files: where they live and how they are written so a crash leaves no half file.
+"""iobench's own files: where they live, who else could change them, and how they are written.
 
 Every file iobench writes (run records, frames, figures, journals, caches)
 reaches its final name through :func:`atomic_replacing`: temp file beside it,
-fsync, rename, fsync the folder. This module imports only the standard library.
+fsync, rename, fsync the folder. State that decides what iobench does later
+(locks, journals) lives only in a folder :func:`private_dir` vouches for. This
+module imports only the standard library and :mod:`iobench.errors`.
 """
 
 from __future__ import annotations
@@ -10,9 +12,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import pwd
 import secrets
+import stat
 from collections.abc import Iterator
 from pathlib import Path
+
+from iobench.errors import SafetyError
 
 PathArg = str | os.PathLike[str]
 
@@ -24,10 +30,106 @@ def state_dir() -> Path:
     -------
     Path
         ``~/.local/state/iobench`` when ``XDG_STATE_HOME`` is unset or empty;
-        not created here.
+        not created or checked here (:func:`private_dir` does both).
     """
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return Path(base) / "iobench"
+
+
+def _owner(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _folder_problem(place: Path, info: os.stat_result, me: int) -> str | None:
+    """Why others could change what is in the folder ``place`` (``info``: its stat); sticky folders are safe."""
+    if info.st_uid in (me, 0) and not (info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX):
+        return None
+    return f"folder {place} belongs to {_owner(info.st_uid)}, mode {stat.S_IMODE(info.st_mode):04o}"
+
+
+def others_can_change(path: PathArg, *, own: bool = True) -> str | None:
+    """Who besides this user and root could change ``path``, or the folders that lead to it; None: no one.
+
+    Each folder from ``/`` down to the file (every link followed) must belong
+    to root or this user and be writable by no one else, unless it is sticky
+    (``/tmp``: others cannot rename or remove what is not theirs there).
+    ``path`` itself must belong to this user (``own``), or to this user or
+    root, and be writable by no one else. A link on the way as ``path`` spells
+    it must belong to root or this user and sit in such a folder, or someone
+    could point it elsewhere later.
+
+    Returns
+    -------
+    str or None
+        ``folder /home/alice belongs to alice (uid 1000), mode 0755``: the
+        first place someone else could change, or why it cannot be looked at.
+    """
+    me = os.geteuid()
+    given, real = Path(os.path.abspath(path)), Path(os.path.realpath(path))
+    try:
+        for place in [given, *given.parents]:
+            if place.is_symlink():
+                link = os.lstat(place)
+                if link.st_uid not in (me, 0):
+                    return f"link {place} belongs to {_owner(link.st_uid)}"
+                problem = _folder_problem(place.parent, os.stat(place.parent), me)
+                if problem:
+                    return problem
+        for place in reversed(real.parents):
+            problem = _folder_problem(place, os.lstat(place), me)
+            if problem:
+                return problem
+        info = os.lstat(real)
+    except OSError as exc:
+        return f"{exc.filename} cannot be looked at ({exc.strerror})"
+    if info.st_uid not in ((me,) if own else (me, 0)) or info.st_mode & 0o022:
+        kind = "folder" if stat.S_ISDIR(info.st_mode) else "file"
+        return f"{kind} {real} belongs to {_owner(info.st_uid)}, mode {stat.S_IMODE(info.st_mode):04o}"
+    return None
+
+
+def private_dir(path: PathArg) -> Path:
+    """``path`` (made, mode 0700, with any folder missing on the way) once only this user and root can change it.
+
+    Locks and journals decide what a later run (as root, maybe) does, so they
+    live only where no other user could have planted or swapped anything:
+    with ``sudo -E``, ``XDG_STATE_HOME`` is still another user's folder.
+
+    Returns
+    -------
+    Path
+        The folder with every link resolved: the one that was checked.
+
+    Raises
+    ------
+    SafetyError
+        Naming the folder, its owner and mode, and what to do; or when it
+        cannot be made.
+    """
+    folder = Path(os.path.abspath(path))
+    missing = [f for f in (folder, *folder.parents) if not os.path.lexists(f)]
+    # Nothing is made inside a folder someone else could change (another user's home, say).
+    existing = folder.parents[len(missing) - 1] if missing else folder
+    problem = others_can_change(existing, own=not missing)
+    if not problem:
+        try:
+            # Each folder made is this user's alone (mkdir's parents would get the umask's mode).
+            for made in reversed(missing):
+                made.mkdir(mode=0o700, exist_ok=True)
+        except OSError as exc:
+            raise SafetyError(f"cannot make iobench's state folder {folder}: {exc.strerror}") from None
+        problem = others_can_change(folder)
+    if problem:
+        raise SafetyError(
+            f"iobench's state folder {folder} is refused: {problem}, and this run is "
+            f"{_owner(os.geteuid())}'s; iobench keeps locks and journals only where no other user can "
+            "change them (`sudo -E` keeps another user's XDG_STATE_HOME): set XDG_STATE_HOME to a "
+            "folder of this user's that only they can write"
+        )
+    return Path(os.path.realpath(folder))
 
 
 def fsync_directory(directory: PathArg) -> None:

@@ -4,7 +4,11 @@ Each disk has a lock file under ``state_dir()/locks``, held with ``flock``.
 The kernel drops a flock when its holder exits however it exits, so a run
 killed with SIGKILL never leaves a device locked. Lock files are never
 deleted: unlinking a file another process is about to lock would let two
-processes hold "the" lock on two different inodes.
+processes hold "the" lock on two different inodes. The folder is one only this
+user can change (:func:`iobench.store.atomic.private_dir`), and a lock file is
+opened without following a link and used only when it is this user's own
+regular file: writing the holder into a planted link would truncate whatever
+it points at.
 
 A run also holds every block device it writes open with ``O_EXCL``
 (:func:`exclusive_hold`): the kernel then refuses to mount it or one of its
@@ -19,23 +23,24 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from iobench.errors import SafetyError
-from iobench.store.atomic import state_dir
+from iobench.store.atomic import private_dir, state_dir
 
 
 def lock_dir() -> Path:
-    """Where device lock files live (``state_dir()/locks``)."""
+    """Where device lock files live (``state_dir()/locks``); not made or checked here."""
     return state_dir() / "locks"
 
 
 def _lock_path(disk: str) -> Path:
     if not disk or "/" in disk or disk.startswith("."):
         raise SafetyError(f"{disk!r} is not a device name to lock")
-    return lock_dir() / f"{disk}.lock"
+    return private_dir(lock_dir()) / f"{disk}.lock"
 
 
 def _holder(fd: int) -> str:
@@ -52,9 +57,18 @@ def _holder(fd: int) -> str:
 
 def _lock_one(disk: str) -> int:
     path = _lock_path(disk)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        why = "is a symbolic link" if exc.errno == errno.ELOOP else f"cannot be opened ({exc.strerror})"
+        raise SafetyError(f"lock file {path} {why}; remove it and run again") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_nlink != 1:
+            raise SafetyError(
+                f"lock file {path} is not a file of this user's own (a link, a device, or another's); "
+                "remove it and run again"
+            )
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         holder = _holder(fd)

@@ -60,13 +60,13 @@ IOBENCH_OPTIONS: dict[str, str | None] = {
 """The ``-o`` options iobench gives every ssh, with their value (None: it differs per connection).
 
 A host's ``ssh_options`` may name one of them only as the matrix allows
-(:mod:`iobench.matrix.hosts`: an equal value, or the user's own timeouts);
+(:mod:`iobench.system.sshoptions`: an equal value, or the user's own timeouts);
 iobench then leaves its own out, since ssh keeps the first value it reads.
 """
 
 KNOWN_HOSTS_READ_ONLY = {"StrictHostKeyChecking": "yes", "UpdateHostKeys": "no", "CheckHostIP": "no"}
 """Given before a host's own options when they name a ``UserKnownHostsFile``: ssh then never writes it
-(the matrix's own values of these are checked not to write, :func:`iobench.matrix.hosts.host_ssh_options_problem`)."""
+(the matrix's own values of these are checked not to write, :func:`iobench.system.sshoptions.host_ssh_options_problem`)."""
 
 Executor = Callable[..., Completed]
 Spawner = Callable[..., "subprocess.Popen[bytes]"]

@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -27,11 +28,12 @@ from types import TracebackType
 from typing import Any
 
 from iobench.errors import IobenchError, TuningError
-from iobench.store.atomic import fsync_directory, state_dir
-from iobench.store.records import JournalRecord, RecordError, read_record, write_record
+from iobench.store.atomic import fsync_directory, private_dir, state_dir
+from iobench.store.records import JournalRecord, RecordError, parse_record, write_record
 from iobench.system import blockdevs, procfs
 from iobench.system.hostfs import SystemFileError, SystemRoot
 from iobench.system.process import signals_held
+from iobench.system.sshoptions import target_problems
 from iobench.system.topology import parse_scheduler
 
 QUEUE_SETTINGS = ("scheduler", "readahead_kb")
@@ -349,12 +351,7 @@ class Journal:
         TuningError
             When the file is unreadable or not a journal; it names the file.
         """
-        try:
-            data = read_record(JournalRecord, path)
-        except RecordError as exc:
-            raise TuningError(
-                f"{exc}; restore that disk's settings by hand (or reboot) and delete the file"
-            ) from None
+        data = _read_journal(path)
         if data.journal == "system":
             strange = [name for name in data.originals if not system_file_allowed(name)]
             if strange:
@@ -378,6 +375,81 @@ class Journal:
             host=_host_field(data.host),
             journal=data.journal,
         )
+
+
+#: A journal is a few hundred bytes; one longer than this is not iobench's.
+JOURNAL_LIMIT_BYTES = 65536
+_WORD = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def _journal_problem(data: JournalRecord) -> str | None:
+    """What in a journal's content iobench would never have written, or None."""
+    if not _WORD.match(data.disk) or data.disk.startswith("."):
+        return f"disk {data.disk!r} is not a disk name"
+    if not Path(data.sysfs).is_absolute() or any(c in data.sysfs for c in "\n\r\0"):
+        return f"sysfs {data.sysfs!r} is not an absolute path"
+    if data.journal == "disk":
+        scheduler = data.originals.get("scheduler", "")
+        readahead = data.originals.get("readahead_kb", 0)
+        if not isinstance(scheduler, str) or (scheduler and not _WORD.match(scheduler)):
+            return f"scheduler {scheduler!r} is not a scheduler's name"
+        if not isinstance(readahead, int) or readahead < 0:
+            return f"readahead_kb {readahead!r} is not a number of KiB"
+    if data.host is not None:
+        destination, options = data.host.get("destination"), data.host.get("options") or []
+        if not isinstance(destination, str) or not isinstance(options, list):
+            return "its host is not a destination and a list of ssh options"
+        problems = target_problems(destination, [str(option) for option in options])
+        if problems:
+            return (
+                f"its host is refused as a matrix's would be: {problems[0]}; iobench never runs ssh with it"
+            )
+    return None
+
+
+def _read_journal(path: Path) -> JournalRecord:
+    """A journal file, once its owner, mode and content check out (it decides what root writes, and where).
+
+    Opened without following a link; this user's own regular file that no
+    one else can write, at most :data:`JOURNAL_LIMIT_BYTES`, holding only
+    what iobench writes: its host's destination and ssh options pass the
+    checks a matrix's pass.
+
+    Raises
+    ------
+    TuningError
+        Naming the file and what is wrong with it.
+    """
+    hint = "restore that disk's settings by hand (or reboot) and delete the file"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise TuningError(f"{path}: cannot read the settings journal: {exc.strerror}; {hint}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+            raise TuningError(
+                f"{path}: not a settings journal of this user's (a regular file, uid {os.geteuid()}, "
+                f"writable by no one else): uid {info.st_uid}, mode {stat.S_IMODE(info.st_mode):04o}; {hint}"
+            )
+        raw = os.read(fd, JOURNAL_LIMIT_BYTES + 1)
+    finally:
+        os.close(fd)
+    try:
+        if len(raw) > JOURNAL_LIMIT_BYTES:
+            raise RecordError(f"{path}: longer than {JOURNAL_LIMIT_BYTES} bytes, not a settings journal")
+        try:
+            decoded = json.loads(raw)
+        except ValueError as exc:
+            state = "empty" if not raw.strip() else "truncated or not JSON"
+            raise RecordError(f"{path}: {state} settings journal ({exc})") from None
+        data = parse_record(JournalRecord, decoded, path)
+    except RecordError as exc:
+        raise TuningError(f"{exc}; {hint}") from None
+    problem = _journal_problem(data)
+    if problem:
+        raise TuningError(f"{path}: {problem}; {hint}")
+    return data
 
 
 def _host_label(host: Mapping[str, Any]) -> str:
@@ -415,7 +487,7 @@ def _journal_path(disk: str, host: Mapping[str, Any] | None = None) -> Path:
 def _write_journal(journal: Journal) -> None:
     """Write atomically and durably: a crash leaves either no journal or a whole one."""
     try:
-        journal.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(journal.path.parent)
         write_record(journal.path, journal.record(), mode=0o600)
     except OSError as exc:
         raise TuningError(
@@ -442,8 +514,10 @@ def pending_journals() -> list[Journal]:
     TuningError
         When a journal file cannot be read.
     """
+    if not os.path.lexists(journal_dir()):
+        return []
     try:
-        paths = sorted(journal_dir().glob("*.json"))
+        paths = sorted(private_dir(journal_dir()).glob("*.json"))
     except OSError:
         return []
     return [Journal.load(path) for path in paths if not path.name.startswith(".")]
