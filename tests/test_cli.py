@@ -218,3 +218,31 @@ def test_parse_writes_csv(tmp_path: Path) -> None:
     assert out.read_text().count("\n") == 4  # header + 3 jobs
     bad = runner.invoke(app, ["parse", str(tmp_path / "missing.json")])
     assert bad.exit_code == 2 and "no such file" in bad.output
+
+
+def test_run_wait_says_whose_run_it_waits_for_and_runs_once_it_ends(
+    null_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    from iobench.matrix.model import load_matrix
+    from iobench.planner.plans import plan
+    from iobench.system.locks import device_lock
+
+    path = null_matrix()
+    disks = sorted({d for loc in plan(load_matrix(path)).locations.values() for d in loc.disks})
+    assert disks, "the target's file lies on a disk, which the run locks"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    # A bare --wait before the matrix: no limit, and the matrix is still the matrix.
+    argv = [sys.executable, "-m", "iobench", "run", "--wait", str(path), "--out", str(tmp_path / "r"), "-q"]
+    with device_lock(disks):
+        child = subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        try:
+            assert child.stderr is not None
+            said = child.stderr.readline()
+        except BaseException:
+            child.kill()
+            raise
+    out, err = child.communicate(timeout=120)
+    assert said.startswith(f"iobench: waiting for another iobench run (pid {os.getpid()}, user ")
+    assert said.rstrip().endswith(f"to let go of {disks[0]}, until it ends")
+    assert child.returncode == 0, err
+    assert Path(out.strip()).parent == tmp_path / "r"

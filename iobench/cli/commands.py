@@ -32,6 +32,23 @@ class _Commands(TyperGroup):
             reader_gone(sys.stdout)
             raise typer.Exit(0) from None
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """``run --wait`` with no SECONDS after it (an option or the matrix next) waits without limit."""
+        if args[:1] == ["run"]:
+            end = args.index("--") if "--" in args else len(args)
+            for i in range(1, end):
+                if args[i] == "--wait" and (i + 1 == end or not _is_number(args[i + 1])):
+                    args = [*args[:i], "--wait=inf", *args[i + 1 :]]
+        return super().parse_args(ctx, args)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
 
 app = typer.Typer(
     cls=_Commands,
@@ -153,6 +170,26 @@ def _warn(warnings: Any) -> None:
         _err().print(f"[yellow]warning:[/] {_escape(str(warning))}", markup=True, soft_wrap=True)
 
 
+def _lock_wait(seconds: float | None) -> Any:
+    """``--wait``'s :class:`~iobench.system.locks.LockWait`, which says on stderr whose run it waits for."""
+    import math
+
+    from iobench.system.locks import LockWait
+
+    if seconds is None:
+        return None
+    limit = "until it ends" if math.isinf(seconds) else f"up to {seconds:g} s"
+
+    def waiting(disk: str, holder: str) -> None:
+        _err().print(
+            f"iobench: waiting for another iobench run ({holder}) to let go of {disk}, {limit}",
+            markup=False,
+            soft_wrap=True,
+        )
+
+    return LockWait(seconds, waiting)
+
+
 @app.command()
 def run(
     matrix: MatrixArg,
@@ -172,6 +209,15 @@ def run(
             "(otherwise `iobench report RUN` draws them, with the HTML summary).",
         ),
     ] = False,
+    wait: Annotated[
+        float | None,
+        typer.Option(
+            "--wait",
+            min=0,
+            metavar="[SECONDS]",
+            help="When another run holds a disk, wait for it (up to SECONDS; without them, until it ends).",
+        ),
+    ] = None,
 ) -> None:
     """Validate the matrix, run every point, save the results (and, with --figures, the default figures).
 
@@ -199,6 +245,7 @@ def run(
     else:
         progress = PlainProgress(sys.stdout)
     try:
+        lock_wait = _lock_wait(wait)
         m = load_matrix(matrix, targets=target or [], allow_write=allow_write or [])
         result = run_matrix(
             m,
@@ -207,6 +254,7 @@ def run(
             allow_write=allow_write or [],
             fail_fast=fail_fast,
             progress=progress,
+            lock_wait=lock_wait,
         )
         drawn: list[Path] = []
         if figures:
