@@ -216,6 +216,10 @@ def test_parse_writes_csv(tmp_path: Path) -> None:
     result = runner.invoke(app, ["parse", str(fixture), "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert out.read_text().count("\n") == 4  # header + 3 jobs
+    assert result.stdout == f"{out}: 3 rows; source: relative to {fixture.parent}\n"
+    header = out.read_text().splitlines()[0].split(",")
+    assert {"bs", "iodepth", "numjobs", "rw", "ioengine"} <= set(header)
+    assert {line.split(",")[0] for line in out.read_text().splitlines()[1:]} == {fixture.name}
     bad = runner.invoke(app, ["parse", str(tmp_path / "missing.json")])
     assert bad.exit_code == 2 and "no such file" in bad.output
 

@@ -14,6 +14,7 @@ import typer
 from typer.core import TyperGroup
 
 from iobench.errors import FULL, EnvironmentFault, IobenchError, NextStep, RunStorageError
+from iobench.words import counted
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -121,7 +122,7 @@ def _step_text(step: NextStep, run_options: list[str]) -> str:
         if step.does:
             does = step.does
         elif step.left is not None:
-            does = f"runs the {step.left} point{'' if step.left == 1 else 's'} left"
+            does = f"runs the {counted(step.left, 'point')} left"
         else:
             does = "runs what is left"
         return f"`{shlex.join(argv)}` {does}"
@@ -266,7 +267,7 @@ def run(
         again = shlex.join(["iobench", "run", str(matrix), *options, "--resume", str(exc.result.run_dir)])
         saved = exc.result.counts.get("ok", 0)
         _err().print(
-            f"iobench: interrupted: {saved} points finished and were saved in {exc.result.run_dir}; "
+            f"iobench: interrupted: {counted(saved, 'point')} finished and were saved in {exc.result.run_dir}; "
             f"continue with `{again}`",
             markup=False,
             soft_wrap=True,
@@ -330,7 +331,7 @@ def _describe_hosts(the_plan: Any) -> list[str]:
 def _show_plan(the_plan: Any, *, jobfiles: bool) -> None:
     m = the_plan.matrix
     print(
-        f"{m.name}: {len(m.combos)} points × {m.repeat} repeats, order {m.order}"
+        f"{m.name}: {counted(len(m.combos), 'point')} × {counted(m.repeat, 'repeat')}, order {m.order}"
         + (f" (seed {the_plan.seed})" if the_plan.seed is not None else "")
     )
     if the_plan.hosts:
@@ -360,7 +361,9 @@ def _show_points(the_plan: Any) -> None:
     for r in the_plan.runs:
         firsts.setdefault(r.point, r)
     skipped = sum(1 for r in firsts.values() if r.status == "skipped")
-    print(f"\n{len(firsts) - skipped} points to run" + (f", {skipped} skipped:" if skipped else ":"))
+    print(
+        f"\n{counted(len(firsts) - skipped, 'point')} to run" + (f", {skipped} skipped:" if skipped else ":")
+    )
     width = len(str(max(firsts, default=0)))
     for point, r in sorted(firsts.items()):
         where = f"skipped: {r.reason}" if r.status == "skipped" else "; ".join(map(_placement, r.processes))
@@ -470,8 +473,12 @@ def parse(
     files: Annotated[list[Path], typer.Argument(help="fio output files (JSON, terse, normal, mixed).")],
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write .parquet or .csv.")] = None,
 ) -> None:
-    """Read any fio output into the tidy frame."""
+    """Read any fio output into the tidy frame, with a column per job option fio states (bs, iodepth, ...).
+
+    Each row's source is its file, relative to the folder common to all the files (said first).
+    """
     from iobench.results.fioout import FRAME_HISTOGRAMS, parse_fio
+    from iobench.results.fioout.parse import relative_sources
 
     if output is not None and output.suffix not in (".parquet", ".csv"):
         _err().print(f"iobench: {output}: use a .parquet or .csv file name for -o")
@@ -479,8 +486,9 @@ def parse(
     from iobench.store.rundir import replacing
 
     try:
-        frame = parse_fio(list(files))
+        frame, root = relative_sources(parse_fio(list(files)))
         if output is None:
+            print(f"source: relative to {root}")
             print(frame.drop(columns=list(FRAME_HISTOGRAMS)).to_string(max_rows=60))
             return
         with replacing(output) as tmp:
@@ -488,6 +496,7 @@ def parse(
                 frame.to_parquet(tmp, index=False)
             else:
                 frame.to_csv(tmp, index=False)
+        print(f"{output}: {counted(len(frame), 'row')}; source: relative to {root}")
     except IobenchError as exc:
         raise _fail(exc) from None
 
