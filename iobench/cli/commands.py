@@ -829,7 +829,7 @@ def system_tune(
     changed on it; the others were tuned).
     """
     from iobench.system.hostfs import SystemRoot
-    from iobench.system.stability import tune
+    from iobench.system.stability import left_alone, tune
 
     specs = _system_hosts(hosts, host, fsroot)
     if specs is not None:
@@ -839,7 +839,11 @@ def system_tune(
             outcomes = tune_hosts(specs, names or ())
         except IobenchError as exc:
             raise _fail(exc) from None
-        _host_lines(outcomes, "nothing to tune: every setting asked for is already as a benchmark wants it")
+        _host_lines(
+            outcomes,
+            "nothing to tune: each setting asked for is as a benchmark wants it, or not on the host "
+            "(`iobench system show --hosts` says which)",
+        )
         if any(o.done for o in outcomes):
             print(
                 f"`iobench system reset --hosts {shlex.quote(str(hosts))}` (or `iobench restore`) puts them back"
@@ -854,8 +858,12 @@ def system_tune(
         print(line)
     if done:
         print("`iobench system reset` (or `iobench restore`) puts them back")
-    else:
-        print("nothing to tune: every setting asked for is already as a benchmark wants it")
+        return
+    for state in left_alone(names or (), system=SystemRoot(fsroot or "/")):
+        if state.verdict == "n/a":
+            print(f"{state.name}: not on this machine, nothing to tune ({state.note})")
+        else:
+            print(f"{state.name}: already as a benchmark wants it ({state.value})")
 
 
 @system_app.command("reset")

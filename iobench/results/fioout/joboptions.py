@@ -5,6 +5,9 @@ fio's JSON output repeats the job file: ``global options`` once, each job's own
 tool, fio-plot's files) gets one column per option below, the job's own value
 over the global one, as fio was given it (``bs`` ``4k``, ``rw`` ``randread``);
 the numbers (``iodepth``, ``numjobs``, ``direct``, ``rwmixread``) as integers.
+They are what a point of a sweep varies; per-job details that differ between
+the jobs of one point (``size``, ``filename``, ``runtime``) are not lifted: they
+would split a point whose jobs ran together.
 NA where the output does not say (terse and normal output, an option left at
 fio's default). A run's frame has no such columns: its matrix axes say it.
 No pandas here: parsing workers import it.
@@ -25,12 +28,10 @@ OPTION_DTYPES: dict[str, str] = {
     "ioengine": "string",
     "direct": "Int64",
     "rwmixread": "Int64",
-    "size": "string",
-    "runtime": "string",
 }
 
 #: Other names fio takes for them.
-ALIASES: dict[str, str] = {"readwrite": "rw", "blocksize": "bs", "timeout": "runtime"}
+ALIASES: dict[str, str] = {"readwrite": "rw", "blocksize": "bs"}
 
 _AT = FRAME_COLUMNS.index(FRAME_IDENTITY[-1]) + 1
 #: The columns of a parsed frame and their dtypes: the tidy frame's, the options after its identity.

@@ -113,9 +113,6 @@ class JobOptions(Struct, gc=False):
     ioengine: Any = None
     direct: Any = None
     rwmixread: Any = None
-    size: Any = None
-    runtime: Any = None
-    timeout: Any = None
 
 
 class Job(Struct, gc=False):
