@@ -250,3 +250,17 @@ def test_run_wait_says_whose_run_it_waits_for_and_runs_once_it_ends(
     assert said.rstrip().endswith(f"to let go of {disks[0]}, until it ends")
     assert child.returncode == 0, err
     assert Path(out.strip()).parent == tmp_path / "r"
+
+
+def test_a_run_counts_skipped_points_once_apart_from_the_runs(
+    null_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    path = null_matrix("repeat: 2\n")
+    path.write_text(path.read_text().replace("  numjobs: [1, 2]\n", "  binding: [none, 'node:9']\n"))
+    result = runner.invoke(app, ["run", str(path), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("iobench: 4 runs of nulltest, 2 points skipped (`iobench plan` says why) -> ")
+    skipped = [line for line in lines if line.startswith("[") and " skipped " in line]
+    assert len(skipped) == 2 and len({line.split()[1].split("-")[0] for line in skipped}) == 2
+    assert any(line.startswith("results: ") and line.endswith("(4 ok; 2 points skipped)") for line in lines)

@@ -202,6 +202,9 @@ def run(
     allow_write: AllowWriteOpt = None,
     fail_fast: Annotated[bool, typer.Option("--fail-fast", help="Stop at the first failed point.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the run directory.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="End with each finding's details under its point.")
+    ] = False,
     figures: Annotated[
         bool,
         typer.Option(
@@ -289,16 +292,15 @@ def run(
             _warn(result.plan.warnings)
             print(result.run_dir)
         else:
-            counts = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
-            print(f"results: {result.run_dir}  ({counts})")
+            from iobench.cli.console import result_counts, validity_lines
+
+            print(f"results: {result.run_dir}  ({result_counts(result)})")
             print(f"frame:   {result.run_dir / 'results.parquet'}")
             if drawn:
                 print("figures: " + "  ".join(str(f) for f in drawn))
             elif not figures:
                 print(f"figures: `iobench report {result.run_dir}` draws them (or run with --figures)")
-            from iobench.cli.console import validity_lines
-
-            for line in validity_lines(result.frame):
+            for line in validity_lines(result.frame, verbose=verbose):
                 print(line)
     except BrokenPipeError:
         from iobench.cli.console import reader_gone
