@@ -264,3 +264,24 @@ def test_a_run_counts_skipped_points_once_apart_from_the_runs(
     skipped = [line for line in lines if line.startswith("[") and " skipped " in line]
     assert len(skipped) == 2 and len({line.split()[1].split("-")[0] for line in skipped}) == 2
     assert any(line.startswith("results: ") and line.endswith("(4 ok; 2 points skipped)") for line in lines)
+
+
+def test_plan_says_which_placements_coincide_here_and_why(
+    write_matrix: Callable[..., Path], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from sysfs_snapshots import SnapshotCache
+
+    root = SnapshotCache(tmp_path_factory).root("16em64t-4s2c2t")  # one NUMA node, SMT2
+    path = write_matrix(
+        "version: 1\nname: same\ntargets: [{path: /dev/nvme0n1, home_node: 0}]\n"
+        "fio: {ioengine: libaio, direct: 1, rw: randread, bs: 4k}\n"
+        "matrix: {binding: [local, none], iodepth: [1, 2]}\n"
+    )
+    result = runner.invoke(app, ["plan", str(path), "--fsroot", str(root)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert "2 points to run, 2 the same as another here (not run again):" in lines
+    why = lines.index("placements that coincide here, so each such point runs once:") + 1
+    assert lines[why] == "  one NUMA node (node 0): binding none runs on the same CPUs and memory as local"
+    points = [line.split() for line in lines if line.startswith("  ") and "binding=" in line]
+    assert [p[-3:] for p in points if "binding=none" in p] == [["as", "point", "1"], ["as", "point", "2"]]

@@ -362,13 +362,27 @@ def _show_points(the_plan: Any) -> None:
     firsts: dict[int, Any] = {}
     for r in the_plan.runs:
         firsts.setdefault(r.point, r)
-    skipped = sum(1 for r in firsts.values() if r.status == "skipped")
+    same = [r for r in firsts.values() if r.same_as is not None]
+    skipped = sum(1 for r in firsts.values() if r.status == "skipped") - len(same)
+    to_run = len(firsts) - skipped - len(same)
     print(
-        f"\n{counted(len(firsts) - skipped, 'point')} to run" + (f", {skipped} skipped:" if skipped else ":")
+        f"\n{counted(to_run, 'point')} to run"
+        + (f", {skipped} skipped" if skipped else "")
+        + (f", {len(same)} the same as another here (not run again)" if same else "")
+        + ":"
     )
+    if same:
+        print("placements that coincide here, so each such point runs once:")
+        for why in dict.fromkeys((r.reason or "").partition(": ")[2] for r in same):
+            print(f"  {why}")
     width = len(str(max(firsts, default=0)))
     for point, r in sorted(firsts.items()):
-        where = f"skipped: {r.reason}" if r.status == "skipped" else "; ".join(map(_placement, r.processes))
+        if r.same_as is not None:
+            where = f"same as point {r.same_as}"
+        elif r.status == "skipped":
+            where = f"skipped: {r.reason}"
+        else:
+            where = "; ".join(map(_placement, r.processes))
         print(f"  {point:>{width}}  {describe_params(r.params)}  {where}")
     print("\nfio's command lines and job files: add --jobfiles (all of it as JSON: --json)")
 

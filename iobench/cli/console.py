@@ -52,21 +52,28 @@ def headline(outcome: PointOutcome) -> str:
     return " · ".join(parts) or "ok"
 
 
+def _not_run(runs: Sequence[PlannedRun]) -> list[str]:
+    """``12 points skipped``, ``12 points the same as another here``: points not run, each counted once."""
+    same = len({r.point for r in runs if r.same_as is not None})
+    skipped = len({r.point for r in runs if r.status == "skipped"}) - same
+    return [f"{counted(skipped, 'point')} skipped"] * bool(skipped) + [
+        f"{counted(same, 'point')} the same as another here"
+    ] * bool(same)
+
+
 def run_header(plan: Plan, todo: Sequence[PlannedRun]) -> str:
-    """``72 runs of demo, 12 points skipped`` for a run's start: skipped points counted once, not per repeat."""
+    """``72 runs of demo, 12 points skipped`` for a run's start: points not run counted once, not per repeat."""
     ran = sum(1 for r in todo if r.status == "run")
-    skipped = len({r.point for r in todo if r.status == "skipped"})
+    not_run = _not_run(todo)
     return f"{counted(ran, 'run')} of {plan.matrix.name}" + (
-        f", {counted(skipped, 'point')} skipped (`iobench plan` says why)" if skipped else ""
+        f", {', '.join(not_run)} (`iobench plan` says why)" if not_run else ""
     )
 
 
 def result_counts(result: RunResult) -> str:
-    """``70 ok, 2 failed; 12 points skipped``: the runs by status, then the skipped points, once each."""
+    """``70 ok, 2 failed; 12 points skipped``: the runs by status, then the points not run, once each."""
     runs = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()) if s != "skipped")
-    skipped = len({r.point for r in result.plan.runs if r.status == "skipped"})
-    parts = [runs or "no runs"] + ([f"{counted(skipped, 'point')} skipped"] if skipped else [])
-    return "; ".join(parts)
+    return "; ".join([runs or "no runs", *_not_run(result.plan.runs)])
 
 
 def pcie_lines(topology: Topology) -> list[str]:
