@@ -76,6 +76,11 @@ def result_counts(result: RunResult) -> str:
     return "; ".join([runs or "no runs", *_not_run(result.plan.runs)])
 
 
+def run_headline(run: PlannedRun, outcome: PointOutcome) -> str:
+    """:func:`headline`, or ``same as point 3`` for a point that coincides with one that runs (the plan says why)."""
+    return f"same as point {run.same_as}" if run.same_as is not None else headline(outcome)
+
+
 def pcie_lines(topology: Topology) -> list[str]:
     """``iobench topology``'s PCIe part: each PCI device's way up, the shared root ports, the notes."""
     lines = []
@@ -169,7 +174,7 @@ class PlainProgress:
         width = len(str(self.total))
         self._say(
             f"[{self.index + 1:>{width}}/{self.total}] {run.key} {outcome.status:<7} "
-            f"{describe_params(run.params)}  {headline(outcome)}  ({outcome.duration_s:.1f} s)"
+            f"{describe_params(run.params)}  {run_headline(run, outcome)}  ({outcome.duration_s:.1f} s)"
         )
 
     def finished(self, result: RunResult) -> None:
