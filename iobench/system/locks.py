@@ -98,7 +98,13 @@ class LockWait:
     def __init__(self, seconds: float, waiting: Callable[[str, str], None] | None = None) -> None:
         self.seconds = seconds
         self.waiting = waiting
-        self.deadline = time.monotonic() + seconds
+        self._deadline: float | None = None
+
+    def left(self) -> float:
+        """Seconds left of the wait, counted from the first held lock met (not from planning)."""
+        if self._deadline is None:
+            self._deadline = time.monotonic() + self.seconds
+        return self._deadline - time.monotonic()
 
 
 def _flock(fd: int, disk: str, wait: LockWait | None) -> None:
@@ -112,7 +118,7 @@ def _flock(fd: int, disk: str, wait: LockWait | None) -> None:
             holder = _holder(fd)
         if wait is None:
             raise SafetyError(f"another iobench run ({holder}) is using {disk}; wait for it or stop it")
-        left = wait.deadline - time.monotonic()
+        left = wait.left()
         if left <= 0:
             raise SafetyError(
                 f"another iobench run ({holder}) still holds {disk} after waiting {wait.seconds:g} s; "
