@@ -5,15 +5,12 @@ One helper, so no message says "1 runs": a leaf any floor may use.
 
 from __future__ import annotations
 
-#: Nouns whose plural is not the noun and an ``s``.
-_PLURALS = {"was": "were", "is": "are", "has": "have"}
-
 
 def plural(count: int, noun: str, many: str | None = None) -> str:
     """``noun`` for one, its plural (``many``, else ``noun`` + ``s``) for any other count."""
     if count == 1:
         return noun
-    return many if many is not None else _PLURALS.get(noun, noun + "s")
+    return many if many is not None else noun + "s"
 
 
 def counted(count: int, noun: str, many: str | None = None) -> str:

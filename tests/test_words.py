@@ -16,7 +16,7 @@ def test_one_is_singular_and_every_other_count_plural() -> None:
         counted(3, "repeat could not be judged", "repeats could not be judged")
         == "3 repeats could not be judged"
     )
-    assert (plural(1, "was"), plural(2, "was")) == ("was", "were")
+    assert (plural(1, "point-run"), plural(2, "point-run")) == ("point-run", "point-runs")
 
 
 def test_a_step_says_one_point_left_in_the_singular() -> None:

@@ -19,6 +19,8 @@ from iobench.words import counted
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from iobench.system.locks import LockWait
+
 
 class _Commands(TyperGroup):
     """iobench's commands; one whose reader went away (``iobench plan M | head -1``) ends quietly, with 0."""
@@ -171,7 +173,7 @@ def _warn(warnings: Any) -> None:
         _err().print(f"[yellow]warning:[/] {_escape(str(warning))}", markup=True, soft_wrap=True)
 
 
-def _lock_wait(seconds: float | None) -> Any:
+def _lock_wait(seconds: float | None) -> LockWait | None:
     """``--wait``'s :class:`~iobench.system.locks.LockWait`, which says on stderr whose run it waits for."""
     import math
 
