@@ -14,7 +14,18 @@ from iobench.matrix.values import PLACEMENTS, binding_node, parse_binding
 from iobench.system.cpulist import format_cpulist
 from iobench.system.topology import Core, Node, Topology
 
-__all__ = ["Placement", "Skip", "coinciding_reason", "job_binding", "memory_nodes", "resolve_placement"]
+__all__ = [
+    "SAME_AS",
+    "Placement",
+    "Skip",
+    "coinciding_reason",
+    "job_binding",
+    "memory_nodes",
+    "resolve_placement",
+]
+
+#: How the reason of a point skipped as the same placement as another starts: ``same as point 3: …``.
+SAME_AS = "same as point "
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from iobench.matrix.targets import Target
 from iobench.matrix.values import IOBENCH_AXES, Duration, Value, fio_text
 from iobench.planner.jobfile import opened_problems, render_jobfile
 from iobench.planner.placement import (
+    SAME_AS,
     Placement,
     Skip,
     coinciding_reason,
@@ -570,7 +571,7 @@ def _run_once(
         )
         hosts = [p.host for p in head.processes if p.host is not None]
         here = f" on {'each host' if len(hosts) > 1 else f'host {hosts[0]}'}" if hosts else ""
-        reason = f"same as point {first.point}{here}: {why}"
+        reason = f"{SAME_AS}{first.point}{here}: {why}"
         out.append(
             [
                 dataclasses.replace(r, status="skipped", reason=reason, processes=(), same_as=first.point)

@@ -57,6 +57,7 @@ import numpy as np
 import pandas as pd
 
 from iobench.errors import ResultsError
+from iobench.planner.placement import SAME_AS
 from iobench.results import schema
 from iobench.results.fioout.bins import decode
 from iobench.results.fioout.frame import FRAME_HISTOGRAMS, FRAME_IDENTITY, FRAME_METRICS
@@ -235,10 +236,6 @@ def data_rows(df: pd.DataFrame) -> pd.DataFrame:
     if "status" in df:
         df = df[df["status"].eq("ok").fillna(False)]
     return df[df["direction"].notna()] if "direction" in df else df
-
-
-#: How a skipped point's reason starts when it would have run exactly as another point (the plan's ``same_as``).
-SAME_AS = "same as point "
 
 
 def outcomes(df: pd.DataFrame) -> dict[str, int]:
