@@ -233,6 +233,15 @@ def test_repeats_that_did_not_settle_are_noted() -> None:
     got = row(iobench.compare(a, b))
     assert got["verdict"] == "better"
     assert got["reason"] == "1 of 3 repeats of A not steady"
+    unjudged = a.assign(steady=pd.array([True, False, pd.NA], dtype="boolean"))
+    assert (
+        row(iobench.compare(unjudged, b))["reason"]
+        == "1 of 3 repeats of A not steady (1 could not be judged)"
+    )
+    one_unjudged = a.assign(steady=pd.array([True, True, pd.NA], dtype="boolean"))
+    assert row(iobench.compare(b, one_unjudged))["reason"].endswith(
+        "1 of 3 repeats of B could not be judged steady or not"
+    )
     # no steadiness note; 3 repeats 1 % apart cannot show a 1 % change, and the reason says so
     assert row(iobench.compare(b, b))["reason"].startswith("too few repeats for the minimum effect: 3 and 3")
 
@@ -308,15 +317,18 @@ def test_runs_that_differ_in_direction_say_so() -> None:
 
 
 def test_two_parsed_frames_name_what_differs(tmp_path: Path) -> None:
-    """Frames from `iobench parse` have no axes: what tells their points apart is said, not matched away."""
+    """Frames from `iobench parse` have fio's job options for axes: what tells their points apart is said."""
     data = Path(__file__).parent / "data" / "fio" / "fio-3.33"
     frames = {name: tmp_path / f"{name}.parquet" for name in ("read", "write", "randrw")}
     for name, path in frames.items():
         assert runner.invoke(app, ["parse", str(data / f"{name}.json"), "-o", str(path)]).exit_code == 0
     refused = runner.invoke(app, ["compare", str(frames["read"]), str(frames["write"])])
     assert refused.exit_code == 2
-    assert "they differ in direction" in refused.output and "direction=write" in refused.output
-    compared = iobench.compare(frames["read"], frames["randrw"])
+    assert (
+        "they differ in rw, bs, direction" in refused.output
+        and "rw=write bs=64k direction=write" in refused.output
+    )
+    compared = iobench.compare(frames["read"], frames["randrw"], by=["direction"])
     facts = {f["fact"]: f for f in compared.attrs["machines"]}
     jobs = facts["fio jobs"]
     assert jobs["differs"] and jobs["a"] != jobs["b"]

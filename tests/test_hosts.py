@@ -28,7 +28,7 @@ from sysfs_snapshots import SnapshotCache
 from iobench.errors import HostLost, IobenchError, MatrixError
 from iobench.matrix.model import load_matrix
 from iobench.planner.placement import Placement, job_binding
-from iobench.planner.plans import client_argv, host_sites, host_specs, plan_points
+from iobench.planner.plans import Plan, client_argv, host_sites, host_specs, plan_points
 from iobench.results.fioout.clients import parse_client_output
 from iobench.results.loading import load
 from iobench.results.points import point_totals
@@ -748,16 +748,17 @@ def test_a_hostname_that_would_name_files_badly_is_refused(tmp_path: Path, hostn
 # --- planning against each host's own topology -------------------------------------------------------
 
 
-def test_each_host_is_placed_against_its_own_topology(
-    write_matrix: Callable[..., Path], tmp_path: Path, snapshots: SnapshotCache
-) -> None:
+def _two_host_plan(
+    write_matrix: Callable[..., Path], tmp_path: Path, snapshots: SnapshotCache, axes: str
+) -> Plan:
+    """A plan over host big (8 NUMA nodes) and host small (one), each placed from its snapshot."""
     path = _matrix(
         write_matrix,
         """\
         - {name: big, ssh: big, targets: [{path: /dev/sda, home_node: 1}]}
         - {name: small, ssh: small, targets: [{path: /dev/sda, home_node: 0}]}
         """,
-        "binding: [local, remote]\nhost: [big, small]\n",
+        axes,
     )
     m = load_matrix(path)
     roots = {"big": snapshots.root("16amd64-8n2c"), "small": snapshots.root("2pa-pcidomain32bits")}
@@ -780,7 +781,13 @@ def test_each_host_is_placed_against_its_own_topology(
                 topology,
                 locations,
             )
-        plan = plan_points(m, host_sites(m, fleet), hosts=[h.facts for h in fleet.hosts if h.facts])
+        return plan_points(m, host_sites(m, fleet), hosts=[h.facts for h in fleet.hosts if h.facts])
+
+
+def test_each_host_is_placed_against_its_own_topology(
+    write_matrix: Callable[..., Path], tmp_path: Path, snapshots: SnapshotCache
+) -> None:
+    plan = _two_host_plan(write_matrix, tmp_path, snapshots, "binding: [local, remote]\nhost: [big, small]\n")
     by = {(r.params["host"], r.params["binding"]): r for r in plan.runs}
     local_big = by[("big", "local")].processes[0]
     assert (local_big.host, local_big.cpu_node, local_big.mem_node) == ("big", 1, 1)
@@ -792,6 +799,20 @@ def test_each_host_is_placed_against_its_own_topology(
     assert by[("small", "remote")].reason.startswith("host small: binding remote needs a second NUMA node")  # type: ignore[union-attr]
     assert local_big.argv == ("--client=big", "job-big.fio")
     assert plan.hosts and plan.hosts[0].name == "big"
+
+
+def test_placements_coincide_per_host_and_run_once_only_where_they_do(
+    write_matrix: Callable[..., Path], tmp_path: Path, snapshots: SnapshotCache
+) -> None:
+    plan = _two_host_plan(write_matrix, tmp_path, snapshots, "host: [big, small]\nbinding: [local, none]\n")
+    by = {(r.params["host"], r.params["binding"]): r for r in plan.runs}
+    assert by[("big", "none")].status == "run"  # eight nodes: unbound is not local there
+    small_local, small_none = by[("small", "local")], by[("small", "none")]
+    assert small_local.status == "run" and small_none.same_as == small_local.point
+    assert small_none.reason == (
+        f"same as point {small_local.point} on host small: one NUMA node (node 0): "
+        "binding none runs on the same CPUs and memory as local"
+    )
 
 
 def test_client_argv_gives_each_host_its_job_file() -> None:

@@ -550,8 +550,12 @@ def test_the_end_of_a_run_lists_the_points_with_findings(quiet: SystemRoot, tmp_
 
     frame = iobench.load(saved_run(tmp_path, [clean(quiet), clean(quiet, stderr="fio: odd\n")]).path)
     lines = validity_lines(frame)
-    assert lines[0].startswith("validity: 1 of 2 points with findings")
-    assert lines[1] == '  0002-r1  fio-warning: fio said on stderr: "fio: odd".'
+    assert lines[0].startswith("validity: 1 of 2 points with findings (fio-warning 1); details: --verbose, ")
+    assert lines[1:] == ["  point 2: fio-warning"]
+    assert validity_lines(frame, verbose=True)[1:] == [
+        "  point 2: fio-warning",
+        '      fio-warning: fio said on stderr: "fio: odd".',
+    ]
     assert validity_lines(frame.assign(validity="")) == [
         "validity: no check found a trap in the 2 points judged"
     ]

@@ -17,6 +17,8 @@ from matplotlib.ticker import FuncFormatter
 from iobench.matrix.display import format_value
 from iobench.plots.limits import MAX_PANELS, MAX_PIXELS
 from iobench.plots.plotdata import as_number, key, percentile_of
+from iobench.results.points import outcomes
+from iobench.words import counted
 
 #: Width and height of one panel, in inches; figures are saved at :data:`DPI`.
 PANEL_WIDTH = 6.5
@@ -327,12 +329,14 @@ def caption(df: pd.DataFrame, *, notes: Sequence[str] = ()) -> str:
         f"Linux {machine['kernel']}" if machine.get("kernel") else "",
         ", ".join(_distinct_text(df, "fio_version", machine.get("fio_version"))),
     ]
-    if "status" in df:
-        bad = df[df["status"].ne("ok").fillna(True)]
-        keys = [c for c in ("run_id", "point", "repeat") if c in bad]
-        failed = len(bad[keys].drop_duplicates()) if keys else len(bad)
-        if failed:
-            parts.append(f"{failed} run{'s' if failed != 1 else ''} not ok (not shown)")
+    counts = outcomes(df)
+    failed = sum(n for status, n in counts.items() if status not in ("ok", "skipped", "same"))
+    if failed:
+        parts.append(f"{counted(failed, 'run')} failed (not shown)")
+    if counts.get("skipped"):
+        parts.append(f"{counted(counts['skipped'], 'point')} skipped")
+    if counts.get("same"):
+        parts.append(f"{counted(counts['same'], 'point')} the same as another here (run once)")
     parts.append(validity_note(df))
     return " · ".join(p for p in (*parts, *notes) if p)
 

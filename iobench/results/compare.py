@@ -80,6 +80,7 @@ from iobench.results.points import (
 )
 from iobench.store.rundir import RunDir
 from iobench.system.stability import setting_facts
+from iobench.words import counted
 
 #: Significance level of the test; the CI is the matching 95 %.
 ALPHA = 0.05
@@ -585,6 +586,8 @@ class _Group:
     counted: int = 0
     hosts: int | None = None
     """How many hosts the point's numbers sum (the most over its repeats); None: not known."""
+    total: int = 0
+    """Its repeats, judged for steady state or not (``counted``: those judged)."""
 
 
 def _groups(side: _Side, keys: Sequence[str], metrics: Sequence[str]) -> dict[tuple[str, ...], _Group]:
@@ -623,7 +626,8 @@ def _groups(side: _Side, keys: Sequence[str], metrics: Sequence[str]) -> dict[tu
         totals["steady"].astype("boolean") if "steady" in totals else pd.Series(pd.NA, index=totals.index)
     )
     unsteady = np.bincount(ids, weights=steady.eq(False).fillna(False).to_numpy(dtype=float), minlength=count)
-    counted = np.bincount(ids, weights=steady.notna().to_numpy(dtype=float), minlength=count)
+    judged = np.bincount(ids, weights=steady.notna().to_numpy(dtype=float), minlength=count)
+    sizes = np.bincount(ids, minlength=count)
     key_values = [
         {str(k): v for k, v in r.items()} for r in totals[list(keys)].iloc[first].to_dict("records")
     ]
@@ -646,8 +650,9 @@ def _groups(side: _Side, keys: Sequence[str], metrics: Sequence[str]) -> dict[tu
             [number[index]],
             repeats,
             int(unsteady[index]),
-            int(counted[index]),
+            int(judged[index]),
             hosts[index],
+            int(sizes[index]),
         )
     return out
 
@@ -714,14 +719,26 @@ def _rows(
                 )
                 row.update({c: getattr(judged, c) for c in RESULT_COLUMNS if hasattr(judged, c)})
                 row["_repeats"] = (ga.repeats[metric], gb.repeats[metric])
-                settling = [
-                    f"{g.unsteady} of {g.counted} repeats of {name} not steady"
-                    for name, g in ((_A, ga), (_B, gb))
-                    if g.unsteady
-                ]
+                settling = [_settling(name, g) for name, g in ((_A, ga), (_B, gb))]
                 row["reason"] = "; ".join(filter(None, [row["reason"], *settling]))
             rows.append(row)
     return rows
+
+
+def _settling(name: str, group: _Group) -> str:
+    """``1 of 3 repeats of A not steady (1 could not be judged)``; empty when every repeat judged was steady.
+
+    A repeat the steady-state check could not judge (too short, no log) is said
+    once some repeats of the point were judged: it is neither steady nor not.
+    """
+    unjudged = group.total - group.counted if group.counted else 0
+    of = f"of {counted(group.total, 'repeat')} of {name}"
+    if group.unsteady:
+        tail = f" ({unjudged} could not be judged)" if unjudged else ""
+        return f"{group.unsteady} {of} not steady{tail}"
+    if unjudged:
+        return f"{unjudged} {of} could not be judged steady or not"
+    return ""
 
 
 def _apart(a: _Group, b: _Group) -> bool:

@@ -57,6 +57,7 @@ import numpy as np
 import pandas as pd
 
 from iobench.errors import ResultsError
+from iobench.planner.placement import SAME_AS
 from iobench.results import schema
 from iobench.results.fioout.bins import decode
 from iobench.results.fioout.frame import FRAME_HISTOGRAMS, FRAME_IDENTITY, FRAME_METRICS
@@ -235,6 +236,38 @@ def data_rows(df: pd.DataFrame) -> pd.DataFrame:
     if "status" in df:
         df = df[df["status"].eq("ok").fillna(False)]
     return df[df["direction"].notna()] if "direction" in df else df
+
+
+def outcomes(df: pd.DataFrame) -> dict[str, int]:
+    """What became of a frame's point-runs, each counted once.
+
+    Returns
+    -------
+    dict of str to int
+        Runs (point × repeat) by status, ``ok``, ``failed``, ``timeout``, …;
+        then points, not runs, for what was never run: ``skipped`` (could not
+        be placed, with a reason) and ``same`` (skipped as the same placement
+        as another point here, its reason ``same as point N: why``). Statuses
+        with no run are left out; empty for a frame without ``status``.
+    """
+    if "status" not in df:
+        return {}
+    keys = [c for c in ("run_id", "point", "repeat") if c in df]
+    runs = df.drop_duplicates(keys) if keys else df
+    status = runs["status"].astype("string").fillna("unknown")
+    skipped = status.eq("skipped")
+    counts = {str(s): int(n) for s, n in status[~skipped].value_counts(sort=False).items()}
+    never = runs[skipped.to_numpy()]
+    same = (
+        never["reason"].astype("string").str.startswith(SAME_AS).fillna(False).to_numpy(dtype=bool)
+        if "reason" in never
+        else np.zeros(len(never), dtype=bool)
+    )
+    points = [c for c in ("run_id", "point") if c in never]
+    for name, part in (("skipped", never[~same]), ("same", never[same])):
+        if len(part):
+            counts[name] = len(part.drop_duplicates(points)) if points else len(part)
+    return counts
 
 
 def _point_keys(rows: pd.DataFrame) -> list[str]:

@@ -23,7 +23,7 @@ from iobench.planner.plans import SiteFacts
 from iobench.system.fleet import Host
 from iobench.system.hostfs import SystemRoot, devno_text
 from iobench.system.hostmonitor import HostMonitor
-from iobench.system.locks import device_lock
+from iobench.system.locks import LockWait, device_lock
 from iobench.system.remote import RemoteRoot
 from iobench.system.remoteguard import RemoteMachine
 from iobench.system.safety import LOCAL, Machine, remember_created
@@ -106,8 +106,10 @@ class Site(Protocol):
     def down_reason(self) -> str:
         """Why it cannot (empty while it can)."""
 
-    def lock(self, disks: Sequence[str]) -> contextlib.AbstractContextManager[object]:
-        """Hold each disk's iobench lock there for the block; a held one is refused at once."""
+    def lock(
+        self, disks: Sequence[str], wait: LockWait | None = None
+    ) -> contextlib.AbstractContextManager[object]:
+        """Hold each disk's iobench lock there for the block; a held one is refused (after ``wait``)."""
 
     def tuner(self, run_dir: str) -> DeviceTuner:
         """A tuner of its disks, journalling there or here for ``iobench restore``."""
@@ -161,9 +163,11 @@ class LocalSite:
         """Never down."""
         return ""
 
-    def lock(self, disks: Sequence[str]) -> contextlib.AbstractContextManager[object]:
+    def lock(
+        self, disks: Sequence[str], wait: LockWait | None = None
+    ) -> contextlib.AbstractContextManager[object]:
         """The per-disk ``flock`` of :mod:`iobench.system.locks`."""
-        return device_lock(disks)
+        return device_lock(disks, wait)
 
     def tuner(self, run_dir: str) -> DeviceTuner:
         """A tuner of this machine's sysfs."""
@@ -306,8 +310,10 @@ class HostSite:
         return self.node.down or ""
 
     @contextlib.contextmanager
-    def lock(self, disks: Sequence[str]) -> Iterator[object]:
+    def lock(self, disks: Sequence[str], wait: LockWait | None = None) -> Iterator[object]:
         """Each disk's lock on the host (``flock``, as a run on the host itself takes them), held by an SSH session.
+
+        A held one is refused at once: ``wait`` is for this machine's disks.
 
         Raises
         ------

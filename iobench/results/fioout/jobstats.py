@@ -9,6 +9,7 @@ the tidy frame.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 DIRECTIONS: tuple[str, ...] = ("read", "write", "trim")
 
@@ -67,3 +68,6 @@ class JobStats:
     #: fio's reporting group (``groupid``): jobs of one group ran together; a
     #: job file with ``stonewall``/``new_group`` has several, one after another.
     groupid: int | None = None
+    #: The job's options a parsed frame lifts into columns (:mod:`iobench.results.fioout.joboptions`);
+    #: ``None`` where the output does not carry them.
+    options: tuple[Any, ...] | None = None

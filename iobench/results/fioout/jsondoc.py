@@ -100,9 +100,19 @@ class Direction(Struct, gc=False):
 
 
 class JobOptions(Struct, gc=False):
-    """A job's ``job options``: only the name as given (fio truncates ``jobname``)."""
+    """A job's ``job options`` (or the ``global options``): the name as given (fio truncates
+    ``jobname``) and the options a parsed frame lifts (:mod:`iobench.results.fioout.joboptions`)."""
 
     name: Any = None
+    rw: Any = None
+    readwrite: Any = None
+    bs: Any = None
+    blocksize: Any = None
+    iodepth: Any = None
+    numjobs: Any = None
+    ioengine: Any = None
+    direct: Any = None
+    rwmixread: Any = None
 
 
 class Job(Struct, gc=False):
@@ -132,6 +142,7 @@ class FioDoc(Struct, gc=False):
     jobs: list[Job] = []
     #: ``None`` unless the document is client/server output.
     client_stats: list[Job] | None = None
+    global_options: JobOptions | None = field(name="global options", default=None)
 
 
 class _WholeDoc(Struct, gc=False):
@@ -140,6 +151,7 @@ class _WholeDoc(Struct, gc=False):
     fio_version: str | None = field(name="fio version", default=None)
     jobs: list[Job] | None | UnsetType = UNSET
     client_stats: msgspec.Raw | UnsetType = UNSET
+    global_options: JobOptions | None = field(name="global options", default=None)
 
 
 _DECODER = msgspec.json.Decoder(_WholeDoc)
@@ -160,7 +172,7 @@ def decode_document(data: bytes) -> FioDoc | None:
         return None
     if whole.jobs is UNSET or whole.client_stats is not UNSET:
         return None
-    return FioDoc(whole.fio_version, whole.jobs or [])
+    return FioDoc(whole.fio_version, whole.jobs or [], None, whole.global_options)
 
 
 Converter = Callable[[Any], Any]

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from iobench.errors import ResultsError
 from iobench.results.fioout import detect
+from iobench.results.fioout.joboptions import Options
 from iobench.results.fioout.jobs import read_jobs
 from iobench.results.fioout.jobstats import JobStats
 from iobench.results.fioout.jsondoc import decode_document
@@ -100,8 +101,9 @@ def jobs_in_file(origin: str) -> list[JobStats]:
     return read_jobs(_as_text(data), origin=origin)
 
 
-def file_rows(origins: Sequence[str]) -> list[Row]:
-    """The frame's rows of the files ``origins``, in order; each row's ``source`` is its file's name.
+def file_rows(origins: Sequence[str]) -> tuple[list[Row], list[Options | None]]:
+    """The frame's rows of the files ``origins``, in order (each row's ``source`` is its file's
+    name), and each row's job's options (:mod:`iobench.results.fioout.joboptions`).
 
     Raises
     ------
@@ -109,10 +111,13 @@ def file_rows(origins: Sequence[str]) -> list[Row]:
         A file is missing or unreadable, or holds no fio results.
     """
     rows: list[Row] = []
+    options: list[Options | None] = []
     for origin in origins:
         for job in jobs_in_file(origin):
+            before = len(rows)
             add_job_rows(job, origin, rows)
-    return rows
+            options.extend([job.options] * (len(rows) - before))
+    return rows, options
 
 
 def serve(answer: str) -> None:
@@ -128,7 +133,7 @@ def serve(answer: str) -> None:
             origins = pickle.load(requests)
         except EOFError:
             return
-        result: list[Row] | ResultsError
+        result: tuple[list[Row], list[Options | None]] | ResultsError
         try:
             result = file_rows(origins)
         except ResultsError as exc:
