@@ -88,7 +88,7 @@ def test_a_72_point_report_fits_a_1400_px_window_in_chromium(demo72: Path, tmp_p
     assert found["scrollWidth"] <= found["clientWidth"], f"wider than the window: {found['wide']}"
     assert found["images"] == len(report.figures) >= 3 and found["broken"] == []
     assert found["errors"] == []
-    assert found["height"] <= HEIGHT_BUDGET_PX
+    assert found["height"] <= HEIGHT_BUDGET_PX, f"{found['height']} px tall"
     # Per-point tables are folded, and one note is written once, not once per point.
     assert page.count("<details") >= 3
     assert max(page.count(line) for line in re.findall(r"note: [^<]{20,}", page) or [""]) <= 1
