@@ -287,7 +287,7 @@ def test_iobench_plot_timeline_and_the_report_show_the_points_not_steady(tmp_pat
     page = report.html.read_text()
     section = page.split("Points that were not steady")[1].split("</table>")[0]
     assert "<td>2</td><td>2</td>" in section and "moved" in section
-    assert "not steady (1 of 2)" in page
+    assert "not steady (repeat 2 of 2)" in page
 
 
 def test_the_report_of_an_old_run_without_logs_has_no_steady_section(tmp_path: Path) -> None:

@@ -224,7 +224,7 @@ def render_page(
         notes=list(loaded.notes),
         figures=list(figures),
         left_out=list(left_out),
-        summary=summary_table(full, validity_flags(frame)),
+        summary=summary_table(full, validity_flags(frame), _repeats_of(unsteady)),
         verdicts=_bounded_groups(bottlenecks, out),
         verdict_header=VERDICT_HEADER,
         problems={
@@ -308,10 +308,15 @@ def _mean_ci(row: pd.Series, metric: str, scale: float) -> str:
     return text
 
 
-def summary_table(summary: pd.DataFrame, validity: dict[object, list[str]] | None = None) -> dict[str, Any]:
+def summary_table(
+    summary: pd.DataFrame,
+    validity: dict[object, list[str]] | None = None,
+    not_steady: dict[str, list[str]] | None = None,
+) -> dict[str, Any]:
     """The summary's rows as the page shows them: identifying columns, then mean ± CI per metric.
 
-    ``validity``: per point, the validity codes found in its repeats, shown among its flags.
+    ``validity``: per point, the validity codes found in its repeats, shown among its flags;
+    ``not_steady``: per point (as text), its repeats judged not steady, named in its flag.
     """
     if summary.empty:
         return {"rows": []}
@@ -342,7 +347,9 @@ def summary_table(summary: pd.DataFrame, validity: dict[object, list[str]] | Non
             flags.append("approx. percentiles")
         unsteady = row.get("unsteady")
         if unsteady is not None and not pd.isna(unsteady) and int(unsteady) > 0:
-            flags.append(f"not steady ({int(unsteady)} of {int(row['n'])})")
+            which = (not_steady or {}).get(_plain(row.get("point")), [])
+            named = f"repeat{'s' if len(which) > 1 else ''} {', '.join(which)}" if which else int(unsteady)
+            flags.append(f"not steady ({named} of {int(row['n'])})")
         flags += (validity or {}).get(row.get("point"), [])
         outliers = row.get("host_outliers")
         if isinstance(outliers, str) and outliers.strip():
@@ -406,6 +413,14 @@ def _point_list(points: Sequence[str]) -> str:
     distinct = list(dict.fromkeys(points))
     text = ", ".join(distinct[:10])
     return text if len(distinct) <= 10 else f"{text} … ({len(distinct)} points)"
+
+
+def _repeats_of(rows: Sequence[tuple[str, ...]]) -> dict[str, list[str]]:
+    """Per point, the repeats of ``rows`` (``(point, repeat, ...)``), in order."""
+    found: dict[str, list[str]] = {}
+    for point, repeat, *_ in rows:
+        found.setdefault(point, []).append(repeat)
+    return found
 
 
 def _unsteady(frame: pd.DataFrame) -> list[tuple[str, str, str, str]]:
