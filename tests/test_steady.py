@@ -243,9 +243,9 @@ def test_the_timeline_draws_each_repeat_and_shades_what_was_judged(tmp_path: Pat
     fig = timeline(run)
     axes = fig.axes
     assert len(axes) == 4  # two points × (IOPS, latency)
-    assert "point 2" in axes[2].get_title(loc="left") and "not steady in 1 of 2" in axes[2].get_title(
-        loc="left"
-    )
+    assert "point 2" in axes[2].get_title(loc="left") and "not steady in repeat 2 (of 2)" in axes[
+        2
+    ].get_title(loc="left")
     assert axes[0].get_title(loc="left").endswith(": steady")
     lines = [line for line in axes[2].get_lines() if len(line.get_xdata())]
     assert sorted(len(line.get_xdata()) for line in lines) == [6, 6]
@@ -254,6 +254,14 @@ def test_the_timeline_draws_each_repeat_and_shades_what_was_judged(tmp_path: Pat
     from matplotlib.colors import to_rgb
 
     assert tuple(round(c, 3) for c in to_rgb(JUDGED_COLOURS[False])) in shaded
+    # Opaque shades, each one the legend names: overlapping repeats never blend into another colour.
+    named = {
+        tuple(round(c, 3) for c in to_rgb(line.get_color()))
+        for line in fig.axes[0].get_lines()
+        if not len(line.get_xdata())
+    }
+    assert all(patch.get_alpha() in (None, 1.0) for ax in axes for patch in ax.patches)
+    assert {tuple(round(c, 3) for c in p.get_facecolor()[:3]) for ax in axes for p in ax.patches} <= named
     one = timeline(iobench.timeseries(run), points=[2], latency=None)
     assert len(one.axes) == 1
     with pytest.raises(ResultsError, match="no logs for point 9"):
@@ -279,7 +287,7 @@ def test_iobench_plot_timeline_and_the_report_show_the_points_not_steady(tmp_pat
     page = report.html.read_text()
     section = page.split("Points that were not steady")[1].split("</table>")[0]
     assert "<td>2</td><td>2</td>" in section and "moved" in section
-    assert "not steady (1 of 2)" in page
+    assert "not steady (repeat 2 of 2)" in page
 
 
 def test_the_report_of_an_old_run_without_logs_has_no_steady_section(tmp_path: Path) -> None:

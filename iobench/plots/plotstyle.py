@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -161,6 +162,23 @@ def palette(columns: Sequence[str], combos: Sequence[tuple[object, ...]]) -> lis
         else:
             out.append(CYCLE[i % len(CYCLE)])
     return out
+
+
+def error_bars(values: Any, half_widths: Any) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """``yerr`` of 95 % CI bars around ``values``: below, never past zero (no count, rate or time is
+    negative; an interval reaching zero is clipped there); NaN half-widths draw no bar."""
+    ys = np.asarray(values, dtype=float)
+    ci = np.nan_to_num(np.asarray(half_widths, dtype=float))
+    return np.vstack([np.minimum(ci, np.clip(ys, 0, None)), ci])
+
+
+def share_y(axes: Sequence[Axes]) -> None:
+    """Give ``axes`` (panels compared with one another: one metric) one y range, the union of theirs."""
+    if len(axes) > 1:
+        low = min(axis.get_ylim()[0] for axis in axes)
+        high = max(axis.get_ylim()[1] for axis in axes)
+        for axis in axes:
+            axis.set_ylim(low, high)
 
 
 def root_figure(axis: Axes) -> Figure:

@@ -14,7 +14,6 @@ once. Three rows of panels, ``host_count`` along x (log2 when it doubles):
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -49,7 +48,7 @@ def _cluster(
             continue
         xs = line[AXIS].to_numpy(dtype=float)
         ys = line[metric].to_numpy(dtype=float) * factor
-        ci = np.nan_to_num(line[f"{metric}_ci95"].to_numpy(dtype=float) * factor)
+        ci = st.error_bars(ys, line[f"{metric}_ci95"].to_numpy(dtype=float) * factor)
         name = st.describe(hues, combo) if hues else "the cluster"
         axis.errorbar(xs, ys, yerr=ci if ci.any() else None, color=colour, marker="o", capsize=3, label=name)
         if ideal and len(xs) > 1 and xs[0] > 0:
