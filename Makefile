@@ -18,10 +18,13 @@ LAB_PACKAGES   := qemu-system-x86 busybox-static kmod
 # veritysetup, pvcreate, sfdisk/sgdisk, mksquashfs, ...); wipefs and blkid come with util-linux
 GUARD_PACKAGES := fdisk gdisk xfsprogs btrfs-progs dosfstools exfatprogs ntfs-3g genisoimage \
                   cryptsetup-bin lvm2 f2fs-tools jfsutils nilfs-tools reiserfsprogs udftools \
-                  erofs-utils squashfs-tools bcache-tools chromium
+                  erofs-utils squashfs-tools bcache-tools
 # the namespace test hosts of the multi-host tests (tests/netns_hosts.py): sshd, ssh, ip, ss
 HOSTS_PACKAGES := openssh-server openssh-client iproute2
-TEST_PACKAGES  := $(RUN_PACKAGES) $(DEVICE_PACKAGES) $(LAB_PACKAGES) $(GUARD_PACKAGES) $(HOSTS_PACKAGES)
+# the report's browser test (tests/headless.py): headless Chromium
+REPORT_PACKAGES := chromium
+TEST_PACKAGES  := $(RUN_PACKAGES) $(DEVICE_PACKAGES) $(LAB_PACKAGES) $(GUARD_PACKAGES) $(HOSTS_PACKAGES) \
+                  $(REPORT_PACKAGES)
 
 # Installs, as root, whatever of the packages $(1) is missing (and the venv's prerequisites),
 # in one apt-get call. A package's postinst may enable or start a service (sshd; `fio --server`,
