@@ -248,9 +248,11 @@ def run(
             elif not figures:
                 print(f"figures: `iobench report {result.run_dir}` draws them (or run with --figures)")
             from iobench.cli.console import validity_lines
+            from iobench.results.steady import unjudged_line
 
-            for line in validity_lines(result.frame):
-                print(line)
+            for line in [*validity_lines(result.frame), unjudged_line(result.frame)]:
+                if line:
+                    print(line)
     except BrokenPipeError:
         from iobench.cli.console import reader_gone
 

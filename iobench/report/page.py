@@ -43,6 +43,7 @@ from iobench.report.verdicts import HEADER as VERDICT_HEADER
 from iobench.report.verdicts import verdict_groups
 from iobench.results.loading import Loaded, open_run
 from iobench.results.points import parameter_columns, shared_totals, summarize
+from iobench.results.steady import unjudged_line
 from iobench.results.telemetry import telemetry
 from iobench.store.records import Manifest
 from iobench.store.rundir import RunDir, remedy, replacing, storage
@@ -207,7 +208,7 @@ def render_page(
         counts=sorted(loaded.state.saved.items()),
         when=" → ".join(str(when) for when in (manifest.started, manifest.finished) if when),
         state=run_lines(facts, []),
-        notes=list(loaded.notes),
+        notes=[*loaded.notes, *filter(None, [unjudged_line(frame)])],
         figures=list(figures),
         summary=summary_table(full, validity_flags(frame)),
         verdicts=_bounded_groups(bottlenecks, out),
