@@ -309,7 +309,7 @@ def summary_table(summary: pd.DataFrame, validity: dict[object, list[str]] | Non
         unsteady = row.get("unsteady")
         if unsteady is not None and not pd.isna(unsteady) and int(unsteady) > 0:
             flags.append(f"not steady ({int(unsteady)} of {int(row['n'])})")
-        flags += (validity or {}).get(row.get("point"), [])
+        flags += [c for c in (validity or {}).get(row.get("point"), []) if c not in flags]
         outliers = row.get("host_outliers")
         if isinstance(outliers, str) and outliers.strip():
             flags.append(f"hosts differ: {outliers}")
