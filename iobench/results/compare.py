@@ -18,8 +18,11 @@ column                     meaning
                            ``equal_var=False``); NA below two repeats on a side
 ``p_adjusted``             ``p_value`` adjusted over every test of the comparison
                            (:mod:`iobench.results.discoveries`: Holm by default)
-``detectable``             the smallest change (a fraction of A's mean) the repeats could
-                           show with 80 % power at the family's level; NA when untested
+``detectable_down``,       the smallest drop and rise of the mean, as ratios B/A, that
+``detectable_up``          Welch's test at the family's level, with these repeat counts
+                           and spreads, finds with 80 % power
+                           (:func:`~iobench.results.discoveries.detectable`); 0 / inf
+                           when no drop / rise would be found; NA when untested
 ``verdict``                ``better`` / ``worse`` / ``no change`` (:data:`VERDICTS`); NA when
                            nothing can be judged (a point on one side only, a side without
                            a value, fewer than two repeats)
@@ -64,7 +67,7 @@ from iobench.results.discoveries import (
     CORRECTIONS,
     POWER,
     adjust,
-    detectable_change,
+    detectable,
     family_alpha,
 )
 from iobench.results.fioout.jobstats import PERCENTILES
@@ -106,7 +109,8 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "ratio_ci_high",
     "p_value",
     "p_adjusted",
-    "detectable",
+    "detectable_down",
+    "detectable_up",
     "verdict",
     "reason",
 )
@@ -137,6 +141,8 @@ DIRECTION: dict[str, int] = _direction_table()
 # A side's repeats count as having no spread below this std / |mean|: identical values can
 # come out of a mean with a rounding error, which is not variance.
 _NO_SPREAD = 1e-9
+# Metrics that are one test at a point whose every I/O moved the same number of bytes.
+_ONE_TEST = ("iops", "bw_bytes")
 # Sides of a comparison, as labels in messages and in ``match``.
 _A, _B = "A", "B"
 
@@ -684,6 +690,7 @@ def _rows(
         shown = ga or gb
         assert shown is not None
         match = "both" if ga and gb else "A only" if ga else "B only"
+        size = _fixed_size(ga, gb) if ga and gb else None
         for metric in metrics:
             row: dict[str, Any] = dict(shown.values)
             row.update(
@@ -713,7 +720,7 @@ def _rows(
                     ga.repeats[metric], gb.repeats[metric], direction=DIRECTION[metric], min_effect=min_effect
                 )
                 row.update({c: getattr(judged, c) for c in RESULT_COLUMNS if hasattr(judged, c)})
-                row["_repeats"] = (ga.repeats[metric], gb.repeats[metric])
+                row.update(_repeats=(ga.repeats[metric], gb.repeats[metric]), _key=text, _size=size)
                 settling = [
                     f"{g.unsteady} of {g.counted} repeats of {name} not steady"
                     for name, g in ((_A, ga), (_B, gb))
@@ -722,6 +729,19 @@ def _rows(
                 row["reason"] = "; ".join(filter(None, [row["reason"], *settling]))
             rows.append(row)
     return rows
+
+
+def _fixed_size(a: _Group, b: _Group) -> float | None:
+    """The bytes per I/O of every repeat of both sides when it is one number (a fixed ``bs``), else None."""
+    sizes = []
+    for group in (a, b):
+        iops, bw = group.repeats.get("iops"), group.repeats.get("bw_bytes")
+        if iops is None or bw is None or iops.n != bw.n or not iops.n or not (iops.values > 0).all():
+            return None
+        sizes.append(bw.values / iops.values)
+    every = np.concatenate(sizes)
+    size = float(every[0])
+    return size if np.allclose(every, size, rtol=1e-6, atol=0.0) else None
 
 
 def _apart(a: _Group, b: _Group) -> bool:
@@ -756,36 +776,89 @@ def _unjudged_hosts(a: _Group, b: _Group, metric: str) -> dict[str, Any]:
 def _correct(rows: list[dict[str, Any]], correction: str, min_effect: float) -> int:
     """Adjust the p-values of every test made, judge by them, say what each point could detect.
 
-    Returns the number of tests. A ``better``/``worse`` whose adjusted p is not
-    below :data:`ALPHA` becomes ``no change`` with the reason; a ``no change``
-    whose repeats could not show the minimum effect says so.
+    Returns the number of tests: :func:`_one_test` rows (``iops`` and
+    ``bw_bytes`` of a point whose block size is fixed) are one test, counted
+    once and sharing its adjusted p. A ``better``/``worse`` whose adjusted p
+    is not below :data:`ALPHA` becomes ``no change`` with the reason; a ``no
+    change`` whose repeats could not show the minimum effect says so.
     """
     tested = [row for row in rows if "_repeats" in row and _finite(row.get("p_value"))]
-    adjusted = adjust([float(row["p_value"]) for row in tested], correction)
+    ids: dict[tuple[Any, ...], int] = {}
+    test_of = []
+    for index, row in enumerate(tested):
+        shared = _one_test(row)
+        test_of.append(ids.setdefault(shared if shared is not None else ("row", index), len(ids)))
+    p_of: dict[int, float] = {}
+    for t, row in zip(test_of, tested, strict=True):
+        p_of.setdefault(t, float(row["p_value"]))
+    tests = len(p_of)
+    adjusted_of = adjust([p_of[t] for t in range(tests)], correction).tolist()
     name = CORRECTION_NAMES[correction]
-    level = family_alpha(ALPHA, len(tested), correction)
-    after = "" if correction == "none" or len(tested) < 2 else f", after {name} over {len(tested)} tests"
-    for row, p in zip(tested, adjusted, strict=True):
-        row["p_adjusted"] = float(p)
+    level = family_alpha(ALPHA, tests, correction)
+    after = "" if correction == "none" or tests < 2 else f", after {name} over {tests} tests"
+    repeats = [row["_repeats"] for row in tested]
+    down, up = detectable(
+        [a.n for a, _ in repeats],
+        [b.n for _, b in repeats],
+        [_cv(a) for a, _ in repeats],
+        [_cv(b, a.mean) for a, b in repeats],
+        alpha=level,
+    )
+    for index, (row, t) in enumerate(zip(tested, test_of, strict=True)):
+        p = adjusted_of[t]
+        row["p_adjusted"] = p
         notes = [row["reason"]] if row.get("reason") else []
         if row["verdict"] in ("better", "worse") and p >= ALPHA:
             notes.insert(
                 0,
                 f"p = {float(row['p_value']):.3f} is not significant after {name}'s correction over "
-                f"{len(tested)} tests (adjusted p {p:.3f})",
+                f"{tests} tests (adjusted p {p:.3f})",
             )
             row["verdict"] = "no change"
         a, b = row["_repeats"]
-        row["detectable"] = detectable_change(a, b, alpha=level)
-        if row["verdict"] == "no change" and row["detectable"] > min_effect:
+        row["detectable_down"], row["detectable_up"] = float(down[index]), float(up[index])
+        if row["verdict"] == "no change" and not (
+            row["detectable_down"] >= 1 / (1 + min_effect) and row["detectable_up"] <= 1 + min_effect
+        ):
             notes.append(
-                f"too few repeats for the minimum effect: {a.n} and {b.n} repeats could detect ±{row['detectable']:.1%} "
-                f"({POWER:.0%} power{after}), more than ±{min_effect:.1%}"
+                f"too few repeats for the minimum effect: {a.n} and {b.n} repeats could detect "
+                f"{detectable_text(row['detectable_down'], row['detectable_up'])} ({POWER:.0%} power{after}), "
+                f"not ±{min_effect:.1%}"
             )
         row["reason"] = "; ".join(notes)
     for row in rows:
-        row.pop("_repeats", None)
-    return len(tested)
+        for private in ("_repeats", "_key", "_size"):
+            row.pop(private, None)
+    return tests
+
+
+def detectable_text(down: float, up: float) -> str:
+    """``×0.81 or ×1.24``; ``no drop`` (0) or ``no rise`` (inf) where none would be found; ``–`` when NA."""
+    if math.isnan(down) or math.isnan(up):
+        return "–"
+    low = f"×{down:.2f}" if down > 0 else "no drop"
+    high = f"×{up:.2f}" if math.isfinite(up) else "no rise"
+    return f"{low} or {high}"
+
+
+def _cv(repeats: Repeats, mean: float | None = None) -> float:
+    """``std / |mean|`` of a side's repeats (of ``mean`` when the side's own is 0); 0 without spread."""
+    scale = abs(repeats.mean) or abs(mean or 0.0)
+    return _spread(repeats.std, repeats.mean) / scale if scale else math.nan
+
+
+def _one_test(row: dict[str, Any]) -> tuple[Any, ...] | None:
+    """The key of the test ``row`` shares with another metric's row, or None when it is a test of its own.
+
+    ``iops`` and ``bw_bytes`` of one point are one test when every repeat of
+    both runs moved bytes in the same size per I/O (a fixed ``bs``): the
+    bandwidth is then the IOPS times a constant, Welch's statistic is the same,
+    and counting it twice would tighten the correction for nothing.
+    """
+    if row["metric"] not in _ONE_TEST:
+        return None
+    size = row.get("_size")
+    return None if size is None else ("size", row["_key"], size)
 
 
 def _finite(value: object) -> bool:
