@@ -298,6 +298,70 @@ def test_bad_input_is_refused_with_the_fix(tmp_path: Path) -> None:
         iobench.compare(a, axis_only_in_b)
 
 
+def _loaded_runs(
+    factor: float, other_cpu: tuple[float, float], found: str = ""
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Two runs of 12 points × 3 repeats; B's IOPS ``factor`` × A's; other processes' CPU in each; B's findings."""
+    rng = np.random.default_rng(12)
+    base = rng.uniform(10_000, 90_000, 12)
+    frames = []
+    for side, (scale, load) in enumerate(((1.0, other_cpu[0]), (factor, other_cpu[1]))):
+        points = [
+            ({"iodepth": 2**k}, {"iops": list(mean * scale * (1 + 0.01 * rng.standard_normal(3)))})
+            for k, mean in enumerate(base)
+        ]
+        frame = tidy(points, run_id="AB"[side])
+        frame["cpu_other_pct"] = load + rng.uniform(-0.5, 0.5, len(frame))
+        frame["validity"] = found if side else ""
+        frames.append(frame)
+    return frames[0], frames[1]
+
+
+def test_a_run_level_drift_is_one_change_and_the_conditions_that_differ_are_said(tmp_path: Path) -> None:
+    """The case measured: the same matrix twice, every point -30 %, other processes' load doubled."""
+    a, b = _loaded_runs(0.7, (12.0, 31.0), found="cpu-contention")
+    result = iobench.compare(a, b, metrics=["iops"])
+    assert result["verdict"].eq("worse").all()
+    [drift] = result.attrs["drifts"]
+    assert (
+        drift["metric"] == "iops" and drift["points"] == 12 and drift["ratio"] == pytest.approx(0.7, abs=0.01)
+    )
+    assert result["reason"].str.startswith("every one of the 12 points moved together, ×0.70").all()
+    other, found = result.attrs["conditions"]
+    assert (
+        other.startswith("other processes took 12.") and "% (most 12 %) of the points' CPUs in A, 3" in other
+    )
+    assert other.endswith("% (most 31 %) in B")
+    assert found == "the validity check cpu-contention found 0 of 36 points × repeats in A, 36 of 36 in B"
+    from iobench.report.compare_page import verdict_counts
+
+    assert verdict_counts(result) == [("iops", {"moved together (one run-level change)": 12})]
+    from rich.console import Console
+
+    from iobench.cli.compare_view import show_comparison
+
+    console = Console(record=True, width=300)
+    show_comparison(console, result)
+    text = console.export_text()
+    assert "the runs' conditions differ: other processes took" in text
+    assert "IOPS: every one of the 12 points moved together, ×0.70" in text
+    page = write_compare(result, tmp_path / "cmp").html.read_text()
+    assert "the runs&#39; conditions differ: other processes took" in page
+    assert "moved together (one run-level change): 12" in page
+
+
+def test_points_that_moved_apart_are_no_drift_and_like_conditions_say_nothing() -> None:
+    a, b = _loaded_runs(0.7, (12.0, 13.0))
+    assert iobench.compare(a, b, metrics=["iops"]).attrs["conditions"] == []
+    b.loc[b["point"].le(6), "iops"] *= 1.6  # half the points up ×1.12, half down ×0.7
+    result = iobench.compare(a, b, metrics=["iops"])
+    assert result.attrs["drifts"] == [] and not result["reason"].str.contains("moved together").any()
+    spread = b.assign(iops=b["iops"] * np.where(b["point"].le(6), 1.0, 0.5 / 1.12))  # ×0.7 … ×0.31 apart
+    assert iobench.compare(a, spread, metrics=["iops"]).attrs["drifts"] == []
+    same = iobench.compare(a, a.copy(), metrics=["iops"])
+    assert same.attrs["drifts"] == [] and same.attrs["conditions"] == []
+
+
 def test_runs_that_differ_in_direction_say_so() -> None:
     reads = tidy([({"bs": 4096}, {"iops": [10.0, 11.0]})])
     writes = reads.assign(direction="write")

@@ -28,7 +28,7 @@ from iobench.matrix.display import format_value
 from iobench.plots.files import save_figure_file
 from iobench.report.html import inline_png, template
 from iobench.report.runstate import run_lines
-from iobench.results.compare import VERDICTS, detectable_text, key_columns
+from iobench.results.compare import VERDICTS, detectable_text, drift_text, key_columns
 from iobench.store.rundir import replacing, storage
 
 #: Figure file name, without its suffix.
@@ -246,14 +246,32 @@ def comparison_rows(comparison: pd.DataFrame, limit: int | None = None) -> Rows:
 
 
 def verdict_counts(comparison: pd.DataFrame) -> list[tuple[str, dict[str, int]]]:
-    """Per metric, how many matched points are better, worse, no change and not tested."""
+    """Per metric, how many matched points are better, worse, no change and not tested.
+
+    A metric whose points all moved together (``attrs["drifts"]``) is counted as one run-level change.
+    """
     matched = comparison[comparison["match"] == "both"]
     out = []
+    drifting = {str(d["metric"]) for d in comparison.attrs.get("drifts") or []}
     for metric in dict.fromkeys(matched["metric"]):
         verdicts = matched.loc[matched["metric"] == metric, "verdict"].fillna(UNTESTED)
         counts = Counter(str(v) for v in verdicts)
-        out.append((str(metric), {v: counts.get(v, 0) for v in (*VERDICTS, UNTESTED) if counts.get(v)}))
+        found = {v: counts.get(v, 0) for v in (*VERDICTS, UNTESTED) if counts.get(v)}
+        if str(metric) in drifting:  # one change of the run, not one per point
+            found = {"moved together (one run-level change)": sum(found.values())}
+        out.append((str(metric), found))
     return out
+
+
+def condition_lines(comparison: pd.DataFrame) -> list[str]:
+    """What the terminal and the page say first: how the runs' conditions differ, and the metrics that moved
+    as one run (each a sentence; empty when the conditions match and no metric drifted)."""
+    attrs = comparison.attrs
+    lines = [f"the runs' conditions differ: {text}" for text in attrs.get("conditions") or []]
+    for drift in attrs.get("drifts") or []:
+        title = metric_title(str(drift["metric"]))
+        lines.append(f"{title}: {drift_text(drift)}" + ("; see how the conditions differ" if lines else ""))
+    return lines
 
 
 def machine_rows(comparison: pd.DataFrame) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
@@ -338,6 +356,7 @@ def render_compare(comparison: pd.DataFrame, figure: str = "") -> str:
     attrs: dict[Any, Any] = comparison.attrs
     return template("compare.html.j2").render(
         runs=run_notes(comparison),
+        conditions=condition_lines(comparison),
         a=str(attrs.get("a", "A")),
         b=str(attrs.get("b", "B")),
         min_effect=f"{float(attrs.get('min_effect', 0.01)):.0%}",

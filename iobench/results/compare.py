@@ -81,6 +81,7 @@ from iobench.results.points import (
     percentile_column,
     point_totals,
 )
+from iobench.results.validity import CONTENTION_MEAN_PCT
 from iobench.store.rundir import RunDir
 from iobench.system.stability import setting_facts
 
@@ -116,6 +117,10 @@ RESULT_COLUMNS: tuple[str, ...] = (
 )
 
 HIGHER, LOWER = 1, -1
+#: A metric whose tested points (at least this many) all moved together is one change of the run.
+DRIFT_POINTS = 3
+#: ... together: every ratio beyond the minimum effect on one side of 1, within this factor of each other.
+DRIFT_SPREAD = 1.25
 
 
 def _direction_table() -> dict[str, int]:
@@ -255,7 +260,10 @@ def compare(
         ``machines``: a list of ``{"fact", "a", "b", "differs"}`` for the
         machines and settings of both runs, and ``runs``: per side given as a
         run directory (``"A"``, ``"B"``), how far that run got (as a loaded
-        frame's ``attrs["run"]``) with its ``notes``.
+        frame's ``attrs["run"]``) with its ``notes``; ``conditions``: the
+        sentences that say how the runs' conditions differ
+        (:func:`conditions`); ``drifts``: per metric whose points all moved
+        together, ``{"metric", "points", "ratio", "low", "high"}`` (:func:`_drifts`).
 
     Raises
     ------
@@ -293,6 +301,7 @@ def compare(
     tests = _correct(rows, correction, min_effect)
     if not any(row["match"] == "both" for row in rows):
         raise ResultsError(_no_common_points(sides, keys, groups))
+    drifts = _drifts(rows, chosen, min_effect)
     out = _frame(rows, keys)
     labels = [side.label for side in sides]
     if labels[0] == labels[1]:
@@ -307,9 +316,11 @@ def compare(
         correction=correction,
         tests=tests,
         power=POWER,
-        machines=_machine_facts(sides[0], sides[1]),
+        machines=[*_machine_facts(sides[0], sides[1]), *_condition_facts(sides[0], sides[1])],
         runs={side.name: side.run for side in sides if side.run is not None},
+        drifts=drifts,
     )
+    out.attrs["conditions"] = conditions(out.attrs["machines"])
     return out
 
 
@@ -861,6 +872,48 @@ def _one_test(row: dict[str, Any]) -> tuple[Any, ...] | None:
     return None if size is None else ("size", row["_key"], size)
 
 
+def _drifts(rows: list[dict[str, Any]], metrics: Sequence[str], min_effect: float) -> list[dict[str, Any]]:
+    """The metrics whose tested points all moved together: one change of the run, not one per point.
+
+    A metric drifts when at least :data:`DRIFT_POINTS` points were tested,
+    every one of their ratios lies beyond the minimum effect on the same side
+    of 1, the largest is within a factor :data:`DRIFT_SPREAD` of the smallest,
+    and at least one point's verdict is a change. Each of its rows' reason
+    then begins with the run's ratio.
+    """
+    found = []
+    for metric in metrics:
+        tested = [r for r in rows if r["metric"] == metric and r.get("verdict") in VERDICTS]
+        ratios = np.array([float(r["ratio"]) for r in tested if _finite(r.get("ratio"))])
+        if len(tested) < DRIFT_POINTS or len(ratios) < len(tested) or (ratios <= 0).any():
+            continue
+        same_side = bool((ratios >= 1 + min_effect).all() or (ratios <= 1 / (1 + min_effect)).all())
+        changed = any(r["verdict"] in ("better", "worse") for r in tested)
+        if not (same_side and changed and ratios.max() <= DRIFT_SPREAD * ratios.min()):
+            continue
+        ratio = float(np.exp(np.log(ratios).mean()))
+        drift = {
+            "metric": metric,
+            "points": len(tested),
+            "ratio": ratio,
+            "low": float(ratios.min()),
+            "high": float(ratios.max()),
+        }
+        found.append(drift)
+        for row in tested:
+            row["reason"] = "; ".join(filter(None, [drift_text(drift), row.get("reason")]))
+    return found
+
+
+def drift_text(drift: Mapping[str, Any]) -> str:
+    """``every one of the 12 points moved together, ×0.70 (×0.68 to ×0.72): one change of the whole run``."""
+    return (
+        f"every one of the {drift['points']} points moved together, ×{drift['ratio']:.2f} "
+        f"(×{drift['low']:.2f} to ×{drift['high']:.2f}): one change of the whole run, not "
+        f"{drift['points']} changes of their own"
+    )
+
+
 def _finite(value: object) -> bool:
     return isinstance(value, int | float) and math.isfinite(value)
 
@@ -1038,6 +1091,88 @@ def _machine_facts(a: _Side, b: _Side) -> list[dict[str, Any]]:
     for fact in dict.fromkeys([*fa, *fb]):
         va, vb = fa.get(fact, "–"), fb.get(fact, "–")
         out.append({"fact": fact, "a": va, "b": vb, "differs": va != vb})
+    return out
+
+
+def _condition_facts(a: _Side, b: _Side) -> list[dict[str, Any]]:
+    """What the runs' own measurements say of their conditions: other processes' CPU, validity findings.
+
+    ``{"fact", "a", "b", "differs"}`` as :func:`_machine_facts`. Other
+    processes' CPU (the telemetry's ``cpu_other_pct``, mean over the points ×
+    repeats) differs when the means are :data:`~iobench.results.validity.CONTENTION_MEAN_PCT`
+    points apart or more — the share the ``cpu-contention`` check flags; a
+    validity check's findings differ when it found something in one run and
+    not in the other, or at a different count.
+    """
+    out = []
+    loads = [_other_cpu(side.frame) for side in (a, b)]
+    if any(load is not None for load in loads):
+        texts = ["–" if load is None else f"{load[0]:.1f} % (most {load[1]:.0f} %)" for load in loads]
+        known = [load for load in loads if load is not None]
+        differs = len(known) == 2 and abs(known[0][0] - known[1][0]) >= CONTENTION_MEAN_PCT
+        out.append({"fact": OTHER_CPU, "a": texts[0], "b": texts[1], "differs": differs})
+    counts = [_findings(side.frame) for side in (a, b)]
+    if all(c is not None for c in counts):
+        judged = [c[1] for c in counts if c is not None]
+        found = [c[0] for c in counts if c is not None]
+        for code in dict.fromkeys([*found[0], *found[1]]):
+            texts = [f"{f.get(code, 0)} of {n}" for f, n in zip(found, judged, strict=True)]
+            differs = (found[0].get(code, 0) > 0) != (found[1].get(code, 0) > 0) or texts[0] != texts[1]
+            out.append({"fact": f"{FINDINGS}{code}", "a": texts[0], "b": texts[1], "differs": differs})
+    return out
+
+
+#: The condition facts' names (:func:`_condition_facts`).
+OTHER_CPU = "other processes' share of the points' CPUs (mean, most)"
+FINDINGS = "points × repeats with the validity finding "
+
+
+def _other_cpu(frame: pd.DataFrame) -> tuple[float, float] | None:
+    """The mean and the largest ``cpu_other_pct`` over a run's points × repeats; None without telemetry."""
+    if "cpu_other_pct" not in frame or "point" not in frame:
+        return None
+    keys = [c for c in ("run_id", "point", "repeat") if c in frame]
+    values = frame.drop_duplicates(keys)["cpu_other_pct"].astype("Float64").dropna()
+    return (float(values.mean()), float(values.max())) if len(values) else None
+
+
+def _findings(frame: pd.DataFrame) -> tuple[dict[str, int], int] | None:
+    """Per validity code, the points × repeats it found, and how many were judged; None without verdicts."""
+    if "validity" not in frame or "point" not in frame:
+        return None
+    keys = [c for c in ("run_id", "point", "repeat") if c in frame]
+    codes = frame.drop_duplicates(keys)["validity"].dropna().astype(str)
+    counted: dict[str, int] = {}
+    for text in codes:
+        for code in text.split():
+            counted[code] = counted.get(code, 0) + 1
+    return counted, len(codes)
+
+
+def conditions(facts: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The sentences that say the runs were measured under different conditions (empty when none differ).
+
+    Other processes' CPU and each validity finding that differs get a
+    sentence of their own; the machine and settings facts that differ are
+    counted in one.
+    """
+    out = []
+    settings = 0
+    for fact in facts:
+        if not fact.get("differs"):
+            continue
+        name = str(fact["fact"])
+        if name == OTHER_CPU:
+            out.append(f"other processes took {fact['a']} of the points' CPUs in A, {fact['b']} in B")
+        elif name.startswith(FINDINGS):
+            code = name.removeprefix(FINDINGS)
+            out.append(f"the validity check {code} found {fact['a']} points × repeats in A, {fact['b']} in B")
+        else:
+            settings += 1
+    if settings:
+        out.append(
+            f"{settings} fact{'s' if settings > 1 else ''} of the machines and settings differ (listed)"
+        )
     return out
 
 
