@@ -431,6 +431,28 @@ def test_ratio_figure_draws_each_ratio_with_its_interval_in_its_verdict_colour()
     assert iops.get_xscale() == "log"
 
 
+def test_an_unbounded_interval_runs_off_the_panel_with_a_hollow_marker_and_says_so() -> None:
+    from iobench.plots.ratios import UNBOUNDED
+
+    a = tidy([({"bs": 4096}, {"iops": [100.0, 101.0, 99.0]}), ({"bs": 8192}, {"iops": [1.0, 100.0]})])
+    b = tidy([({"bs": 4096}, {"iops": [200.0, 201.0, 199.0]}), ({"bs": 8192}, {"iops": [50.0, 51.0]})])
+    result = iobench.compare(a, b)
+    wild = row(result, bs=8192)
+    assert wild["verdict"] == "no change" and pd.isna(wild["ratio_ci_low"]) and pd.isna(wild["ratio_ci_high"])
+    fig = iobench.plots.ratios(result)
+    [panel] = [ax for ax in fig.axes if ax.get_visible() and ax.get_title()]
+    hollow = [line for line in panel.lines if line.get_marker() == "o" and line.get_markerfacecolor() == "white"]
+    assert [float(line.get_xdata()[0]) for line in hollow] == pytest.approx([float(wild["ratio"])])
+    arrows = [t for t in panel.texts if getattr(t, "arrow_patch", None) is not None]
+    left, right = panel.get_xlim()
+    assert [(t.xy[0], t.xyann[0]) for t in arrows] == [(left, right)]  # edge to edge: no bound on either side
+    assert any(t.get_text().endswith(UNBOUNDED) for t in panel.texts)
+    caption = " ".join(t.get_text() for t in fig.texts)
+    assert f"dashed arrow across the panel: {UNBOUNDED}" in caption
+    bounded = iobench.plots.ratios(iobench.compare(a[a["bs"].eq(4096)], b[b["bs"].eq(4096)]))
+    assert UNBOUNDED not in " ".join(t.get_text() for t in bounded.texts)
+
+
 def test_ratio_figure_into_a_given_axes() -> None:
     from matplotlib.figure import Figure
 
