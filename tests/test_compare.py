@@ -441,7 +441,9 @@ def test_an_unbounded_interval_runs_off_the_panel_with_a_hollow_marker_and_says_
     assert wild["verdict"] == "no change" and pd.isna(wild["ratio_ci_low"]) and pd.isna(wild["ratio_ci_high"])
     fig = iobench.plots.ratios(result)
     [panel] = [ax for ax in fig.axes if ax.get_visible() and ax.get_title()]
-    hollow = [line for line in panel.lines if line.get_marker() == "o" and line.get_markerfacecolor() == "white"]
+    hollow = [
+        line for line in panel.lines if line.get_marker() == "o" and line.get_markerfacecolor() == "white"
+    ]
     assert [float(line.get_xdata()[0]) for line in hollow] == pytest.approx([float(wild["ratio"])])
     arrows = [t for t in panel.texts if getattr(t, "arrow_patch", None) is not None]
     left, right = panel.get_xlim()
