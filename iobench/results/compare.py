@@ -828,8 +828,13 @@ def _correct(rows: list[dict[str, Any]], correction: str, min_effect: float) -> 
             row["verdict"] = "no change"
         a, b = row["_repeats"]
         row["detectable_down"], row["detectable_up"] = float(down[index]), float(up[index])
-        if row["verdict"] == "no change" and not (
-            row["detectable_down"] >= 1 / (1 + min_effect) and row["detectable_up"] <= 1 + min_effect
+        known = not (math.isnan(row["detectable_down"]) or math.isnan(row["detectable_up"]))
+        if (
+            row["verdict"] == "no change"
+            and known
+            and not (
+                row["detectable_down"] >= 1 / (1 + min_effect) and row["detectable_up"] <= 1 + min_effect
+            )
         ):
             notes.append(
                 f"too few repeats for the minimum effect: {a.n} and {b.n} repeats could detect "
