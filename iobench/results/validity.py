@@ -161,7 +161,7 @@ CHECKS: tuple[Check, ...] = (
     ),
     Check(
         "noisy",
-        "the repeats of the point lie far apart: their IOPS (bandwidth without IOPS) vary by a CV above the "
+        "the repeats of the point lie far apart: their IOPS vary by a CV above the "
         "limit, the summary's `noisy`; the detail gives the 95 % CI of the mean too",
         f"CV above {100 * NOISY_CV:g} %, judged from 2 repeats",
         "`over_repeats` of the point totals",
