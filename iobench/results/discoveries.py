@@ -1,7 +1,7 @@
 """Many tests at once: adjusted p-values, and the smallest change a point's repeats could detect.
 
 ``iobench compare`` makes one Welch test per point, direction and metric: 16
-points × 4 metrics is 64 tests, and at 5 % each, two runs of the same matrix
+points × 4 metrics is up to 64 tests, and at 5 % each, two runs of the same matrix
 would show a "change" somewhere most of the time. :func:`adjust` controls that
 across all the tests of a comparison:
 
@@ -37,7 +37,7 @@ from iobench.errors import ResultsError
 CORRECTIONS: tuple[str, ...] = ("holm", "bh", "none")
 #: How each correction reads in a sentence.
 CORRECTION_NAMES: dict[str, str] = {"holm": "Holm", "bh": "Benjamini–Hochberg", "none": "no correction"}
-#: The power :func:`detectable_change` asks of a test (the chance to see a change of that size).
+#: The power :func:`detectable` asks of a test (the chance to see a change of that size).
 POWER = 0.8
 
 
@@ -96,7 +96,7 @@ _MOST, _LEAST = 1000.0, 1e-6
 _STEPS = 40
 #: Quantile nodes per side of the repeats' sample variances (:func:`_needed`): 24 × 24 points.
 _NODES = 24
-#: The shares of the standard error that A's variance may take, where :func:`_needed` is tabulated.
+#: The shares of the difference's variance that A's may take, where :func:`_needed` is tabulated.
 _SHARES = np.linspace(0.0, 1.0, 41)
 
 
