@@ -561,6 +561,18 @@ def rate_runs(tmp_path_factory: pytest.TempPathFactory, _cache_dir: Path) -> dic
     return runs
 
 
+def settings_that_differ(result: pd.DataFrame) -> dict[str, tuple[str, str]]:
+    """The machine and settings facts that differ, apart from the load and findings the runs measured.
+
+    Those vary with this shared machine's other users from one run to the next.
+    """
+    return {
+        f["fact"]: (f["a"], f["b"])
+        for f in result.attrs["machines"]
+        if f["differs"] and f["fact"] != OTHER_CPU and not f["fact"].startswith(FINDINGS)
+    }
+
+
 @pytest.mark.fio
 def test_twice_the_rate_is_twice_the_iops_and_better(rate_runs: dict[str, Path]) -> None:
     result = iobench.compare(rate_runs["A"], rate_runs["B"])
@@ -570,8 +582,7 @@ def test_twice_the_rate_is_twice_the_iops_and_better(rate_runs: dict[str, Path])
     assert set(iops["verdict"]) == {"better"}
     assert (iops["a_n"] == 3).all() and (iops["b_n"] == 3).all()
     assert iops["a_mean"].to_numpy(dtype=float) == pytest.approx(400, rel=0.05)
-    differ = {f["fact"]: (f["a"], f["b"]) for f in result.attrs["machines"] if f["differs"]}
-    assert differ == {"fio option rate_iops": ("400", "800")}
+    assert settings_that_differ(result) == {"fio option rate_iops": ("400", "800")}
     same = {f["fact"] for f in result.attrs["machines"] if not f["differs"]}
     assert {"kernel", "fio", "CPU", "iobench", "target 1 scheduler before the run"} <= same
 
@@ -611,14 +622,7 @@ def test_machine_settings_that_differ_are_listed(rate_runs: dict[str, Path], tmp
     governor["value"] = "performance on CPUs 0-1"
     (other / "manifest.json").write_text(json.dumps(manifest))
     result = iobench.compare(rate_runs["A"], other)
-    # the load and the findings the runs measured vary with this shared machine's other users
-    measured = {OTHER_CPU, *(f["fact"] for f in result.attrs["machines"] if f["fact"].startswith(FINDINGS))}
-    differ = {
-        f["fact"]: (f["a"], f["b"])
-        for f in result.attrs["machines"]
-        if f["differs"] and f["fact"] not in measured
-    }
-    assert differ == {
+    assert settings_that_differ(result) == {
         "system: CPU frequency governor": (
             next(
                 s["value"]
