@@ -593,7 +593,7 @@ def test_the_same_rate_is_no_change(rate_runs: dict[str, Path]) -> None:
     iops = result[result["metric"] == "iops"]
     assert set(iops["verdict"]) == {"no change"}
     assert iops["ratio"].to_numpy(dtype=float) == pytest.approx(1.0, rel=0.05)
-    assert not [f for f in result.attrs["machines"] if f["differs"]]
+    assert not settings_that_differ(result)
 
 
 @pytest.mark.fio
