@@ -311,8 +311,11 @@ def run(
                 print("figures: " + "  ".join(str(f) for f in drawn))
             elif not figures:
                 print(f"figures: `iobench report {result.run_dir}` draws them (or run with --figures)")
-            for line in validity_lines(result.frame, verbose=verbose):
-                print(line)
+            from iobench.results.steady import unjudged_line
+
+            for line in [*validity_lines(result.frame, verbose=verbose), unjudged_line(result.frame)]:
+                if line:
+                    print(line)
         if history is not None and result.exit_code in (0, 1):
             try:
                 add_runs(history, [result.run_dir])

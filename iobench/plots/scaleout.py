@@ -22,7 +22,7 @@ from iobench.errors import ResultsError
 from iobench.plots import limits, options
 from iobench.plots import plotdata as dt
 from iobench.plots import plotstyle as st
-from iobench.plots.hostvalues import draw_hosts, host_totals, outlier_flags
+from iobench.plots.hostvalues import draw_hosts, host_totals
 
 #: The axis this figure is about.
 AXIS = "host_count"
@@ -159,9 +159,7 @@ def scale_out(
             per_host = dt.select(per_host, hues, combos[0])
             notes.append(f"each host at {st.describe(hues, combos[0], bare=frozenset())}")
         keys = [AXIS, *rows_, *cols, "host"]
-        host_summary = dt.over_repeats(per_host, keys, [y]).merge(
-            outlier_flags(per_host, keys), on=keys, how="left"
-        )
+        host_summary = dt.over_repeats(per_host, keys, [y])
     panel_columns = [*rows_, *cols]
     grid = st.panel_grid(
         dt.combos(summary, panel_columns),

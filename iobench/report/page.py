@@ -46,6 +46,7 @@ from iobench.report.verdicts import HEADER as VERDICT_HEADER
 from iobench.report.verdicts import folded, verdict_groups
 from iobench.results.loading import Loaded, open_run
 from iobench.results.points import parameter_columns, shared_totals, summarize
+from iobench.results.steady import unjudged_line
 from iobench.results.telemetry import telemetry
 from iobench.store.records import Manifest
 from iobench.store.rundir import RunDir, remedy, replacing, storage
@@ -221,7 +222,7 @@ def render_page(
         counts=sorted(loaded.state.saved.items()),
         when=" → ".join(str(when) for when in (manifest.started, manifest.finished) if when),
         state=run_lines(facts, []),
-        notes=list(loaded.notes),
+        notes=[*loaded.notes, *filter(None, [unjudged_line(frame)])],
         figures=list(figures),
         left_out=list(left_out),
         summary=summary_table(full, validity_flags(frame), _repeats_of(unsteady)),
@@ -350,7 +351,7 @@ def summary_table(
             which = (not_steady or {}).get(_plain(row.get("point")), [])
             named = f"repeat{'s' if len(which) > 1 else ''} {', '.join(which)}" if which else int(unsteady)
             flags.append(f"not steady ({named} of {int(row['n'])})")
-        flags += (validity or {}).get(row.get("point"), [])
+        flags += [c for c in (validity or {}).get(row.get("point"), []) if c not in flags]
         outliers = row.get("host_outliers")
         if isinstance(outliers, str) and outliers.strip():
             flags.append(f"hosts differ: {outliers}")

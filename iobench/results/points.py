@@ -85,6 +85,9 @@ HOSTS_SUMMARY: tuple[str, ...] = ("window_s", "start_skew_ms", "overlap_pct", "h
 #: The steady-state verdict of each point × repeat (:mod:`iobench.results.steady`), and the
 #: count :func:`summarize` makes of it: not parameters.
 STEADY: tuple[str, ...] = schema.group("steady")
+#: A point whose IOPS (bandwidth without IOPS) vary over its repeats by a CV above this is noisy:
+#: the summary's ``noisy`` and the validity check of that name (docs/validity.md). Two repeats judge it.
+NOISY_CV = 0.05
 #: How ``steady_reason`` begins when fio's own steady-state detection (``steadystate=``) judged.
 FIO_STEADY = "fio steadystate"
 #: The telemetry summary of a point (:mod:`iobench.results.telemetry`, docs/telemetry.md), in frame
@@ -793,7 +796,7 @@ def summarize(
     df: pd.DataFrame,
     *,
     by: Sequence[str] | None = None,
-    noisy_cv: float = 0.05,
+    noisy_cv: float = NOISY_CV,
     steady_only: bool = False,
 ) -> pd.DataFrame:
     """Summarise each point over its repeats.
@@ -805,7 +808,7 @@ def summarize(
         are ignored. Without a ``repeat`` column every row is repeat 0.
     by : sequence of str, optional
         Columns that split a point further, as in :func:`point_totals`.
-    noisy_cv : float, default 0.05
+    noisy_cv : float, default :data:`NOISY_CV` (0.05)
         A point is ``noisy`` when the CV of its IOPS over repeats (of its
         bandwidth where IOPS is absent) exceeds this.
     steady_only : bool, default False

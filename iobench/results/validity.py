@@ -47,7 +47,7 @@ import pandas as pd
 
 from iobench.errors import IobenchError
 from iobench.matrix.units import parse_seconds
-from iobench.results.points import VALIDITY, over_repeats, parameter_columns, rate_totals
+from iobench.results.points import NOISY_CV, VALIDITY, over_repeats, parameter_columns, rate_totals
 from iobench.results.telemetry import MISMATCH
 from iobench.store.records import PointMeta
 from iobench.store.rundir import RunDir
@@ -69,7 +69,7 @@ CODES: tuple[str, ...] = (
     "throttled",
     "compressible-writes",
     "not-steady",
-    "wide-ci",
+    "noisy",
     "host-overlap",
     "fio-warning",
 )
@@ -86,8 +86,6 @@ CONTENTION_MEAN_PCT = 5.0
 CONTENTION_ONE_CPU_PCT = 20.0
 #: A CPU clock that moved by this much (%) between the start and the end of the point.
 FREQ_MOVE_PCT = 10.0
-#: A 95 % confidence half-width over repeats of at least this % of the mean.
-WIDE_CI_PCT = 10.0
 #: The hosts of a point ran together for less than this share (%) of the longest-running host's span.
 MIN_OVERLAP_PCT = 90.0
 #: Device models known to compress what they store (matched in the model name).
@@ -110,7 +108,7 @@ THRESHOLDS: tuple[str, ...] = (
     "CONTENTION_MEAN_PCT",
     "CONTENTION_ONE_CPU_PCT",
     "FREQ_MOVE_PCT",
-    "WIDE_CI_PCT",
+    "NOISY_CV",
     "MIN_OVERLAP_PCT",
     "COMPRESSING_MODELS",
     "DEVICE_COUNT_PCT",
@@ -219,9 +217,10 @@ CHECKS: tuple[Check, ...] = (
         "the frame's `steady` and `steady_reason`",
     ),
     Check(
-        "wide-ci",
-        "the repeats of the point lie far apart",
-        f"95 % CI half-width ≥ {WIDE_CI_PCT:g} % of the mean IOPS",
+        "noisy",
+        "the repeats of the point lie far apart: their IOPS vary by a CV above the "
+        "limit, the summary's `noisy`; the detail gives the 95 % CI of the mean too",
+        f"CV above {100 * NOISY_CV:g} %, judged from 2 repeats",
         "`over_repeats` of the point totals",
     ),
     Check(
@@ -292,7 +291,7 @@ class PointView:
     telemetry: dict[str, Any]
     jobs: list[dict[str, Any]]
     """The point's rows (job × direction) with :data:`JOB_COLUMNS`."""
-    spread: dict[str, tuple[float, float, float]]
+    spread: dict[str, tuple[float, float, float, float]]
     run: RunView
     fio_iops: dict[str, float] = field(default_factory=dict)
     dev_iops: dict[str, float] = field(default_factory=dict)
@@ -1052,27 +1051,25 @@ def not_steady(p: PointView, v: Verdict) -> None:
         v.na("not-steady", str(reason or "no steady-state verdict"))
 
 
-def wide_ci(p: PointView, v: Verdict) -> None:
-    """``wide-ci``: the point's repeats lie far apart (95 % CI of IOPS relative to the mean)."""
+def noisy(p: PointView, v: Verdict) -> None:
+    """``noisy``: the point's repeats vary by a CV of its rate above :data:`NOISY_CV` (the summary's rule)."""
     if not p.spread:
         return
     parts = []
     counts = []
-    for direction, (mean, half, n) in sorted(p.spread.items()):
+    for direction, (mean, cv, half, n) in sorted(p.spread.items()):
         counts.append(n)
-        if n < 2 or not math.isfinite(half) or mean <= 0:
+        if n < 2 or not math.isfinite(cv) or mean <= 0 or cv <= NOISY_CV:
             continue
-        share = 100.0 * half / mean
-        if share >= WIDE_CI_PCT:
-            label = "IOPS" if len(p.spread) == 1 else f"{direction} IOPS"
-            parts.append(
-                f"the 95 % CI of {label} over {n:.0f} repeats is ±{share:.1f} % of the mean "
-                f"({mean:,.0f} ± {half:,.0f})"
-            )
+        label = "IOPS" if len(p.spread) == 1 else f"{direction} IOPS"
+        parts.append(
+            f"{label} over {n:.0f} repeats vary by a CV of {100 * cv:.1f} % (limit {100 * NOISY_CV:g} %); "
+            f"the 95 % CI of the mean is ±{100 * half / mean:.1f} % ({mean:,.0f} ± {half:,.0f})"
+        )
     if parts:
-        v.finding("wide-ci", "; ".join(parts))
+        v.finding("noisy", "; ".join(parts))
     elif counts and max(counts) < 2:
-        v.na("wide-ci", "one repeat, no interval to judge")
+        v.na("noisy", "one repeat: the spread of repeats needs 2 or more")
 
 
 def host_overlap(p: PointView, v: Verdict) -> None:
@@ -1175,7 +1172,7 @@ FUNCTIONS = (
     throttled,
     compressible_writes,
     not_steady,
-    wide_ci,
+    noisy,
     host_overlap,
     fio_warning,
 )
@@ -1343,12 +1340,13 @@ def judge_run(
         "overlap_pct",
     )
     per_point = _firsts(rows, ["point", "repeat"], point_columns)
-    spread: dict[tuple[Any, ...], tuple[float, float, float]] = {}
+    spread: dict[tuple[Any, ...], tuple[float, float, float, float]] = {}
     if "iops" in totals and "direction" in totals:
         stats = over_repeats(totals, ["point", "direction"], ["iops"])
-        columns = [stats[c].to_numpy() for c in ("point", "direction", "iops_mean", "iops_ci95", "iops_n")]
-        for point, direction, mean, half, n in zip(*columns, strict=True):
-            spread[(_value(point), _value(direction))] = (float(mean), float(half), float(n))
+        names = ("point", "direction", "iops_mean", "iops_cv", "iops_ci95", "iops_n")
+        columns = [stats[c].to_numpy() for c in names]
+        for point, direction, mean, cv, half, n in zip(*columns, strict=True):
+            spread[(_value(point), _value(direction))] = (float(mean), float(cv), float(half), float(n))
     listed = run.point_metas() if points is None else points
     saved = {(meta.point, meta.repeat): (directory, meta) for directory, meta in listed}
     run_view = _run_view(run)
