@@ -330,6 +330,7 @@ def test_a_job_that_ends_inside_its_ramp(loops: LoopFactory, tmp_path: Path) -> 
     assert "ended-in-ramp" in codes(ramped), ramped["validity_detail"]
     assert "fio counted 256 I/Os but measured no latency" in ramped["validity_detail"]
     assert "(10 s)" in ramped["validity_detail"]
+    assert "hold no sample" in ramped["steady_reason"]  # the logs are there, empty
     assert "ended-in-ramp" not in codes(plain)
     assert codes(plain) <= LOAD_DEPENDENT, plain["validity_detail"]
 

@@ -58,6 +58,7 @@ MAX_EXCURSION = 0.10
 #: The start of a reason that says a point × repeat was too short to judge.
 TOO_SHORT = "too short to judge"
 NO_LOGS = "no fio logs in the point directory (a run made before iobench wrote them)"
+EMPTY_LOGS = "fio's logs hold no sample (the job ended before its first log window, e.g. inside ramp_time)"
 #: The verdict frame's columns.
 VERDICT_COLUMNS: tuple[str, ...] = (
     "point",
@@ -334,7 +335,8 @@ def verdicts(
         elif key in logs.problems:
             row.update(steady=None, steady_reason=f"not judged: {logs.problems[key]}")
         elif key not in has_logs:
-            row.update(steady=None, steady_reason=NO_LOGS)
+            written = any(point_dir.glob("*_iops.*log*")) or any(point_dir.glob("*_bw.*log*"))
+            row.update(steady=None, steady_reason=EMPTY_LOGS if written else NO_LOGS)
         else:
             row.update(by_key[key])
         rows.append(row)
