@@ -92,8 +92,6 @@ ALPHA = 0.05
 VERDICTS: tuple[str, ...] = ("better", "worse", "no change")
 #: Metrics compared when none are named (those both runs have).
 DEFAULT_METRICS: tuple[str, ...] = ("iops", "bw_bytes", "lat_mean_us", "clat_p99_us")
-#: ``match`` values: the point ran in both runs, or in one only.
-MATCHES: tuple[str, ...] = ("both", "A only", "B only")
 #: The columns after the key columns, in order.
 RESULT_COLUMNS: tuple[str, ...] = (
     "metric",

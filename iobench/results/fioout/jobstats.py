@@ -42,10 +42,6 @@ class DirStats:
     lat_bins: str | None = None
     slat_bins: str | None = None
 
-    def did_io(self) -> bool:
-        """Whether the direction moved any data or completed any I/O."""
-        return bool(self.io_bytes) or bool(self.total_ios)
-
 
 @dataclass(slots=True)
 class JobStats:
