@@ -117,15 +117,14 @@ def settings_cost(fleet: Fleet) -> None:
     started = time.perf_counter()
     show(host.facts.snapshot.system)
     snapshot_s = time.perf_counter() - started
-    connection = host.connection
-    assert isinstance(connection, Counted)
-    before = connection.counts[0]
+    assert host.agent is not None
+    before = sum(host.agent.asked.values())
     started = time.perf_counter()
-    show(RemoteRoot(connection))
+    show(RemoteRoot(host))
     live_s = time.perf_counter() - started
     print(
-        f"system show of {host.name}: from the snapshot {snapshot_s * 1000:.1f} ms, no remote command; "
-        f"live {live_s * 1000:.0f} ms, {connection.counts[0] - before} remote commands"
+        f"system show of {host.name}: from the snapshot {snapshot_s * 1000:.1f} ms, no request; "
+        f"live {live_s * 1000:.0f} ms, {sum(host.agent.asked.values()) - before} requests to its agent"
     )
 
 

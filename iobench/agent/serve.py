@@ -168,7 +168,7 @@ class Agent:
     def op_write(self, path: str, text: str) -> dict[str, Any]:
         """One ``write(2)``, as a setting's file wants it."""
         try:
-            fd = os.open(self.path(path), os.O_WRONLY | os.O_CLOEXEC)
+            fd = os.open(self.path(path), os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
         except OSError as exc:
             return {"errno": exc.errno}
         try:
@@ -271,10 +271,11 @@ class Agent:
             os.close(fd)
         return True
 
-    def op_run(self, argv: Sequence[str], timeout: float = 30.0, sbin: bool = False) -> dict[str, Any]:
+    def op_run(self, argv: Sequence[str], seconds: float = 30.0, sbin: bool = False) -> dict[str, Any]:
+        """A probe tool (``blkid``, ...), from argv; ``sbin``: with the system folders on PATH."""
         if not argv:
             raise Refused("no program to run")
-        return run_program(argv, float(timeout), _SBIN if sbin else None)
+        return run_program(argv, float(seconds), _SBIN if sbin else None)
 
     def op_programs(self, fio: str = "fio") -> dict[str, Any]:
         """fio's version, whether numactl runs, whether fio knows ``numa_mem_policy``; and the python."""
@@ -374,6 +375,19 @@ class Agent:
     def op_server_alive(self) -> bool:
         return self.server is not None and self.server.poll() is None
 
+    def op_stop_fio(self) -> None:
+        """Stop the fio server this agent started, everything under it, and remove its folder."""
+        if self.server is not None:
+            stop_tree(self.root, [self.server.pid])
+            try:
+                self.server.wait(timeout=GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
+            self.server = None
+        if self.folder is not None:
+            _remove_tree(self.folder)
+            self.folder = None
+
     def op_leftovers(self) -> dict[str, Any]:
         """This user's private folders (a killed run's): each with its pid file's line and that pid's command line."""
         found: list[dict[str, Any]] = []
@@ -385,7 +399,13 @@ class Agent:
                 continue
             for name in sorted(names):
                 folder = os.path.join(base, name)
-                if not name.startswith(FOLDER_PREFIX) or folder in seen or folder == self.folder:
+                # A server's folder: iobench-<token>.<random> (a dot; iobench's other folders have none).
+                if (
+                    not name.startswith(FOLDER_PREFIX)
+                    or "." not in name
+                    or folder in seen
+                    or folder == self.folder
+                ):
                     continue
                 seen.add(folder)
                 try:
@@ -417,16 +437,7 @@ class Agent:
     def close(self) -> None:
         """Release everything this agent holds: locks, the fio server's tree, its folder."""
         self.op_unlock()
-        if self.server is not None:
-            stop_tree(self.root, [self.server.pid])
-            try:
-                self.server.wait(timeout=GRACE_S)
-            except subprocess.TimeoutExpired:
-                pass
-            self.server = None
-        if self.folder is not None:
-            _remove_tree(self.folder)
-            self.folder = None
+        self.op_stop_fio()
 
 
 def _remove_tree(folder: str) -> None:

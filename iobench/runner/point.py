@@ -43,7 +43,7 @@ from iobench.system.cpulist import parse_cpulist
 from iobench.system.hostfs import SystemRoot
 from iobench.system.observe import GroupWatcher, Observed, check_placement
 from iobench.system.process import CommandNotFound, Completed, minimal_env
-from iobench.system.remote import EXIT_SCRIPT, descendants_in, proc_table
+from iobench.system.remote import descendants_in, proc_table
 from iobench.system.sampler import Snapshot, Watch, keep_thread_off
 from iobench.system.topology import TargetLocation
 from iobench.system.tuning import DeviceTuner
@@ -464,11 +464,10 @@ def _remote_killed(host: HostSite, pids: list[int]) -> str:
     """``fio worker (pid N) killed by signal 9 (out of memory?)`` from the host's ``/proc``."""
     codes = {}
     with contextlib.suppress(IobenchError):
-        done = host.node.run(["sh", "-c", EXIT_SCRIPT, "sh", *map(str, pids)])
-        for line in done.stdout.splitlines():
-            word, _, code = line.partition(" ")
-            if word.isdigit() and code.strip().isdigit():
-                codes[int(word)] = int(code) & 0x7F
+        found = host.node.call("exits", pids=pids)
+        for word, code in found.items() if isinstance(found, dict) else ():
+            if str(word).isdigit() and type(code) is int:
+                codes[int(word)] = code & 0x7F
     signum = codes.get(pids[0], 0)
     return f"fio worker (pid {pids[0]}) " + (killed_words(signum) if signum else "died and was never reaped")
 
@@ -482,7 +481,7 @@ def _stop_jobs(hosts: Sequence[HostSite]) -> None:
         if server is None or site.node.down is not None:
             return
         with contextlib.suppress(IobenchError):
-            children = descendants_in(proc_table(site.node.connection), server.pid)
+            children = descendants_in(proc_table(site.node), server.pid)
             kill_trees(site.node, [pid for pid, depth in children.items() if depth == 1])
 
     each(stop, hosts)

@@ -5,9 +5,9 @@ the whole run; every remote command and port forward goes through it, so a
 command costs a round trip, not a handshake. Everything starts from argv
 lists. ssh itself joins a remote command into one string for the remote
 user's shell, so each argument is quoted with :func:`shlex.join` and the
-remote shell splits it back into exactly that argv; where a remote loop is
-needed the command is ``sh -c SCRIPT sh ARG...`` with SCRIPT a constant of
-iobench and the data only in the positional arguments.
+remote shell splits it back into exactly that argv. The only programs iobench
+starts on a host are ``python3`` (its agent, :mod:`iobench.system.hostagent`)
+and what the agent starts, from argv lists.
 
 iobench's own options come first on the command line: ssh keeps the first
 value it gets for an option, so neither ``ssh_options`` nor ``~/.ssh/config``
@@ -440,10 +440,6 @@ class Ssh:
         remote side ends at its next write once this end is gone.
         """
         return self.spawner(self.argv(argv), env=ssh_env(), stdout=True, stdin=stdin)
-
-    def script(self, script: str, *args: str, timeout: float = COMMAND_TIMEOUT_S) -> Completed:
-        """Run one of iobench's constant shell scripts on the host with ``args`` as ``$1``…"""
-        return self.run(["sh", "-c", script, "sh", *args], timeout=timeout)
 
     def forward(self, local: str, remote: str) -> str:
         """Forward the Unix socket ``local`` here to the Unix socket ``remote`` on the host.
