@@ -43,7 +43,7 @@ from iobench.system.fioserver import (
     stop_stale,
 )
 from iobench.system.hostagent import HostAgent
-from iobench.system.process import Completed, signals_held
+from iobench.system.process import signals_held
 from iobench.system.remote import Snapshot, fetch_snapshot
 from iobench.system.remoteguard import RemoteMachine
 from iobench.system.safety import Target, check_targets
@@ -99,9 +99,6 @@ class Connection(Protocol):
 
     def wait_ready(self, timeout: float | None = None) -> None:
         """Wait until connected; raise :class:`~iobench.system.ssh.HostUnreachable` otherwise."""
-
-    def run(self, argv: Sequence[str], *, timeout: float = COMMAND_TIMEOUT_S) -> Completed:
-        """Run argv on the host."""
 
     def stream(self, argv: Sequence[str], *, stdin: bool = False) -> subprocess.Popen[bytes]:
         """Start argv on the host, its output (and, with ``stdin``, its input) a pipe here."""
@@ -263,21 +260,6 @@ class Host:
         if self.name != target.destination:
             return f"host {self.name} ({target.destination})"
         return f"host {self.name}"
-
-    def run(self, argv: Sequence[str], *, timeout: float = COMMAND_TIMEOUT_S) -> Completed:
-        """Run argv on the host; a lost connection marks the host down.
-
-        Raises
-        ------
-        HostUnreachable
-            When the connection is (or just went) down.
-        """
-        try:
-            return self.connection.run(argv, timeout=timeout)
-        except HostUnreachable as exc:
-            self.down = self.down or str(exc)
-            self.alive()
-            raise
 
     def stream(self, argv: Sequence[str], *, stdin: bool = False) -> subprocess.Popen[bytes]:
         """Start argv on the host through its connection (see :meth:`~iobench.system.ssh.Ssh.stream`)."""

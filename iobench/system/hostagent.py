@@ -15,17 +15,16 @@ connection dropping) makes it let go of everything and exit.
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
 import threading
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from iobench.agent import OLD_PYTHON_EXIT, OLDEST_PYTHON, command, payload
 from iobench.agent.protocol import AgentError, Channel, ProtocolError
 from iobench.errors import IobenchError
-from iobench.system.process import stop_process
-from iobench.system.ssh import COMMAND_TIMEOUT_S, HostUnreachable, SshTarget, Transport
+from iobench.system.ssh import COMMAND_TIMEOUT_S, HostUnreachable, SshTarget, end_session
 
 START_TIMEOUT_S = 30.0
 """Seconds a host's agent may take to start and greet."""
@@ -38,6 +37,17 @@ class AgentMissing(HostUnreachable):
 
 class AgentRefused(IobenchError):
     """The agent answered a request with an error (what it said, naming the host)."""
+
+
+class Launcher(Protocol):
+    """What starts a host's agent: anything that runs an argv there with a pair of pipes (an SSH connection)."""
+
+    @property
+    def target(self) -> SshTarget:
+        """The host."""
+
+    def stream(self, argv: Sequence[str], *, stdin: bool = False) -> subprocess.Popen[bytes]:
+        """Start argv on the host, its input and output pipes here."""
 
 
 class AgentCaller(Protocol):
@@ -54,7 +64,7 @@ class AgentCaller(Protocol):
 class HostAgent:
     """One host's agent for a run (see the module's description)."""
 
-    def __init__(self, transport: Transport, root: str | None = None) -> None:
+    def __init__(self, transport: Launcher, root: str | None = None) -> None:
         self.transport = transport
         self.root = root
         self.session: subprocess.Popen[bytes] | None = None
@@ -147,16 +157,7 @@ class HostAgent:
         session = self.session
         if session is None:
             return
-        if session.stdin is not None:
-            with contextlib.suppress(OSError):
-                session.stdin.close()
-        try:
-            session.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            stop_process(session)
-        if session.stdout is not None:
-            with contextlib.suppress(OSError):
-                session.stdout.close()
+        end_session(session, timeout)
         self.channel = None
 
 

@@ -20,7 +20,6 @@ import contextlib
 import json
 import os
 import re
-import select
 import shlex
 import shutil
 import stat
@@ -187,23 +186,6 @@ def _failure(said: str) -> tuple[str, str]:
         if any(word.lower() in said.lower() for word in words):
             return what, check
     return "is unreachable", "check the address and that key login works without a prompt"
-
-
-def first_line(session: subprocess.Popen[bytes], timeout: float) -> str:
-    """The first line a held session (:meth:`Ssh.stream`) prints, waiting up to ``timeout`` s; empty when none came."""
-    assert session.stdout is not None
-    fd = session.stdout.fileno()
-    deadline = time.monotonic() + timeout
-    text = b""
-    while b"\n" not in text:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            break
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            break
-        text += chunk
-    return text.decode(errors="replace").split("\n", 1)[0].strip()
 
 
 def end_session(session: subprocess.Popen[bytes], timeout: float) -> None:
