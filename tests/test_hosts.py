@@ -1493,3 +1493,74 @@ def test_a_point_on_a_host_costs_it_no_new_command(write_matrix: Callable[..., P
         assert result.counts == {"ok": points}
         counts[points] = (len(hosts.made["c"].calls), len(hosts.made["c"].started))
     assert counts[1] == counts[3], counts
+
+
+def test_what_a_host_ran_is_checked_against_its_plan() -> None:
+    from iobench.results.fioout.clients import ran_elsewise
+
+    planned = {("a.dat", "/x/a.dat")}
+    assert ran_elsewise({("a.dat", "/x/a.dat")}, planned) is None
+    assert (
+        ran_elsewise({("b.dat", "/x/b.dat")}, planned)
+        == "ran [b.dat] on /x/b.dat and did not run [a.dat] on /x/a.dat"
+    )
+    assert ran_elsewise(set(), planned) == "did not run [a.dat] on /x/a.dat"
+    assert ran_elsewise({("a.dat", "/x/a.dat"), ("a.dat", None)}, planned) == "ran [a.dat]"
+
+
+def _own_targets_matrix(write_matrix: Callable[..., Path], tmp_path: Path, rw: str, size: str) -> Path:
+    return write_matrix(
+        textwrap.dedent(
+            f"""\
+            version: 1
+            name: own-targets
+            fio: {{ioengine: psync, rw: {rw}, bs: 4k, runtime: 1, time_based: 1}}
+            hosts:
+              - {{name: a, ssh: root@a, targets: [{{path: {tmp_path}/a.dat{size}}}]}}
+              - {{name: b, ssh: root@b, targets: [{{path: {tmp_path}/b.dat{size}}}]}}
+            matrix: {{iodepth: [1]}}
+            """
+        )
+    )
+
+
+@pytest.mark.fio
+def test_hosts_writing_their_own_targets_each_run_exactly_their_jobs(
+    write_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    path = _own_targets_matrix(write_matrix, tmp_path, "randwrite", ", size: 8M")
+    result = run_hosts(load_matrix(path), out=tmp_path / "results", connector=LocalHosts(tmp_path / "homes"))
+    assert result.counts == {"ok": 1}
+    frame = result.frame
+    assert frame is not None
+    assert sorted(zip(frame["host"], frame["jobname"], strict=True)) == [("a", "a.dat"), ("b", "b.dat")]
+
+
+@pytest.mark.fio
+def test_a_host_that_ran_another_hosts_jobs_fails_the_point_naming_what_ran_where(
+    write_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    """Read-only hosts with their own targets: fio 3.33's client sends the first job file to every host.
+
+    (fio ties only the arguments right after ``--client=`` to that client; ``--readonly`` comes
+    between.) fio's own output says what each host ran, and the point fails naming it.
+    """
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.dat").write_bytes(b"\0" * (8 << 20))  # not iobench's: read with --readonly
+    path = _own_targets_matrix(write_matrix, tmp_path, "randread", "")
+    result = run_hosts(load_matrix(path), out=tmp_path / "results", connector=LocalHosts(tmp_path / "homes"))
+    argv = json.loads((result.run_dir / "points" / "0001-r1" / "argv.json").read_text())[0]
+    assert argv[3:] == [
+        "--client=sock:host-a",
+        "--readonly",
+        "job-a.fio",
+        "--client=sock:host-b",
+        "--readonly",
+        "job-b.fio",
+    ]
+    meta = json.loads((result.run_dir / "points" / "0001-r1" / "meta.json").read_text())
+    assert result.counts == {"failed": 1}
+    assert meta["reason"] == (
+        f"host b: fio on this host ran [a.dat] on {tmp_path}/a.dat and did not run [b.dat] on "
+        f"{tmp_path}/b.dat, not what was planned for it"
+    )

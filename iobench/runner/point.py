@@ -267,6 +267,8 @@ class Share:
     lost: str | None = None
     client: str | None = None
     """The name a host's server puts before its lines in the client's output (its hostname)."""
+    elsewise: str | None = None
+    """What fio says the host ran that was not planned for it (or did not run that was)."""
 
 
 class Launch(Protocol):
@@ -526,7 +528,8 @@ def _said(*texts: str) -> str:
 
 def _client_shares(run: PlannedRun, sites: Sequence[Site], done: Completed, cwd: Path) -> list[Share]:
     """Each host's share of the client's output, parsed once for every host."""
-    from iobench.results.fioout.clients import client_key, client_rows, host_share
+    from iobench.matrix.fiooptions import fio_filename
+    from iobench.results.fioout.clients import Ran, client_key, client_results, host_share, ran_elsewise
 
     output = cwd / CLIENT_OUTPUT
     missing: str | None = None
@@ -536,12 +539,18 @@ def _client_shares(run: PlannedRun, sites: Sequence[Site], done: Completed, cwd:
         text, missing = "", exc.strerror or "cannot be read"
     clients = {client_key(f"sock:host-{p.host}"): str(p.host) for p in run.processes}
     everything = None
+    ran: dict[str, Ran] = {}
     problem = missing
     if text and not done.timed_out:
         try:
-            everything = client_rows(text, clients, origin=str(output))
+            everything, ran = client_results(text, clients, origin=str(output))
         except ResultsError as exc:
             problem = str(exc)
+    # What each host was to run: its processes' sections, each on its target (the job file's filename=).
+    planned: dict[str, Ran] = {}
+    for process in run.processes:
+        jobs = zip(process.sections, process.targets, strict=True)
+        planned.setdefault(str(process.host), set()).update((s, fio_filename(t)) for s, t in jobs)
     said = _said(text, done.stdout, done.stderr)
     shares = []
     for process, site in zip(run.processes, sites, strict=True):
@@ -556,7 +565,9 @@ def _client_shares(run: PlannedRun, sites: Sequence[Site], done: Completed, cwd:
         if not site.alive():
             share.lost = site.down_reason()
         if everything is not None:
-            share.rows = host_share(everything, str(process.host), process.sections) or None
+            host = str(process.host)
+            share.elsewise = ran_elsewise(ran.get(host, set()), planned[host])
+            share.rows = host_share(everything, host, process.sections) or None
             if share.rows is None:
                 share.unreadable = "fio reported no results"
         else:
@@ -887,6 +898,8 @@ class PointRunner:
             return "failed", f"fio aborted: {aborted['line'].strip()}"
         if share.lost is not None:
             return "failed", f"lost during the point ({share.lost})"
+        if share.elsewise is not None:
+            return "failed", f"fio on this host {share.elsewise}, not what was planned for it"
         if done.timed_out:
             return "timeout", f"fio did not finish within {run.timeout_s:g} s and was stopped"
         if done.returncode < 0:
