@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import stat
 import signal
 import stat as statmod
 import subprocess
@@ -299,7 +298,7 @@ class Agent:
             raise Refused(f"cannot make {folder}: {exc.strerror}") from None
         # As on the controller (system/locks.py): a lock folder someone else can change, or a
         # lock file that is a link, would let them choose what the holder's line truncates.
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        if not statmod.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
             raise Refused(f"{folder} is not a folder of this user's own that only it can write")
         taken: dict[str, int] = {}
         busy: dict[str, str] = {}
@@ -312,7 +311,7 @@ class Agent:
             try:
                 fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
                 lock = os.fstat(fd)
-                if not stat.S_ISREG(lock.st_mode) or lock.st_uid != os.geteuid() or lock.st_nlink != 1:
+                if not statmod.S_ISREG(lock.st_mode) or lock.st_uid != os.geteuid() or lock.st_nlink != 1:
                     os.close(fd)
                     raise OSError(0, "not a file of this user's own (a link, a device, or another's)")
             except OSError as exc:
