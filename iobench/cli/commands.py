@@ -429,6 +429,7 @@ def parse(
         _err().print(f"iobench: {output}: use a .parquet or .csv file name for -o")
         raise typer.Exit(code=2)
     from iobench.store.rundir import replacing
+    from iobench.store.untrusted import csv_safe
 
     try:
         frame = parse_fio(list(files))
@@ -439,7 +440,7 @@ def parse(
             if output.suffix == ".parquet":
                 frame.to_parquet(tmp, index=False)
             else:
-                frame.to_csv(tmp, index=False)
+                csv_safe(frame).to_csv(tmp, index=False)
     except IobenchError as exc:
         raise _fail(exc) from None
 
