@@ -388,3 +388,32 @@ def test_the_reader_refuses_what_is_not_a_regular_file_in_the_run(copy: Path) ->
     with pytest.raises(UnreadableRunFile, match="a FIFO") as raised:
         read_bytes(fifo, RECORD, copy)
     assert isinstance(raised.value, OSError) and raised.value.filename == str(fifo)
+
+
+def test_a_fio_number_of_4300_digits_is_no_number(copy: Path) -> None:
+    output = copy / "points" / "0001-r1" / "fio.json"
+    text = output.read_text()
+    start = text.index('"iops" : ') + len('"iops" : ')
+    end = text.index(",", start)
+    output.write_text(text[:start] + "1" + "0" * 4299 + text[end:])
+    frame = bounded(lambda: iobench.load(copy))
+    point = frame[frame["point"].eq(1)]
+    assert point["status"].eq("ok").all() and point["iops"].isna().any()
+    assert cli("report", copy, "-o", copy / "report").exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("a: " + "[" * 3000 + "]" * 3000 + "\n", "nested too deeply"),
+        ("version: 1\nname: " + "1" * 4301 + "\n", "4300"),
+    ],
+    ids=["3000-deep", "4301-digit"],
+)
+def test_a_matrix_too_deep_or_with_too_long_an_integer_is_refused(
+    tmp_path: Path, text: str, words: str
+) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    result = cli("plan", path)
+    assert result.exit_code == 2 and str(path) in said(result) and words in said(result)

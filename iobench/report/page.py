@@ -197,8 +197,10 @@ def render_page(
     loaded = loaded if loaded is not None else open_run(run.path)
     try:
         matrix_text = read_text(run.path / "matrix.yaml", MATRIX, run.path)
-    except OSError as exc:
-        matrix_text = f"(not shown: {exc.filename}: {exc.strerror})" if exc.filename else ""
+    except FileNotFoundError:
+        matrix_text = ""
+    except OSError as exc:  # not read (a link, a FIFO, too large): the page says why in its place
+        matrix_text = f"(not shown: {exc.filename}: {exc.strerror})"
     facts = loaded.state.facts()
     full = summarize(frame, by=_split_by(frame)) if summary is None else summary
     bottlenecks = verdict_groups(frame)

@@ -204,8 +204,9 @@ def read_bytes(path: str | os.PathLike[str], kind: Kind, within: str | os.PathLi
 
 
 def read_text(path: str | os.PathLike[str], kind: Kind, within: str | os.PathLike[str] | None) -> str:
-    """:func:`read_bytes` decoded as UTF-8, an undecodable byte replaced (as ``Path.read_text(errors="replace")``)."""
-    return read_bytes(path, kind, within).decode("utf-8", errors="replace").replace("\r\n", "\n")
+    """:func:`read_bytes` decoded as ``Path.read_text(errors="replace")`` decodes: UTF-8, universal newlines."""
+    text = read_bytes(path, kind, within).decode("utf-8", errors="replace")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 #: The most digits of an integer in a record: every count, size and time iobench writes fits 64 bits.
