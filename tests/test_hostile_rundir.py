@@ -20,9 +20,10 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -331,20 +332,43 @@ def test_a_report_link_planted_in_the_run_is_not_followed(copy: Path, tmp_path: 
     assert cli("report", copy, "-o", tmp_path / "mine").exit_code == 0
 
 
+@pytest.fixture
+def shared(real_run: Path) -> Iterator[Path]:
+    """A copy of the run that user ``nobody`` owns, in a folder of ours that nobody may enter (not list)."""
+    base = Path(tempfile.mkdtemp(prefix="iobench-shared-"))
+    try:
+        base.chmod(0o711)
+        run = base / real_run.name
+        shutil.copytree(real_run, run)
+        (run / "results.parquet").unlink()
+        nobody = pwd.getpwnam("nobody")
+        for folder, _, files in os.walk(run):
+            for name in [folder, *(os.path.join(folder, f) for f in files)]:
+                os.chown(name, nobody.pw_uid, nobody.pw_gid)
+        yield run
+    finally:
+        shutil.rmtree(base)
+
+
+def as_nobody(*argv: str) -> None:
+    subprocess.run(["runuser", "-u", "nobody", "--", *argv], check=True, timeout=BOUND_S)
+
+
 @pytest.mark.root
-def test_a_run_directory_of_another_user_is_read_but_never_written(copy: Path, tmp_path: Path) -> None:
-    nobody = pwd.getpwnam("nobody")
-    for folder, _, files in os.walk(copy):
-        for name in [folder, *(os.path.join(folder, f) for f in files)]:
-            os.chown(name, nobody.pw_uid, nobody.pw_gid)
-    before = sorted(p.name for p in copy.iterdir())
-    result = cli("report", copy)
-    assert result.exit_code == 2 and "belongs to user nobody" in said(result)
+def test_a_run_directory_of_another_user_is_read_but_never_written(shared: Path, tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    as_nobody("ln", "-s", str(victim), str(shared / "report"))  # planted by the run's owner
+    before = sorted(p.name for p in shared.iterdir())
+    result = cli("report", shared)
+    assert result.exit_code == 2 and f"{shared}: belongs to user nobody" in said(result)
+    assert "-o" in said(result) and list(victim.iterdir()) == []
     with pytest.warns(RunWarning, match="the frame was not saved: .*belongs to user nobody"):
-        frame = bounded(lambda: iobench.load(copy))
+        frame = bounded(lambda: iobench.load(shared))
     assert frame["status"].eq("ok").all()
-    assert sorted(p.name for p in copy.iterdir()) == before  # no report/, no results.parquet
-    assert cli("report", copy, "-o", tmp_path / "mine").exit_code == 0
+    assert sorted(p.name for p in shared.iterdir()) == before  # no results.parquet, nothing else
+    assert cli("report", shared, "-o", tmp_path / "mine").exit_code == 0
+    assert list(victim.iterdir()) == []
 
 
 # --- the matrix path -----------------------------------------------------------------------------
