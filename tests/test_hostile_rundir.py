@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import os
+import pickle
 import pwd
 import shutil
 import stat
@@ -37,7 +38,7 @@ from iobench.cli.commands import app
 from iobench.errors import IobenchError, ResultsError
 from iobench.report.page import write_report
 from iobench.results.loading import RunWarning
-from iobench.store.untrusted import MAX_ROWS, RECORD, UnreadableRunFile, csv_cell, read_bytes
+from iobench.store.untrusted import MAX_ROWS, RECORD, UnreadableRunFile, csv_cell, own_directory, read_bytes
 
 pytestmark = pytest.mark.fio
 runner = CliRunner()
@@ -441,3 +442,48 @@ def test_a_matrix_too_deep_or_with_too_long_an_integer_is_refused(
     path.write_text(text)
     result = cli("plan", path)
     assert result.exit_code == 2 and str(path) in said(result) and words in said(result)
+
+
+def test_a_file_reached_through_a_linked_directory_below_the_run_is_not_read(
+    copy: Path, tmp_path: Path
+) -> None:
+    """What a point directory swapped for a link after it was listed would give: the file is not read."""
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(copy / "points" / "0001-r1", elsewhere)
+    (copy / "points" / "0001-r1").symlink_to(elsewhere)
+    with pytest.raises(UnreadableRunFile, match=f"reached through a symbolic link \\(it is {elsewhere}"):
+        read_bytes(copy / "points" / "0001-r1" / "meta.json", RECORD, copy)
+    assert read_bytes(elsewhere / "meta.json", RECORD, None)  # the same file, named by the user: read
+
+
+def test_a_record_past_its_cap_is_not_read(copy: Path) -> None:
+    meta = copy / "points" / "0001-r1" / "meta.json"
+    with meta.open("r+b") as handle:
+        handle.truncate(RECORD.max_bytes + 1)  # sparse: it costs no disk
+    assert f"{RECORD.max_bytes + 1:,} bytes, more than the {RECORD.max_bytes:,}" in reason_of(
+        load_quietly(copy), 1
+    )
+
+
+def test_a_refusal_survives_a_trip_between_processes() -> None:
+    refused = pickle.loads(pickle.dumps(UnreadableRunFile("/run/x", "a FIFO, not a regular file; not read")))
+    assert isinstance(refused, OSError) and isinstance(refused, ResultsError)
+    assert str(refused) == "/run/x: a FIFO, not a regular file; not read"
+
+
+@pytest.mark.root
+def test_a_directory_others_may_write_is_not_written_unless_sticky(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(ResultsError, match="other users may write in it"):
+        own_directory(shared / "report")
+    assert not (shared / "report").exists()
+    shared.chmod(0o1777)  # sticky: others cannot rename what is not theirs
+    assert own_directory(shared / "report").is_dir()
+    group = tmp_path / "group"
+    group.mkdir()
+    os.chown(group, 0, pwd.getpwnam("nobody").pw_gid)
+    group.chmod(0o770)
+    with pytest.raises(ResultsError, match="other users may write in it"):
+        own_directory(group)

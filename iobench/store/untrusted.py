@@ -84,6 +84,10 @@ class UnreadableRunFile(ResultsError, OSError):
     def __str__(self) -> str:
         return f"{self.filename}: {self.strerror}"
 
+    def __reduce__(self) -> tuple[type[UnreadableRunFile], tuple[str, str, int]]:
+        # OSError's own args (errno, strerror) would not rebuild this one across processes.
+        return type(self), (str(self.filename), str(self.strerror), int(self.errno or errno.EINVAL))
+
 
 def _what(mode: int) -> str:
     for test, name in (
