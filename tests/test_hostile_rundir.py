@@ -38,7 +38,15 @@ from iobench.cli.commands import app
 from iobench.errors import IobenchError, ResultsError
 from iobench.report.page import write_report
 from iobench.results.loading import RunWarning
-from iobench.store.untrusted import MAX_ROWS, RECORD, UnreadableRunFile, csv_cell, own_directory, read_bytes
+from iobench.store.untrusted import (
+    FIO_TEXT,
+    MAX_ROWS,
+    RECORD,
+    UnreadableRunFile,
+    csv_cell,
+    own_directory,
+    read_bytes,
+)
 
 pytestmark = pytest.mark.fio
 runner = CliRunner()
@@ -487,3 +495,13 @@ def test_a_directory_others_may_write_is_not_written_unless_sticky(tmp_path: Pat
     group.chmod(0o770)
     with pytest.raises(ResultsError, match="other users may write in it"):
         own_directory(group)
+
+
+def test_fio_output_past_its_cap_is_refused_by_parse(tmp_path: Path) -> None:
+    output = tmp_path / "fio.json"
+    with output.open("wb") as handle:
+        handle.truncate(FIO_TEXT.max_bytes + 1)  # sparse: zeros that would fill memory
+    with pytest.raises(ResultsError, match=f"fio.json: {FIO_TEXT.max_bytes + 1:,} bytes, more than"):
+        bounded(lambda: iobench.parse_fio(output))
+    result = cli("parse", output)
+    assert result.exit_code == 2 and "more than the" in said(result)
