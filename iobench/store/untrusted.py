@@ -14,7 +14,7 @@ thousands deep. Every read of a run directory's file goes through
 - reads at most the cap of its :class:`Kind` and refuses a larger file;
 - for tables, refuses one whose footer says more rows than :data:`MAX_ROWS`
   before reading any of them; for JSON, a document nested deeper than Python
-  can follow or with an integer longer than Python converts.
+  can follow or with an integer of more than :data:`MAX_INT_DIGITS` digits.
 
 What it refuses is an :class:`UnreadableRunFile`: an ``OSError`` whose
 ``strerror`` says why, so that every caller that already reports a file it
