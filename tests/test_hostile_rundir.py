@@ -380,6 +380,19 @@ def test_a_run_directory_of_another_user_is_read_but_never_written(shared: Path,
     assert list(victim.iterdir()) == []
 
 
+@pytest.mark.root
+def test_a_hard_link_to_a_third_users_file_is_not_read(shared: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "private.txt"
+    secret.write_text("the-secret-words\n")
+    secret.chmod(0o600)
+    (shared / "matrix.yaml").unlink()
+    os.link(secret, shared / "matrix.yaml")  # a regular file in place, root's
+    report = bounded(lambda: write_report(shared, tmp_path / "out"))
+    page = report.html.read_text()
+    assert "the-secret-words" not in page
+    assert "matrix.yaml: belongs to root (uid 0), not to the run directory&#39;s owner (nobody" in page
+
+
 # --- the matrix path -----------------------------------------------------------------------------
 
 

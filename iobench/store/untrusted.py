@@ -118,14 +118,11 @@ def _below(path: str | os.PathLike[str], directory: str | os.PathLike[str]) -> s
     return os.path.relpath(text, base)
 
 
-def _real_directory(directory: str | os.PathLike[str]) -> str:
-    """``directory`` with every link resolved, by the kernel (one open, where ``realpath`` lstats each part)."""
+def _real_directory(directory: str | os.PathLike[str]) -> tuple[str, int]:
+    """``directory`` with every link resolved, by the kernel (one open, where ``realpath`` lstats each part), and its owner."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return os.path.realpath(directory)
-    try:
-        return _opened_path(fd) or os.path.realpath(directory)
+        return _opened_path(fd) or os.path.realpath(directory), os.fstat(fd).st_uid
     finally:
         os.close(fd)
 
@@ -141,8 +138,9 @@ def open_regular(path: str | os.PathLike[str], kind: Kind, within: str | os.Path
         What it is (its cap).
     within
         The run directory it belongs to: the file must be in it, reached
-        with no symbolic link below it. None for a file the user named
-        themselves (a matrix on the command line), which may be a link.
+        with no symbolic link below it, and belong to the directory's owner
+        or (not hard-linked) to this user. None for a file the user named themselves (a
+        matrix on the command line), which may be a link.
 
     Raises
     ------
@@ -170,11 +168,20 @@ def open_regular(path: str | os.PathLike[str], kind: Kind, within: str | os.Path
                 errno.EFBIG,
             )
         if within is not None:
-            expected = os.path.join(_real_directory(within), _below(path, within))
+            real, owner = _real_directory(within)
+            expected = os.path.join(real, _below(path, within))
             opened = _opened_path(fd) or os.path.realpath(path)
             if opened != expected:
                 raise UnreadableRunFile(
                     path, f"reached through a symbolic link (it is {opened}); not read", errno.EXDEV
+                )
+            # A hard link to another user's file is a regular file in place: its owner tells it apart.
+            # This user's own files are taken (a run resumed with sudo), unless hard-linked in.
+            if info.st_uid != owner and (info.st_uid != os.geteuid() or info.st_nlink > 1):
+                raise UnreadableRunFile(
+                    path,
+                    f"belongs to {_user(info.st_uid)}, not to the run directory's owner ({_user(owner)}); not read",
+                    errno.EACCES,
                 )
     except BaseException:
         os.close(fd)
