@@ -519,6 +519,7 @@ def parse(
         _err().print(f"iobench: {output}: use a .parquet or .csv file name for -o")
         raise typer.Exit(code=2)
     from iobench.store.rundir import replacing
+    from iobench.store.untrusted import csv_safe
 
     try:
         frame, root = relative_sources(parse_fio(list(files)))
@@ -530,7 +531,7 @@ def parse(
             if output.suffix == ".parquet":
                 frame.to_parquet(tmp, index=False)
             else:
-                frame.to_csv(tmp, index=False)
+                csv_safe(frame).to_csv(tmp, index=False)
         print(f"{output}: {counted(len(frame), 'row')}; source: relative to {root}")
     except IobenchError as exc:
         raise _fail(exc) from None

@@ -50,6 +50,7 @@ from iobench.results.steady import unjudged_line
 from iobench.results.telemetry import telemetry
 from iobench.store.records import Manifest
 from iobench.store.rundir import RunDir, remedy, replacing, storage
+from iobench.store.untrusted import MATRIX, csv_safe, own_directory, read_text
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -146,7 +147,7 @@ def _write(
     left_out: list[tuple[str, str]] = []
     try:
         with storage(target):
-            target.mkdir(parents=True, exist_ok=True)
+            own_directory(target)
         for name, build in builders.items():
             try:
                 fig = build()  # one figure at a time: drawn, written, inlined, let go
@@ -162,7 +163,7 @@ def _write(
         summary = with_validity(summarize(frame, by=_split_by(frame)), frame)
         table = target / "summary.csv"
         with replacing(table) as tmp:
-            summary.to_csv(tmp, index=False)
+            csv_safe(summary).to_csv(tmp, index=False)
         page = target / "report.html"
         text = render_page(run, frame, inline, summary, loaded=loaded, out=target, left_out=left_out)
         with replacing(page) as tmp:
@@ -208,8 +209,12 @@ def render_page(
     """
     manifest = run.manifest()
     loaded = loaded if loaded is not None else open_run(run.path)
-    matrix_path = run.path / "matrix.yaml"
-    matrix_text = matrix_path.read_text(errors="replace") if matrix_path.is_file() else ""
+    try:
+        matrix_text = read_text(run.path / "matrix.yaml", MATRIX, run.path)
+    except FileNotFoundError:
+        matrix_text = ""
+    except OSError as exc:  # not read (a link, a FIFO, too large): the page says why in its place
+        matrix_text = f"(not shown: {exc.filename}: {exc.strerror})"
     facts = loaded.state.facts()
     full = with_validity(summarize(frame, by=_split_by(frame)), frame) if summary is None else summary
     bottlenecks = verdict_groups(frame)
@@ -253,7 +258,7 @@ def _write_csv(out: Path | None, name: str, rows: pd.DataFrame) -> str | None:
     if out is None:
         return None
     with replacing(out / name) as tmp:
-        rows.to_csv(tmp, index=False)
+        csv_safe(rows).to_csv(tmp, index=False)
     return name
 
 

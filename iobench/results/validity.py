@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ from iobench.results.points import NOISY_CV, VALIDITY, over_repeats, parameter_c
 from iobench.results.telemetry import MISMATCH
 from iobench.store.records import PointMeta
 from iobench.store.rundir import RunDir
+from iobench.store.untrusted import FIO_TEXT, open_regular, read_text, run_of
 from iobench.system.cpulist import format_cpulist, parse_cpulist
 from iobench.system.pointfacts import MEMORY_FS, NOT_LAID_OUT
 
@@ -1129,11 +1131,8 @@ def fio_warning(p: PointView, v: Verdict) -> None:
     """``fio-warning``: what fio printed on stderr, or before its results in its output file."""
     stderr = p.directory / "stderr.txt"
     try:
-        said = [
-            line.strip()
-            for line in stderr.read_text(errors="replace").splitlines()
-            if not informational(line)
-        ]
+        text = read_text(stderr, FIO_TEXT, run_of(p.directory))
+        said = [line.strip() for line in text.splitlines() if line.strip() and not informational(line)]
     except FileNotFoundError:
         v.na("fio-warning", "no stderr.txt saved with the point")
         said = []
@@ -1144,7 +1143,8 @@ def fio_warning(p: PointView, v: Verdict) -> None:
     # The fio processes of a point on hosts share one output file: read each file once.
     for output in dict.fromkeys(process.output for process in p.meta.processes):
         with contextlib.suppress(OSError):
-            with (p.directory / output).open("rb") as handle:
+            fd = open_regular(p.directory / output, FIO_TEXT, run_of(p.directory))
+            with os.fdopen(fd, "rb") as handle:
                 head = handle.read(65536).decode(errors="replace")
             start = head.find("{")
             if start > 0:
@@ -1231,7 +1231,7 @@ def _options(directory: Path, meta: PointMeta) -> tuple[dict[str, str] | None, s
     for process in meta.processes:
         path = directory / process.jobfile_name
         try:
-            options.update(read_options(path.read_text(errors="replace")))
+            options.update(read_options(read_text(path, FIO_TEXT, run_of(directory))))
         except OSError as exc:
             return None, f"{path.name} cannot be read ({exc.strerror})"
     return (options, None) if meta.processes else (None, "no fio process recorded")
