@@ -45,12 +45,13 @@ from iobench.report.runstate import run_lines
 from iobench.report.verdicts import HEADER as VERDICT_HEADER
 from iobench.report.verdicts import folded, verdict_groups
 from iobench.results.loading import Loaded, open_run
-from iobench.results.points import parameter_columns, shared_totals, summarize
+from iobench.results.points import outcomes, parameter_columns, shared_totals, summarize
 from iobench.results.steady import unjudged_line
 from iobench.results.telemetry import telemetry
 from iobench.store.records import Manifest
 from iobench.store.rundir import RunDir, remedy, replacing, storage
 from iobench.store.untrusted import MATRIX, csv_safe, own_directory, read_text
+from iobench.words import counted
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -224,7 +225,8 @@ def render_page(
     return template("report.html.j2").render(
         title=run.path.name,
         description=_description(manifest, matrix_text),
-        counts=sorted(loaded.state.saved.items()),
+        counts=_counts(frame),
+        skipped=_skipped(frame),
         when=" → ".join(str(when) for when in (manifest.started, manifest.finished) if when),
         state=run_lines(facts, []),
         notes=[*loaded.notes, *filter(None, [unjudged_line(frame)])],
@@ -397,8 +399,25 @@ def _plain(value: object) -> str:
 def _problems(frame: pd.DataFrame) -> list[tuple[str, str, str, str]]:
     if "status" not in frame:
         return []
-    bad = frame[frame["status"] != "ok"].drop_duplicates(["point", "repeat"])
+    bad = frame[~frame["status"].isin(["ok", "skipped"])].drop_duplicates(["point", "repeat"])
     return [(_plain(r.point), _plain(r.repeat), _plain(r.status), _plain(r.reason)) for r in bad.itertuples()]
+
+
+def _skipped(frame: pd.DataFrame) -> list[Any]:
+    """Points never run, once each whatever their repeats: ``(reason, points, point list)`` per reason."""
+    if "status" not in frame:
+        return []
+    never = frame[frame["status"].eq("skipped")].drop_duplicates(["point"])
+    return _grouped([(_plain(r.point), _plain(r.reason)) for r in never.itertuples()], lambda r: (r[1],))
+
+
+def _counts(frame: pd.DataFrame) -> list[tuple[str, str]]:
+    """The header's counts: runs by status, then points skipped and points run once as another's twin."""
+    labels = {"skipped": "skipped", "same": "same as another here (run once)"}
+    return [
+        (labels.get(status, status), counted(n, "point" if status in labels else "run"))
+        for status, n in outcomes(frame).items()
+    ]
 
 
 def _grouped(rows: Sequence[tuple[str, ...]], key: Callable[[tuple[str, ...]], tuple[str, ...]]) -> list[Any]:
