@@ -19,7 +19,7 @@ from typing import Protocol
 
 from iobench.system.process import Completed
 from iobench.system.remote import Snapshot
-from iobench.system.safety import FileInfo, Machine, ProbeError
+from iobench.system.safety import FileInfo, Machine, ProbeError, folder_refusal
 from iobench.system.ssh import COMMAND_TIMEOUT_S, SshTarget
 from iobench.system.tuning import host_id
 
@@ -139,6 +139,40 @@ class RemoteMachine(Machine):
             return "/" + "/".join(parts[1:3])
         if parts[1:2] == ("proc",) and len(parts) > 3 and parts[3] != "root":
             return "/" + "/".join(parts[1:4])
+        return None
+
+    def open_folder(self, path: str, protected_symlinks: bool) -> str | None:
+        """The folders on the way to ``path`` on the host, judged as here (:func:`~iobench.system.safety.folder_refusal`).
+
+        On a host the folders are those of the path ``readlink -f`` resolves
+        (the folders of the links on the way are not looked at), each
+        ``lstat``'ed in one command; a group that may write counts as other
+        users (its members are not asked).
+        """
+        parts = Path(self.realpath(path)).parts
+        prefixes = [str(Path(*parts[: i + 1])) for i in range(len(parts))]
+        done = self.host.run(["sh", "-c", 'id -u; stat -c "%u %a %U %n" -- "$@"', "sh", *prefixes])
+        lines = done.stdout.splitlines()
+        if not lines or not lines[0].isdigit():
+            return f"the folders on its way cannot be looked at on {self.host.describe()}"
+        me = int(lines[0])
+        found: dict[str, tuple[int, int, str]] = {}
+        for line in lines[1:]:
+            words = line.split(" ", 3)
+            with contextlib.suppress(ValueError, IndexError):
+                found[words[3]] = (int(words[0]), int(words[1], 8), words[2])
+        for folder, name in zip(prefixes, prefixes[1:], strict=False):
+            if folder not in found:
+                return None  # missing: nothing lies beyond it, and the guard says so on its own
+            uid, mode, who = found[folder]
+            writers = "every user" if mode & 0o002 else "its group" if mode & 0o020 else None
+            entry = found.get(name)
+            holder = (entry[0], entry[2]) if entry is not None else None
+            refusal = folder_refusal(
+                folder, Path(name).name, (uid, who), mode, writers, holder, me, protected_symlinks
+            )
+            if refusal is not None:
+                return refusal
         return None
 
     def inode(self, path: str) -> int | None:
