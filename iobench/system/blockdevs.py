@@ -188,3 +188,17 @@ def loop_backing_file(root: SystemRoot, name: str) -> str | None:
     """The file behind loop device ``name`` (``loop/backing_file``), or None for anything else."""
     directory = root.block_dir(name)
     return root.read_text(directory / "loop" / "backing_file") if directory is not None else None
+
+
+def loop_window(root: SystemRoot, name: str) -> tuple[int, int] | None:
+    """Loop device ``name``'s ``offset`` and ``sizelimit`` in bytes on its backing file (0: to its end), or None.
+
+    None also when either cannot be read: the caller cannot tell the loop
+    shows its backing file whole.
+    """
+    directory = root.block_dir(name)
+    if directory is None:
+        return None
+    offset = root.read_int(directory / "loop" / "offset")
+    limit = root.read_int(directory / "loop" / "sizelimit")
+    return None if offset is None or limit is None else (offset, limit)

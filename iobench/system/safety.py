@@ -390,11 +390,102 @@ def _device_refusal(location: TargetLocation, system: SystemRoot, machine: Machi
         reason = _in_use(system, device, mounted, swaps)
         if reason:
             return reason
+    beneath = _beneath(system, name, machine)
+    for lower in beneath:
+        reason = _lower_in_use(lower, system, machine, mounted, swaps)
+        if reason:
+            return f"{name} writes onto {lower.node or lower.name} ({lower.how}), and {reason}"
     root = root_disks(system, machine)
-    if (set(location.disks) | _stack_and_disks(system, name)) & root:
+    lower_names = {lower.name for lower in beneath if lower.name}
+    if (set(location.disks) | {d for n in (name, *lower_names) for d in _stack_and_disks(system, n)}) & root:
         return f"{name} holds the root filesystem"
     if machine.claimed(node):
         return f"{name} is in use by the kernel (mounted, swap, or part of a RAID, LVM or btrfs volume)"
+    return None
+
+
+@dataclass(frozen=True)
+class Beneath:
+    """A device or file a block device's writes land on, below it.
+
+    Attributes
+    ----------
+    node : str
+        Its path: the ``/dev`` node of a device (empty when it has none), the
+        backing file of a loop device; what ``--allow-write`` names to consent to it.
+    name : str or None
+        The kernel's name of a device; None for a file.
+    how : str
+        How the device above reaches it (``member of dm-0``, ``backing of
+        loop3 at byte offset 1048576``).
+    whole : bool
+        Whether the device above shows all of it, byte for byte (a loop at
+        offset 0 with no size limit): what is on it is then seen, and
+        consented to, through the device above.
+    slave : bool
+        A dm or md member, which the device above holds (claims) by design.
+    """
+
+    node: str
+    name: str | None
+    how: str
+    whole: bool
+    slave: bool
+
+
+def _beneath(system: SystemRoot, name: str, machine: Machine) -> list[Beneath]:
+    """Everything under block device ``name``: dm and md members, loop devices' backing devices and files, recursively."""
+    found: list[Beneath] = []
+    seen = {name}
+    todo = [name]
+    while todo:
+        current = todo.pop(0)
+        below: list[Beneath] = [
+            Beneath(_node_of(system, member, machine) or "", member, f"member of {current}", False, True)
+            for member in blockdevs.slaves(system, current)
+        ]
+        backing = blockdevs.loop_backing_file(system, current)
+        if backing:
+            window = blockdevs.loop_window(system, current)
+            whole = window == (0, 0)
+            where = (
+                "?"
+                if window is None
+                else f"byte offset {window[0]}" + (f", {window[1]} bytes" if window[1] else "")
+            )
+            devno = machine.devno(backing)
+            lower = blockdevs.block_name(system, devno) if devno else None
+            below.append(Beneath(backing, lower, f"backing of {current} at {where}", whole, False))
+        for lower_one in below:
+            key = lower_one.name or lower_one.node
+            if key in seen:
+                continue
+            seen.add(key)
+            found.append(lower_one)
+            if lower_one.name:
+                todo.append(lower_one.name)
+    return found
+
+
+def _lower_in_use(
+    lower: Beneath, system: SystemRoot, machine: Machine, mounted: set[str], swaps: set[str]
+) -> str | None:
+    """Why what lies beneath a target must never be written through it, or None."""
+    if lower.name is None:
+        if lower.node.endswith(" (deleted)"):
+            return "that file is deleted"
+        real = machine.realpath(lower.node)
+        if any(machine.realpath(area) == real for area in blockdevs.swaps(system)):
+            return "that file is in use as swap"
+        return None
+    for device in (lower.name, *blockdevs.partitions(system, lower.name)):
+        devno = blockdevs.block_devno(system, device)
+        if devno is not None and devno in mounted:
+            return f"{device} is mounted"
+        if devno is not None and devno in swaps:
+            return f"{device} is in use as swap"
+    if not lower.slave and lower.node and machine.claimed(lower.node):
+        return f"{lower.name} is in use by the kernel (mounted, swap, or part of a RAID, LVM or btrfs volume)"
     return None
 
 
@@ -596,44 +687,97 @@ def _node_of(system: SystemRoot, name: str, machine: Machine) -> str | None:
     return None
 
 
-def _to_probe(system: SystemRoot, name: str) -> list[str]:
-    """``name``, its partitions and every device under it (dm/md members) with theirs, recursively."""
-    stack = (
-        n
-        for device in blockdevs.devices_below(system, name)
-        for n in (device, *blockdevs.partitions(system, device))
-    )
-    return list(dict.fromkeys(stack))
+def _probe_all(nodes: Iterable[str], machine: Machine) -> list[Signature]:
+    """Every signature on each of ``nodes``.
+
+    Raises
+    ------
+    ProbeError
+        For the first that cannot be probed.
+    """
+    return [sig for node in nodes for sig in probe_signatures(node, machine=machine)]
 
 
-def _signature_refusal(
-    target: Target, location: TargetLocation, system: SystemRoot, machine: Machine
-) -> str | None:
+def _with_partitions(system: SystemRoot, name: str, node: str, machine: Machine) -> list[str]:
+    """``node`` (device ``name``) and the ``/dev`` node of each of its partitions.
+
+    Raises
+    ------
+    ProbeError
+        When a partition has no node to probe.
+    """
+    nodes = [node]
+    for part in blockdevs.partitions(system, name):
+        found = _node_of(system, part, machine)
+        if found is None:
+            raise ProbeError(f"{part} has no node in /dev to probe")
+        nodes.append(found)
+    return nodes
+
+
+def _unconsented(target: Target, location: TargetLocation, system: SystemRoot, machine: Machine) -> str:
+    """The refusal of a device the command line did not name: what it and everything under it holds."""
     node = machine.realpath(target.path)
-    devices = _to_probe(system, location.device or Path(node).name)
-    found: list[Signature] = []
+    name = location.device or Path(node).name
+    fix = f"pass --allow-write {target.path} on the command line"
     try:
-        for i, device in enumerate(devices):
-            path = node if i == 0 else _node_of(system, device, machine)
-            if path is None:
-                raise ProbeError(f"{device} has no node in /dev to probe")
-            found += probe_signatures(path, machine=machine)
+        nodes = _with_partitions(system, name, node, machine)
+        for lower in _beneath(system, name, machine):
+            if lower.whole:
+                continue  # the same bytes as the device above, probed there
+            if lower.name is None:
+                nodes.append(lower.node)
+            elif lower.node:
+                nodes += _with_partitions(system, lower.name, lower.node, machine)
+            else:
+                raise ProbeError(f"{lower.name} has no node in /dev to probe")
+        found = _probe_all(nodes, machine)
     except ProbeError as exc:
         return (
             f"target {target.path}: what it holds is unknown, so it is not written: {exc}; "
-            f"pass --allow-write {target.path} if whatever it holds may be destroyed"
+            f"{fix} if whatever it holds may be destroyed"
+        )
+    if found:
+        return f"target {target.path} holds {_describe(found, node)}; if it may be destroyed, {fix}"
+    return (
+        f"target {target.path} is a block device and the matrix writes to it; {fix} if its data may be "
+        "destroyed (a matrix's allow_write never suffices)"
+    )
+
+
+def _lower_refusal(
+    target: Target, lower: Beneath, allow_write: tuple[str, ...], system: SystemRoot, machine: Machine
+) -> str | None:
+    """Why a device consented to may still not be written: something beneath it holds data no one consented to."""
+    if lower.whole or (lower.node and _consented(lower.node, allow_write, machine)):
+        return None
+    fix = f"pass --allow-write {lower.node} as well"
+    try:
+        if lower.name is None:
+            nodes = [lower.node]
+        elif lower.node:
+            nodes = _with_partitions(system, lower.name, lower.node, machine)
+        else:
+            raise ProbeError(f"{lower.name} has no node in /dev to probe")
+        found = _probe_all(nodes, machine)
+    except ProbeError as exc:
+        return (
+            f"target {target.path} writes onto {lower.node} ({lower.how}), and what that holds is unknown: "
+            f"{exc}; {fix} if whatever it holds may be destroyed"
         )
     if found:
         return (
-            f"target {target.path} holds {_describe(found, node)}; "
-            f"if it may be destroyed, pass --allow-write {target.path}"
+            f"target {target.path} writes onto {lower.node} ({lower.how}), which holds "
+            f"{_describe(found, lower.node)}; --allow-write {target.path} does not cover it: "
+            f"if it may be destroyed, {fix}"
         )
     return None
 
 
-def _same_device(path: str, others: Iterable[str], machine: Machine) -> bool:
+def _consented(path: str, allow_write: Iterable[str], machine: Machine) -> bool:
+    """Whether ``--allow-write`` names ``path``: the same file (its resolved path) or the same device (its number)."""
     real, devno = machine.realpath(path), machine.devno(path)
-    for other in others:
+    for other in allow_write:
         if machine.realpath(other) == real or (devno is not None and machine.devno(other) == devno):
             return True
     return False
@@ -646,21 +790,21 @@ def _check_block(
     system: SystemRoot,
     machine: Machine,
 ) -> str | None:
-    if not target.allow_write:
-        return (
-            f"target {target.path} is a block device and the matrix writes to it; "
-            f"{_allow_fix(target)} if its data may be destroyed"
-        )
     refusal = _device_refusal(location, system, machine)
     if refusal:
         return f"target {target.path}: {refusal}; iobench never writes to it"
-    if _same_device(target.path, allow_write, machine):
-        # Named on the command line: whatever it holds may go, so nothing needs to be known about it.
-        return None
-    return _signature_refusal(target, location, system, machine)
+    if not _consented(target.path, allow_write, machine):
+        return _unconsented(target, location, system, machine)
+    # Named on the command line: whatever it holds may go; what lies beneath it is another matter.
+    name = location.device or Path(machine.realpath(target.path)).name
+    for lower in _beneath(system, name, machine):
+        refusal = _lower_refusal(target, lower, allow_write, system, machine)
+        if refusal:
+            return refusal
+    return None
 
 
-def _check_file(target: Target, writes: bool, machine: Machine) -> str | None:
+def _check_file(target: Target, writes: bool, allow_write: tuple[str, ...], machine: Machine) -> str | None:
     info = machine.file_info(target.path)
     if not info.exists:
         if not info.parent_is_dir:
@@ -670,12 +814,12 @@ def _check_file(target: Target, writes: bool, machine: Machine) -> str | None:
         return None
     if info.is_dir:
         return f"target {target.path} is a directory; name a file or a block device"
-    if target.allow_write or created_by_iobench(target.path, machine):
+    if _consented(target.path, allow_write, machine) or created_by_iobench(target.path, machine):
         return None
     if writes:
         return (
             f"target {target.path} exists and iobench did not create it; "
-            f"{_allow_fix(target)} if it may be overwritten"
+            f"{_allow_fix(target)} if it may be overwritten (a matrix's allow_write never suffices)"
         )
     if target.size is not None and info.size is not None and target.size > info.size:
         size_from = "the matrix's first target" if target.from_command_line else "the target"
@@ -687,16 +831,17 @@ def _check_file(target: Target, writes: bool, machine: Machine) -> str | None:
 
 
 def _allow_fix(target: Target) -> str:
-    """How the user allows ``target`` to be written: in the matrix, or on the command line for ``--target``."""
-    if target.from_command_line:
-        return f"pass --allow-write {target.path}"
-    return "add `allow_write: true` to the target"
+    """How the user allows ``target`` to be written: on the command line, always."""
+    return f"pass --allow-write {target.path} on the command line"
 
 
 def foreign_files(
-    targets: Iterable[Target], locations: dict[str, TargetLocation], machine: Machine | None = None
+    targets: Iterable[Target],
+    locations: dict[str, TargetLocation],
+    machine: Machine | None = None,
+    allow_write: tuple[str, ...] = (),
 ) -> frozenset[str]:
-    """The targets that are existing files iobench may not write: not created by it, no ``allow_write``.
+    """The targets that are existing files iobench may not write: not created by it, not named by ``--allow-write``.
 
     Read points open these read-only (fio ``--readonly``), so that no ``size``,
     ``offset`` or ``filesize`` makes fio lay them out or extend them.
@@ -704,7 +849,7 @@ def foreign_files(
     machine = machine or LOCAL
     found = set()
     for target in targets:
-        if locations[target.path].kind != "file" or target.allow_write:
+        if locations[target.path].kind != "file" or _consented(target.path, allow_write, machine):
             continue
         if machine.file_info(target.path).exists and not created_by_iobench(target.path, machine):
             found.add(target.path)
@@ -791,7 +936,7 @@ def check_targets(
         elif location.kind == "unknown":
             problem = f"target {target.path} does not exist"
         else:
-            problem = _check_file(target, writes, machine)
+            problem = _check_file(target, writes, allow_write, machine)
         if problem:
             where = f"{target.where}: " if target.where else ""
             problems.append(where + machine.prefix + problem)
