@@ -1,10 +1,12 @@
 """The created-files registry grants writes: only a registry of this user's own is believed.
 
-A file iobench created is written again without ``allow_write``; the
+A file iobench created is written again without ``--allow-write``; the
 registry saying so lives in the state folder (``$XDG_STATE_HOME``). A
 registry another user could write (their folder, as with ``sudo -E`` keeping
 their environment) would let them name any file as "created by iobench":
-it is ignored, and such files need ``allow_write`` like any other.
+it is ignored, never written, and such files need ``--allow-write`` like any
+other. What it remembers is the file itself (device, inode and birth time),
+which a file made later at the same name, even on the same inode, is not.
 """
 
 from __future__ import annotations
@@ -19,6 +21,12 @@ from pathlib import Path
 
 import pytest
 from loopdev import sha256_of
+
+from iobench.errors import SafetyError
+from iobench.matrix.model import parse_matrix
+from iobench.planner.plans import plan
+from iobench.runner.sweep import run
+from iobench.system.safety import create_target_file, created_by_iobench, remember_created
 
 pytestmark = [pytest.mark.root, pytest.mark.fio]
 
@@ -52,3 +60,72 @@ def test_a_registry_another_user_wrote_grants_nothing(
     assert sha256_of(victim) == before, "a registry another user wrote let the run overwrite the file"
     assert done.returncode == 2, done.stderr
     assert "exists and iobench did not create it" in done.stderr, done.stderr
+
+
+def test_a_new_file_on_a_created_file_s_inode_is_not_created_by_iobench(tmp_path: Path) -> None:
+    """A file made later at the same name, on the same inode number, is another file: it needs consent."""
+    path = tmp_path / "bench.dat"
+    create_target_file(str(path))
+    assert created_by_iobench(str(path))
+    inode = path.stat().st_ino
+    for _ in range(20):  # ext4 hands a freed inode to the next file made in the folder
+        path.unlink()
+        path.write_bytes(b"someone else's data")
+        if path.stat().st_ino == inode:
+            break
+    assert path.stat().st_ino == inode, "the file system did not reuse the inode"
+    assert not created_by_iobench(str(path))
+    matrix = parse_matrix(
+        f"version: 1\nname: r\ntargets: [{{path: {path}, size: 1M}}]\nfio: {{rw: write, bs: 4k}}\n", "m.yaml"
+    )
+    with pytest.raises(SafetyError, match="exists and iobench did not create it"):
+        plan(matrix)
+
+
+def test_a_run_makes_its_new_file_itself_and_remembers_what_it_made(tmp_path: Path) -> None:
+    path = tmp_path / "new.dat"
+    matrix = parse_matrix(
+        f"version: 1\nname: r\ntargets: [{{path: {path}, size: 1M}}]\n"
+        "fio: {ioengine: psync, rw: write, bs: 4k, runtime: 1, time_based: 1}\n",
+        "m.yaml",
+    )
+    result = run(matrix, out=tmp_path / "r")
+    assert result.counts == {"ok": 1}
+    registry = json.loads((Path(os.environ["XDG_STATE_HOME"]) / "iobench" / "created-files.json").read_text())
+    info = path.stat()
+    assert registry[str(path)].startswith(f"{info.st_dev}:{info.st_ino} ")
+    assert created_by_iobench(str(path))
+    # The next run writes it again without --allow-write.
+    assert run(matrix, out=tmp_path / "r2").counts == {"ok": 1}
+
+
+def test_a_name_that_appears_before_iobench_makes_it_is_not_opened(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.dat"
+    victim.write_bytes(os.urandom(1 << 16))
+    before = sha256_of(victim)
+    path = tmp_path / "new.dat"
+    path.symlink_to(victim)
+    with pytest.raises(SafetyError, match=f"target {path} appeared after the write guard judged it"):
+        create_target_file(str(path))
+    assert sha256_of(victim) == before
+    assert not created_by_iobench(str(victim))
+
+
+def test_a_registry_folder_another_user_may_write_is_never_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = tmp_path / "shared-state"
+    (state / "iobench").mkdir(parents=True)
+    (state / "iobench").chmod(0o777)
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    path = tmp_path / "new.dat"
+    with pytest.raises(
+        SafetyError, match=rf"registry .* not trusted: directory {state}/iobench .*every user"
+    ):
+        create_target_file(str(path))
+    assert not path.exists()
+    other = tmp_path / "other.dat"
+    other.write_bytes(b"x")
+    with pytest.raises(SafetyError, match="created-files registry .* is not written"):
+        remember_created([str(other)])
+    assert not (state / "iobench" / "created-files.json").exists()

@@ -175,11 +175,16 @@ class RemoteMachine(Machine):
                 return refusal
         return None
 
-    def inode(self, path: str) -> int | None:
-        """The file's inode number on the host, now."""
-        done = self.host.run(["stat", "-L", "-c", "%i", "--", path])
-        text = done.stdout.strip()
-        return int(text) if done.returncode == 0 and text.isdigit() else None
+    def file_identity(self, path: str) -> str | None:
+        """The file's device, inode and birth time on the host (``stat %W``), or None when its file system keeps none."""
+        done = self.host.run(["stat", "-L", "-c", "%F|%d|%i|%W", "--", path])
+        words = done.stdout.strip().split("|")
+        if done.returncode != 0 or len(words) != 4 or words[0] not in ("regular file", "regular empty file"):
+            return None
+        device, inode, born = words[1:]
+        if not (device.isdigit() and inode.isdigit() and born.isdigit()) or born == "0":
+            return None
+        return f"{device}:{inode} born {born}"
 
     def registry_key(self, path: str) -> str:
         """``<host id>:<path>``: the same path on two hosts is two files (the id: how the host is reached)."""
