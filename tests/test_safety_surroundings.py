@@ -19,11 +19,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from fakehosts import LocalHosts
 from loopdev import sha256_of
 
 from iobench.errors import SafetyError
 from iobench.matrix.model import parse_matrix
+from iobench.system.fleet import Fleet, HostSpec, HostsRefused
 from iobench.system.safety import check_targets, open_folder
+from iobench.system.ssh import SshTarget
 from iobench.system.topology import discover_topology, locate_target
 
 pytestmark = pytest.mark.root
@@ -152,3 +155,28 @@ def test_another_user_s_link_swap_in_an_open_folder_never_reaches_the_victim(
     assert "Traceback" not in done.stderr
     assert sha256_of(victim) == before
     assert not (tmp_path / "r").exists()
+
+
+class _HostTarget:
+    def __init__(self, path: str) -> None:
+        self.path, self.size, self.allow_write, self.home_node = path, 1 << 20, False, None
+        self.where, self.from_command_line = "", False
+
+
+def test_a_host_s_target_in_a_folder_others_may_write_is_refused_there(shared: Path, tmp_path: Path) -> None:
+    open_dir = shared / "open"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
+    private = tmp_path / "private"
+    private.mkdir()
+    targets = (_HostTarget(str(open_dir / "new.dat")), _HostTarget(str(private / "new.dat")))
+    spec = HostSpec(SshTarget("root@h", (), "h"), targets, writes=True)
+    with Fleet([spec], fio_version="fio-3.33", connector=LocalHosts(tmp_path)) as fleet:
+        with pytest.raises(HostsRefused) as caught:
+            fleet.preflight()
+    text = str(caught.value)
+    assert (
+        f"host h (root@h): target {open_dir}/new.dat: directory {open_dir} (owner root, mode 0777) "
+        "can be written by every user"
+    ) in text
+    assert str(private) not in text

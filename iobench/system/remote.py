@@ -74,6 +74,7 @@ for b in /sys/class/block/* /sys/block/*; do
   seen="$seen$r "
   dr "$r" "$r/queue" "$r/holders" "$r/slaves" "$r/device" "$r/dm"
   f "$r/dev" "$r/size" "$r/partition" "$r/queue/scheduler" "$r/queue/read_ahead_kb" "$r/queue/rotational"
+  f "$r/loop/backing_file" "$r/loop/offset" "$r/loop/sizelimit"
   o "$r/queue/write_cache" "$r/queue/io_poll"
   f "$r/device/model" "$r/device/firmware_rev" "$r/device/rev" "$r/dm/name"
   l "$r"/holders/* "$r"/slaves/*
@@ -95,7 +96,7 @@ o $c/cpufreq/boost $c/intel_pstate/no_turbo $c/smt/control $c/smt/active
 o $c/cpu[0-9]*/cpuidle/state[0-9]*/latency $c/cpu[0-9]*/cpuidle/state[0-9]*/name $c/cpu[0-9]*/cpuidle/state[0-9]*/disable
 o /sys/kernel/mm/transparent_hugepage/enabled /sys/kernel/mm/transparent_hugepage/defrag
 o /sys/module/intel_idle/parameters/max_cstate /sys/module/nvme/parameters/poll_queues
-f /proc/sys/vm/swappiness /proc/sys/kernel/numa_balancing
+f /proc/sys/vm/swappiness /proc/sys/kernel/numa_balancing /proc/sys/fs/protected_symlinks
 o /proc/[0-9]*/comm
 dr /sys/class/nvme /sys/class/nvme/*
 for t; do

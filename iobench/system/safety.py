@@ -1,12 +1,16 @@
 """Which targets a matrix may touch (docs/guard.md). Refusals change nothing.
 
-The rules, in order: a block device is written only when its target says
-``allow_write: true`` and it is not mounted (itself or a partition), not swap,
-not held by LVM/md/dm, and not the disk under ``/``; anything libblkid
-recognises on it, on one of its partitions or on a device under it (a
-filesystem, RAID/LVM/bcache member, crypto header, partition table, …)
-additionally needs ``--allow-write DEV``. An existing file iobench did not
-create is written only with ``allow_write``.
+The rules: every folder on a target's way belongs to root or the run's user
+and no one else may write it (:func:`open_folder`). Consent comes from the
+command line only: a block device, and an existing file iobench did not
+create, is written only when ``--allow-write`` names it; a matrix's
+``allow_write`` grants nothing. A block device is never written when it or
+anything beneath it (dm and md members, a loop device's backing device or
+file) is mounted, swap, held by LVM/md/dm or under ``/``; a signature
+beneath it (what libblkid recognises: a filesystem, RAID/LVM/bcache member,
+crypto header, partition table, …) needs ``--allow-write`` for the device
+that holds it, unless the device above shows it whole. Files iobench
+created are remembered by an identity no later file shares (:func:`fd_identity`).
 
 Devices are compared by device number, so any spelling (``/dev/mapper/…``,
 ``/dev/disk/by-id/…``, another node) counts as the same device. As a last
@@ -1013,8 +1017,6 @@ class Target(Protocol):
     @property
     def size(self) -> int | None: ...
     @property
-    def allow_write(self) -> bool: ...
-    @property
     def where(self) -> str: ...
     @property
     def from_command_line(self) -> bool: ...
@@ -1036,15 +1038,17 @@ def check_targets(
     Parameters
     ----------
     targets
-        The matrix's targets (path, size, allow_write).
+        The matrix's targets (path, size, where given).
     locations
         Each target's :class:`~iobench.system.topology.TargetLocation`, by target path.
     writes
         Whether any point writes or trims.
     allow_write
-        Devices named with ``--allow-write``: written whatever libblkid finds
-        on them, and even when it cannot look (:class:`ProbeError`). Any
-        spelling of the device counts (symlinks, another node).
+        Devices and files named with ``--allow-write``, the only consent: a
+        device named is written whatever libblkid finds on it, and even when
+        it cannot look (:class:`ProbeError`), though not what lies beneath it
+        unless that is named too. Any spelling counts (a device by its number,
+        a file by its resolved path).
     sysfs, proc
         Where sysfs and procfs are; fake trees in tests.
     system, machine
