@@ -335,6 +335,14 @@ def test_a_signature_on_a_device_under_the_target_refuses_it(
         SafetyError, match=rf"holds TYPE=swap \(other\) at byte offset 4086 \(0xff6\) on {bottom.path};"
     ):
         _guard(top, sysfs)
+    # Consent for the top does not reach a member that holds data of its own: that needs naming too.
+    with pytest.raises(
+        SafetyError,
+        match=rf"target {top.path} writes onto {bottom.path} \(member of {middle.name}\), which holds TYPE=swap"
+        rf".*pass --allow-write {bottom.path} as well$",
+    ):
+        _guard(top, sysfs, allow_write=(top.path,))
+    _guard(top, sysfs, allow_write=(top.path, bottom.path))
 
 
 @pytest.mark.loopdev
