@@ -14,19 +14,21 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from loopdev import sha256_of
+from loopdev import LoopFactory, sha256_of
 
 from iobench.errors import SafetyError
 from iobench.matrix.model import parse_matrix
 from iobench.planner.plans import plan
 from iobench.runner.sweep import run
-from iobench.system.safety import create_target_file, created_by_iobench, remember_created
+from iobench.system.created import create_target_file
+from iobench.system.safety import created_by_iobench, remember_created
 
 pytestmark = [pytest.mark.root, pytest.mark.fio]
 
@@ -62,9 +64,12 @@ def test_a_registry_another_user_wrote_grants_nothing(
     assert "exists and iobench did not create it" in done.stderr, done.stderr
 
 
-def test_a_new_file_on_a_created_file_s_inode_is_not_created_by_iobench(tmp_path: Path) -> None:
+@pytest.mark.loopdev
+def test_a_new_file_on_a_created_file_s_inode_is_not_created_by_iobench(loops: LoopFactory) -> None:
     """A file made later at the same name, on the same inode number, is another file: it needs consent."""
-    path = tmp_path / "bench.dat"
+    disk = loops.attach(32)
+    loops.mkfs_ext4(disk)
+    path = loops.mount(disk) / "bench.dat"  # a quiet ext4 of its own: no one else takes the freed inode
     create_target_file(str(path))
     assert created_by_iobench(str(path))
     inode = path.stat().st_ino
@@ -93,7 +98,9 @@ def test_a_run_makes_its_new_file_itself_and_remembers_what_it_made(tmp_path: Pa
     assert result.counts == {"ok": 1}
     registry = json.loads((Path(os.environ["XDG_STATE_HOME"]) / "iobench" / "created-files.json").read_text())
     info = path.stat()
-    assert registry[str(path)].startswith(f"{info.st_dev}:{info.st_ino} ")
+    assert re.fullmatch(
+        rf"{info.st_dev}:{info.st_ino} (born \d+\.\d{{9}}|generation -?\d+)", registry[str(path)]
+    )
     assert created_by_iobench(str(path))
     # The next run writes it again without --allow-write.
     assert run(matrix, out=tmp_path / "r2").counts == {"ok": 1}

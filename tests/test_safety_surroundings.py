@@ -25,8 +25,9 @@ from loopdev import sha256_of
 from iobench.errors import SafetyError
 from iobench.matrix.model import parse_matrix
 from iobench.system.fleet import Fleet, HostSpec, HostsRefused
-from iobench.system.safety import check_targets, open_folder
+from iobench.system.safety import check_targets
 from iobench.system.ssh import SshTarget
+from iobench.system.surroundings import open_folder
 from iobench.system.topology import discover_topology, locate_target
 
 pytestmark = pytest.mark.root

@@ -40,11 +40,11 @@ from iobench.store.records import PointMeta, ProcessRecord, Status
 from iobench.store.rundir import RunDir, now, probe, write_text
 from iobench.system import procfs
 from iobench.system.cpulist import parse_cpulist
+from iobench.system.created import create_target_file
 from iobench.system.hostfs import SystemRoot
 from iobench.system.observe import GroupWatcher, Observed, check_placement
 from iobench.system.process import CommandNotFound, Completed, minimal_env
 from iobench.system.remote import EXIT_SCRIPT, descendants_in, proc_table
-from iobench.system.safety import create_target_file
 from iobench.system.sampler import Snapshot, Watch, keep_thread_off
 from iobench.system.topology import TargetLocation
 from iobench.system.tuning import DeviceTuner

@@ -19,8 +19,9 @@ from typing import Protocol
 
 from iobench.system.process import Completed
 from iobench.system.remote import Snapshot
-from iobench.system.safety import FileInfo, Machine, ProbeError, folder_refusal
+from iobench.system.safety import FileInfo, Machine, ProbeError
 from iobench.system.ssh import COMMAND_TIMEOUT_S, SshTarget
+from iobench.system.surroundings import folder_refusal
 from iobench.system.tuning import host_id
 
 # $1: device. Read its first and last 4 KiB, as the local guard does before probing.

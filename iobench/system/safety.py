@@ -26,141 +26,20 @@ with ``O_RDONLY`` and ``wipefs`` runs with ``--no-act`` besides.
 
 from __future__ import annotations
 
-import ctypes
 import errno
-import fcntl
-import grp
 import json
 import os
-import pwd
 import shutil
-import stat
-import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
 from iobench.errors import SafetyError
-from iobench.store.atomic import atomic_write, state_dir
-from iobench.system import blockdevs
+from iobench.system import blockdevs, created, surroundings
 from iobench.system.hostfs import SystemRoot, block_node_devno, devno_text
 from iobench.system.process import CommandNotFound, Completed, minimal_env, run_process
-from iobench.system.topology import TargetLocation, path_lookups, per_process_link
-
-# --- files iobench created ----------------------------------------------------------
-
-_STATX_INO, _STATX_BTIME = 0x100, 0x800
-_AT_FDCWD, _AT_EMPTY_PATH = -100, 0x1000
-_FS_IOC_GETVERSION = 0x80087601  # _IOR('v', 1, long)
-
-
-def _statx_birth(fd: int) -> str | None:
-    """The birth time of the file open as ``fd`` (``statx``), or None where the file system keeps none.
-
-    Python 3.11 has no ``os.statx``; glibc's wrapper is called through ctypes.
-    """
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        buffer = ctypes.create_string_buffer(256)  # struct statx
-        if libc.statx(fd, b"", _AT_EMPTY_PATH, _STATX_INO | _STATX_BTIME, buffer) != 0:
-            return None
-    except (OSError, AttributeError):
-        return None
-    (mask,) = struct.unpack_from("<I", buffer, 0)
-    if not mask & _STATX_BTIME:
-        return None
-    seconds, nanoseconds = struct.unpack_from("<qI", buffer, 80)  # stx_btime
-    return f"born {seconds}.{nanoseconds:09d}"
-
-
-def _generation(fd: int) -> str | None:
-    """The inode's generation (``FS_IOC_GETVERSION``), or None where the file system does not give it."""
-    answer = bytearray(8)
-    try:
-        fcntl.ioctl(fd, _FS_IOC_GETVERSION, answer)
-    except OSError:
-        return None
-    return f"generation {struct.unpack('<q', answer)[0]}"
-
-
-def fd_identity(fd: int) -> str | None:
-    """What tells the file open as ``fd`` from any file made later, or None when nothing does.
-
-    Device and inode numbers alone do not: a new file may get a deleted one's
-    inode. With them, the file's birth time (``statx``, which ext4, xfs,
-    btrfs and tmpfs keep); where the file system keeps none, the inode's
-    generation (``FS_IOC_GETVERSION``, which ext2/3 give), which the file
-    system changes each time it reuses the inode. Neither: None, and the file
-    is not remembered (later runs need ``--allow-write`` for it).
-    """
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
-        return None
-    stamp = _statx_birth(fd) or _generation(fd)
-    return None if stamp is None else f"{info.st_dev}:{info.st_ino} {stamp}"
-
-
-def file_identity(path: str) -> str | None:
-    """:func:`fd_identity` of the regular file ``path`` leads to, or None (nothing else is opened)."""
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return None
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
-    except OSError:
-        return None
-    try:
-        return fd_identity(fd)
-    finally:
-        os.close(fd)
-
-
-def _registry_path() -> Path:
-    return state_dir() / "created-files.json"
-
-
-def _registry_refusal(path: Path, protected_symlinks: bool) -> str | None:
-    """Why the registry at ``path`` may not be believed or written, or None.
-
-    It grants writes, so only this user (and root) may be able to have
-    written it: the folders on its way as for a target (:func:`open_folder`),
-    and the file itself this user's, a regular file no one else may write.
-    """
-    exposed = open_folder(str(path), protected_symlinks)
-    if exposed is not None:
-        return exposed
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return f"{path} cannot be looked at: {exc.strerror}"
-    if not stat.S_ISREG(info.st_mode):
-        return f"{path} is not a regular file"
-    if info.st_uid != os.geteuid() or info.st_mode & 0o022:
-        return f"{path} belongs to {_user(info.st_uid)} (mode {stat.S_IMODE(info.st_mode):04o})"
-    return None
-
-
-def _protected_symlinks() -> bool:
-    return SystemRoot().read_text("proc/sys/fs/protected_symlinks") not in (None, "0")
-
-
-def _registry() -> dict[str, str]:
-    """The created-files registry, when only this user can have written it (it grants writes); else empty."""
-    path = _registry_path()
-    if _registry_refusal(path, _protected_symlinks()) is not None:
-        return {}
-    try:
-        with path.open("rb") as handle:
-            data = json.loads(handle.read(REGISTRY_MAX_BYTES + 1)[:REGISTRY_MAX_BYTES])
-    except (OSError, ValueError):
-        return {}
-    return {str(k): v for k, v in data.items() if isinstance(v, str)} if isinstance(data, dict) else {}
-
-
-REGISTRY_MAX_BYTES = 16 << 20
-"""The most of the registry read: more is damage, and then nothing counts as created."""
+from iobench.system.topology import TargetLocation, per_process_link
 
 
 def created_by_iobench(path: str, machine: Machine | None = None) -> bool:
@@ -171,7 +50,7 @@ def created_by_iobench(path: str, machine: Machine | None = None) -> bool:
     """
     machine = machine or LOCAL
     identity = machine.file_identity(path)
-    return identity is not None and _registry().get(machine.registry_key(path)) == identity
+    return identity is not None and created.registry().get(machine.registry_key(path)) == identity
 
 
 def remember_created(paths: Iterable[str], machine: Machine | None = None) -> None:
@@ -184,65 +63,7 @@ def remember_created(paths: Iterable[str], machine: Machine | None = None) -> No
     """
     machine = machine or LOCAL
     found = {machine.registry_key(p): i for p in paths for i in [machine.file_identity(p)] if i is not None}
-    _record(found)
-
-
-def _record(found: dict[str, str]) -> None:
-    target = _registry_path()
-    refusal = _registry_refusal(target, _protected_symlinks())
-    if refusal is not None:
-        raise SafetyError(
-            f"the created-files registry {target} is not written: {refusal}; "
-            "set XDG_STATE_HOME to a folder only you can write"
-        )
-    registry = _registry()
-    registry.update(found)
-    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    atomic_write(target, json.dumps(registry, indent=1, sort_keys=True))
-
-
-def create_target_file(path: str) -> tuple[int, int]:
-    """Make a new file target, empty, and remember it as created by iobench; fio then opens what was made.
-
-    ``O_CREAT | O_EXCL | O_NOFOLLOW``: a name that exists by now (a link
-    someone put there, another file) is not opened, and nothing is written.
-
-    Returns
-    -------
-    tuple of int
-        The new file's ``st_dev`` and ``st_ino`` (what the runner holds each point to).
-
-    Raises
-    ------
-    SafetyError
-        When the name exists already, cannot be made, or the registry may not
-        be written (then nothing is made).
-    """
-    target = _registry_path()
-    refusal = _registry_refusal(target, _protected_symlinks())
-    if refusal is not None:
-        raise SafetyError(
-            f"target {path} is not created: the created-files registry {target} is not trusted: {refusal}; "
-            "set XDG_STATE_HOME to a folder only you can write"
-        )
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        fd = os.open(path, flags, 0o644)
-    except FileExistsError:
-        raise SafetyError(
-            f"target {path} appeared after the write guard judged it as a file iobench would create "
-            "(made by someone else, or a link); it is not written"
-        ) from None
-    except OSError as exc:
-        raise SafetyError(f"target {path} cannot be created: {exc.strerror}") from None
-    try:
-        info = os.fstat(fd)
-        identity = fd_identity(fd)
-    finally:
-        os.close(fd)
-    if identity is not None:
-        _record({LOCAL.registry_key(path): identity})
-    return info.st_dev, info.st_ino
+    created.record(found)
 
 
 # --- the machine the targets are on ------------------------------------------------
@@ -319,12 +140,12 @@ class Machine:
         return per_process_link(path)
 
     def open_folder(self, path: str, protected_symlinks: bool) -> str | None:
-        """Why a user other than root and this one could change what ``path`` leads to, or None (see :func:`open_folder`)."""
-        return open_folder(path, protected_symlinks)
+        """Why a user other than root and this one could change what ``path`` leads to, or None (see :func:`~iobench.system.surroundings.open_folder`)."""
+        return surroundings.open_folder(path, protected_symlinks)
 
     def file_identity(self, path: str) -> str | None:
-        """What tells the file from any made later (see :func:`fd_identity`), or None."""
-        return file_identity(path)
+        """What tells the file from any made later (see :func:`~iobench.system.created.fd_identity`), or None."""
+        return created.file_identity(path)
 
     def registry_key(self, path: str) -> str:
         """How the created-files registry names the file."""
@@ -332,122 +153,6 @@ class Machine:
 
 
 LOCAL = Machine()
-
-
-# --- a path's surroundings ---------------------------------------------------
-
-
-def _user(uid: int) -> str:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return f"uid {uid}"
-
-
-def _group(gid: int) -> str:
-    try:
-        return grp.getgrgid(gid).gr_name
-    except KeyError:
-        return f"gid {gid}"
-
-
-def _group_writers(gid: int) -> list[str]:
-    """The users other than root and this one in group ``gid`` (listed in it, or their primary group)."""
-    me = _user(os.geteuid())
-    try:
-        members = set(grp.getgrgid(gid).gr_mem)
-    except KeyError:
-        return ["members unknown"]  # a group the system does not know: its members cannot be ruled out
-    members |= {user.pw_name for user in pwd.getpwall() if user.pw_gid == gid}
-    return sorted(members - {"root", me})
-
-
-def _other_writers(folder: Path, info: os.stat_result) -> str | None:
-    """Who besides root and this user may add, remove or rename names in ``folder``, or None."""
-    if info.st_mode & stat.S_IWOTH:
-        return "every user"
-    if not info.st_mode & stat.S_IWGRP:
-        return None
-    try:
-        # With an access ACL the group bits are its mask: a named user may write too.
-        os.getxattr(folder, "system.posix_acl_access", follow_symlinks=False)
-        return "the users its access ACL names"
-    except OSError:
-        pass
-    writers = _group_writers(info.st_gid)
-    return f"group {_group(info.st_gid)} ({', '.join(writers)})" if writers else None
-
-
-def open_folder(path: str, protected_symlinks: bool) -> str | None:
-    """Why a user other than root and this one could change what ``path`` leads to, or None.
-
-    Every folder the kernel looks a name up in on the way to ``path``
-    (:func:`~iobench.system.topology.path_lookups`, through every link) is
-    judged by :func:`folder_refusal`.
-    """
-    me = os.geteuid()
-    for folder, name in path_lookups(path):
-        try:
-            info = os.stat(folder)
-        except OSError:
-            return None
-        try:
-            uid = os.lstat(folder / name).st_uid
-            holder: tuple[int, str] | None = (uid, _user(uid))
-        except OSError:
-            holder = None
-        owner = (info.st_uid, _user(info.st_uid))
-        refusal = folder_refusal(
-            str(folder),
-            name,
-            owner,
-            info.st_mode,
-            _other_writers(folder, info),
-            holder,
-            me,
-            protected_symlinks,
-        )
-        if refusal is not None:
-            return refusal
-    return None
-
-
-def folder_refusal(
-    folder: str,
-    name: str,
-    owner: tuple[int, str],
-    mode: int,
-    writers: str | None,
-    holder: tuple[int, str] | None,
-    me: int,
-    protected_symlinks: bool,
-) -> str | None:
-    """Why a folder a target's path goes through lets another user change what it leads to, or None.
-
-    A folder owned by another user than root and ``me``, or that another user
-    may write (``writers``: the world or group write bit with a member other
-    than root and ``me``, or an access ACL), lets them put a link or another
-    file where the target was judged, between the guard's look and fio's
-    open. A sticky folder (``/tmp``) lets them add names but not remove or
-    rename other users' names: it is safe when the kernel does not follow
-    other users' links there (``fs.protected_symlinks``), or when ``name``
-    (looked up in it) belongs to root or ``me`` (``holder``), or is not there
-    yet (None: iobench then makes it itself, with ``O_EXCL`` and ``O_NOFOLLOW``).
-    ``owner`` and ``holder`` are a user id and its name.
-    """
-    who, bits = owner[1], f"mode {stat.S_IMODE(mode):04o}"
-    if owner[0] not in (0, me):
-        return f"directory {folder} belongs to {who} ({bits}), who could swap what it holds for a link"
-    if writers is None:
-        return None
-    if mode & stat.S_ISVTX:
-        if protected_symlinks or holder is None or holder[0] in (0, me):
-            return None
-        return (
-            f"{os.path.join(folder, name)} belongs to {holder[1]}, in sticky directory {folder} "
-            f"(owner {who}, {bits}) where the kernel follows other users' links (fs.protected_symlinks is 0)"
-        )
-    return f"directory {folder} (owner {who}, {bits}) can be written by {writers}, who could swap what it holds for a link"
 
 
 # --- what the kernel is using -------------------------------------------------
