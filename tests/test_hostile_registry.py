@@ -136,3 +136,17 @@ def test_a_registry_folder_another_user_may_write_is_never_written(
     with pytest.raises(SafetyError, match="created-files registry .* is not written"):
         remember_created([str(other)])
     assert not (state / "iobench" / "created-files.json").exists()
+
+
+def test_a_link_to_a_created_file_is_neither_remembered_nor_matched(tmp_path: Path) -> None:
+    made = tmp_path / "made.dat"
+    create_target_file(str(made))
+    link = tmp_path / "link.dat"
+    link.symlink_to(made)
+    assert created_by_iobench(str(made)) and not created_by_iobench(str(link))
+    victim = tmp_path / "victim.dat"
+    victim.write_bytes(b"x")
+    other = tmp_path / "other.dat"
+    other.symlink_to(victim)
+    remember_created([str(other)])  # a link where a created file was: what it leads to is not remembered
+    assert not created_by_iobench(str(other)) and not created_by_iobench(str(victim))

@@ -73,11 +73,16 @@ def fd_identity(fd: int) -> str | None:
 
 
 def file_identity(path: str) -> str | None:
-    """:func:`fd_identity` of the regular file ``path`` leads to, or None (nothing else is opened)."""
+    """:func:`fd_identity` of the regular file named ``path``, or None (nothing else is opened).
+
+    A link at ``path`` itself is not followed (``O_NOFOLLOW``): what is
+    remembered, or matched, is the file at that name, never one a link there
+    leads to.
+    """
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
+        if not stat.S_ISREG(os.lstat(path).st_mode):
             return None
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY | os.O_NOFOLLOW)
     except OSError:
         return None
     try:

@@ -177,8 +177,8 @@ class RemoteMachine(Machine):
         return None
 
     def file_identity(self, path: str) -> str | None:
-        """The file's device, inode and birth time on the host (``stat %W``), or None when its file system keeps none."""
-        done = self.host.run(["stat", "-L", "-c", "%F|%d|%i|%W", "--", path])
+        """The device, inode and birth time (``stat %W``) of the regular file named ``path`` on the host (a link is not followed), or None."""
+        done = self.host.run(["stat", "-c", "%F|%d|%i|%W", "--", path])
         words = done.stdout.strip().split("|")
         if done.returncode != 0 or len(words) != 4 or words[0] not in ("regular file", "regular empty file"):
             return None
