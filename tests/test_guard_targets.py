@@ -369,3 +369,13 @@ def test_a_command_line_target_is_told_to_pass_allow_write(
     writing = base.read_text().replace("rw: read", "rw: write")
     message = refused_by_cli(write_matrix, tmp_path, writing, "--target", str(victim))
     assert f"pass --allow-write {victim} on the command line if it may be overwritten" in message
+
+
+def test_a_matrix_s_allow_write_never_lets_an_existing_file_be_overwritten(
+    victim: Path, write_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    message = refused_by_cli(write_matrix, tmp_path, matrix_text(str(victim), allow=True, size=None))
+    assert (
+        f"target {victim} exists and iobench did not create it; pass --allow-write {victim} on the command "
+        "line if it may be overwritten (a matrix's allow_write never suffices)"
+    ) in message
