@@ -26,6 +26,7 @@ from loopdev import LoopFactory, sha256_of
 from iobench.errors import SafetyError
 from iobench.matrix.model import parse_matrix
 from iobench.planner.plans import plan
+from iobench.runner.sites import MAKE_FILES_SCRIPT
 from iobench.runner.sweep import run
 from iobench.system.created import create_target_file
 from iobench.system.safety import created_by_iobench, remember_created
@@ -150,3 +151,23 @@ def test_a_link_to_a_created_file_is_neither_remembered_nor_matched(tmp_path: Pa
     other.symlink_to(victim)
     remember_created([str(other)])  # a link where a created file was: what it leads to is not remembered
     assert not created_by_iobench(str(other)) and not created_by_iobench(str(victim))
+
+
+def test_a_host_makes_new_files_without_following_or_replacing_a_name(tmp_path: Path) -> None:
+    """The host's way (a temporary file hard-linked to the name): a link planted at the name stops it."""
+    victim = tmp_path / "victim.dat"
+    victim.write_bytes(os.urandom(1 << 12))
+    before = sha256_of(victim)
+    planted, fresh = tmp_path / "planted.dat", tmp_path / "fresh.dat"
+    planted.symlink_to(victim)
+    done = subprocess.run(
+        ["sh", "-c", MAKE_FILES_SCRIPT, "sh", str(fresh), str(planted)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2 and done.stdout.strip() == str(planted)
+    assert sha256_of(victim) == before and planted.is_symlink()
+    assert fresh.is_file() and not fresh.is_symlink() and fresh.stat().st_size == 0
+    assert oct(fresh.stat().st_mode & 0o777) == "0o644"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh.dat", "planted.dat", "victim.dat"]

@@ -40,7 +40,6 @@ from iobench.store.records import PointMeta, ProcessRecord, Status
 from iobench.store.rundir import RunDir, now, probe, write_text
 from iobench.system import procfs
 from iobench.system.cpulist import parse_cpulist
-from iobench.system.created import create_target_file
 from iobench.system.hostfs import SystemRoot
 from iobench.system.observe import GroupWatcher, Observed, check_placement
 from iobench.system.process import CommandNotFound, Completed, minimal_env
@@ -603,8 +602,8 @@ class PointRunner:
     """Each host's counters to sample at a point's edges (its targets' devices and interrupt lines)."""
     seen: dict[tuple[str | None, str], tuple[int, ...]] = field(default_factory=dict)
     created: dict[str | None, list[str]] = field(default_factory=dict)
-    made: set[str] = field(default_factory=set)
-    """New file targets iobench made here before the first point (:meth:`note_new_files`)."""
+    made: set[tuple[str | None, str]] = field(default_factory=set)
+    """New file targets iobench made before the first point, by site (:meth:`note_new_files`)."""
     observed: set[tuple[str, int]] = field(default_factory=set)
     """The running point's fio processes (point key, index) whose workers were all seen."""
     imported: bool = False
@@ -703,12 +702,7 @@ class PointRunner:
                 return "has no medium (device detached or removed during the run)"
         elif state.block:
             return "now leads to a block device, where the write guard judged a file (it is not written)"
-        elif (
-            not judged
-            and before
-            and (host, path) not in self.seen
-            and (host is not None or path not in self.made)
-        ):
+        elif not judged and before and (host, path) not in self.seen and (host, path) not in self.made:
             return (
                 "appeared after the write guard judged it as a file fio would create "
                 "(made by someone else, or a link; it is not written)"
@@ -721,18 +715,18 @@ class PointRunner:
         return None
 
     def note_new_files(self) -> None:
-        """Before the first point: make the new file targets here; on a host, note those fio will create there.
+        """Before the first point: make each site's new file targets (to remember after the first point).
 
-        Here iobench makes each new file itself (:func:`~iobench.system.safety.create_target_file`,
-        which refuses a name that exists by now); fio, laying a file out, may
-        unlink and make it again in the same folder, which no other user may
-        write (the write guard's rule), so what is remembered after the first
-        point is what is there then. On a host fio makes them.
+        iobench makes each new file itself (:meth:`Site.make_files`), and a
+        name that exists by now (a link, another file) stops the run. fio,
+        laying a file out, may unlink and make it again in the same folder,
+        which no other user may write (the write guard's rule), so what is
+        remembered after the first point is what is there then.
 
         Raises
         ------
         SafetyError
-            When a new file cannot be made here (nothing has run).
+            When a new file cannot be made (nothing has run).
         """
         for site in self.sites.values():
             paths = [t.path for t in site.facts.targets if site.facts.locations[t.path].kind == "file"]
@@ -741,10 +735,8 @@ class PointRunner:
             except IobenchError:
                 continue  # a host that cannot answer is left to its own fault
             self.created[site.host] = [p for p in paths if not states[p].exists]
-            if site.host is None:
-                for path in self.created[None]:
-                    create_target_file(path)
-                    self.made.add(path)
+            site.make_files(self.created[site.host])
+            self.made.update((site.host, p) for p in self.created[site.host])
 
     def remember_files(self, run: PlannedRun) -> None:
         """Files fio just created may be written by later runs (the registry keys them by machine)."""

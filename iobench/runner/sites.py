@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from iobench.errors import SafetyError, TuningError
 from iobench.planner.plans import SiteFacts
+from iobench.system.created import create_target_file
 from iobench.system.fleet import Host
 from iobench.system.hostfs import SystemRoot, devno_text
 from iobench.system.hostmonitor import HostMonitor
@@ -121,6 +122,9 @@ class Site(Protocol):
     def drop_caches(self) -> None:
         """Sync and drop its page cache."""
 
+    def make_files(self, paths: Sequence[str]) -> None:
+        """Make each new file target there, empty; a name that exists by now is refused (SafetyError)."""
+
     def remember_created(self, paths: Sequence[str]) -> None:
         """Files fio just created there: later runs may write them."""
 
@@ -185,6 +189,11 @@ class LocalSite:
     def drop_caches(self) -> None:
         """``sync`` and ``/proc/sys/vm/drop_caches``."""
         drop_caches()
+
+    def make_files(self, paths: Sequence[str]) -> None:
+        """``O_CREAT | O_EXCL | O_NOFOLLOW``, each remembered at once (:func:`~iobench.system.created.create_target_file`)."""
+        for path in paths:
+            create_target_file(path)
 
     def remember_created(self, paths: Sequence[str]) -> None:
         """In this machine's created-files registry."""
@@ -253,6 +262,18 @@ for p; do
   case "$1" in 6???) n=$(cat "/sys/dev/block/$(printf '%d:%d' "0x$2" "0x$3")/size" 2>/dev/null || echo 0);; esac
   echo "$1 $2 $3 $4 $5 $n"
   shift 5
+done
+"""
+
+
+# $1...: new file targets. Each is made empty under a temporary name beside it (mktemp: O_EXCL) and
+# hard-linked to its name: link(2) fails on any name that exists, a link included, and follows none.
+# On failure the path is printed and the script stops.
+MAKE_FILES_SCRIPT = r"""
+for p; do
+  t=$(mktemp -- "$p.XXXXXX") || { echo "$p"; exit 1; }
+  chmod 644 -- "$t"; ln -T -- "$t" "$p"; r=$?; rm -f -- "$t"
+  [ "$r" -eq 0 ] || { echo "$p"; exit 2; }
 done
 """
 
@@ -408,6 +429,18 @@ class HostSite:
         """``sync`` and ``/proc/sys/vm/drop_caches`` on the host."""
         self.node.run(["sync"], timeout=600)
         self.system.write_attribute("/proc/sys/vm/drop_caches", "3")
+
+    def make_files(self, paths: Sequence[str]) -> None:
+        """Each made under a temporary name, then hard-linked to its name: ``link`` never follows or replaces one."""
+        if not paths:
+            return
+        done = self.node.run(["sh", "-c", MAKE_FILES_SCRIPT, "sh", *paths])
+        if done.returncode != 0:
+            path = done.stdout.strip() or paths[0]
+            raise SafetyError(
+                f"{self.label}target {path} appeared after the write guard judged it as a file iobench "
+                "would create (made by someone else, or a link), or cannot be made; it is not written"
+            )
 
     def remember_created(self, paths: Sequence[str]) -> None:
         """In this machine's registry, keyed by how the host is reached."""
