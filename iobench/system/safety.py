@@ -307,7 +307,7 @@ def _beneath(system: SystemRoot, name: str, machine: Machine) -> list[Beneath]:
             window = blockdevs.loop_window(system, current)
             whole = window == (0, 0)
             where = (
-                "?"
+                "an offset sysfs does not show"
                 if window is None
                 else f"byte offset {window[0]}" + (f", {window[1]} bytes" if window[1] else "")
             )
