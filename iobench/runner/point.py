@@ -707,6 +707,10 @@ class PointRunner:
                 "appeared after the write guard judged it as a file fio would create "
                 "(made by someone else, or a link; it is not written)"
             )
+        if (host, path) in self.made:
+            if before:
+                return None  # iobench made it; fio may lay it out anew (unlink, create) at the first point
+            self.made.discard((host, path))  # what fio left after that point is what later points must find
         if self.seen.setdefault((host, path), judged or state.identity) != state.identity:
             return (
                 "was replaced during the run (deleted and made again, or a link re-pointed), "

@@ -431,7 +431,7 @@ class HostSite:
         self.system.write_attribute("/proc/sys/vm/drop_caches", "3")
 
     def make_files(self, paths: Sequence[str]) -> None:
-        """Each made under a temporary name, then hard-linked to its name: ``link`` never follows or replaces one."""
+        """Each made under a temporary name, then hard-linked to its name (``link`` never follows or replaces one), and remembered."""
         if not paths:
             return
         done = self.node.run(["sh", "-c", MAKE_FILES_SCRIPT, "sh", *paths])
@@ -441,6 +441,7 @@ class HostSite:
                 f"{self.label}target {path} appeared after the write guard judged it as a file iobench "
                 "would create (made by someone else, or a link), or cannot be made; it is not written"
             )
+        self.remember_created(paths)  # at once, as here: a run started meanwhile finds them iobench's
 
     def remember_created(self, paths: Sequence[str]) -> None:
         """In this machine's registry, keyed by how the host is reached."""
