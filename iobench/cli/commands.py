@@ -87,7 +87,10 @@ TargetOpt = Annotated[
 ]
 AllowWriteOpt = Annotated[
     list[str] | None,
-    typer.Option("--allow-write", help="Allow writing this device or file despite a signature (repeatable)."),
+    typer.Option(
+        "--allow-write",
+        help="Consent to writing this device or existing file (repeatable); a matrix's allow_write grants nothing.",
+    ),
 ]
 FsrootOpt = Annotated[
     Path, typer.Option("--fsroot", help="Read DIR/sys instead of /sys (plan for another machine's snapshot).")

@@ -115,7 +115,8 @@ def _engine(value: str) -> str | None:
 
 ALLOWED = Rule("allowed")
 _TRIM = Rule(
-    "allowed", "a trim discards data: a point that sets it writes, and its targets need `allow_write`"
+    "allowed",
+    "a trim discards data: a point that sets it writes, and its targets need `--allow-write` on the command line",
 )
 _LOG = Rule("allowed", "a plain file name: the log goes into the point's own directory", check=_log_name)
 _PLACEMENT = Rule(
