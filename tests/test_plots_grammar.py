@@ -43,6 +43,7 @@ from iobench.plots import (
     sweep,
     timeline,
 )
+from iobench.plots.latheatmap import lat_heatmap
 from iobench.plots.limits import MAX_CATEGORIES, MAX_PIXELS, MAX_SERIES
 from iobench.results.fioout import parse_fio
 
@@ -59,6 +60,7 @@ FIGURES = (
     device_vs_fio,
     busiest_threads,
     timeline,
+    lat_heatmap,
     ratios,
     hosts,
     scale_out,
@@ -105,6 +107,7 @@ def test_the_cli_kinds_are_the_figure_functions() -> None:
         "timeline",
         "hosts",
         "scale-out",
+        "lat-heatmap",
     }
 
 

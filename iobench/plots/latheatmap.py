@@ -1,0 +1,227 @@
+"""Completion latency over time as a heatmap, from fio's histogram logs: per host and merged.
+
+A column is a span of time (one or more of fio's ``log_hist_msec`` windows,
+at most :data:`~iobench.results.histlogs.COLUMNS` of them), a row a band of
+latency (:data:`ROWS_PER_OCTAVE` to each doubling, on a log scale), the
+colour how many I/Os completed there (log colour scale, shared by every
+panel). p50, p99 and p99.9 of each column are drawn over it, computed from
+fio's own bins by fio's rule (:func:`iobench.results.histlogs.percentiles`).
+The top panel adds every host's I/Os; below it each host has its own.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.colors import LogNorm
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator
+
+from iobench.errors import ResultsError
+from iobench.plots import options
+from iobench.plots import plotstyle as st
+from iobench.results.histlogs import COLUMNS, PERCENTILES, LatencyMap, latency_maps, percentiles
+
+#: Latency rows per doubling: fio's bins are 1/64 of one; 8 rows keep 9 % steps.
+ROWS_PER_OCTAVE = 8
+#: Host panels per row under the merged one.
+HOST_COLS = 4
+HOST_HEIGHT = 1.7
+PERCENTILE_STYLES = {50.0: ("white", "-"), 99.0: ("#ff7f0e", "-"), 99.9: ("#d62728", "--")}
+FIXED = {
+    "x": "the time",
+    "y": "the completion latency",
+    "hue": "the I/Os completed",
+    "col": "the host",
+    "row": "the host",
+}
+_NICE = (1.0, 2.0, 5.0)
+
+
+def _rows(latency: LatencyMap, merged: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """Which latency row each bin falls in, and the rows' range as log10(µs); bins outside are -1."""
+    used = np.flatnonzero(merged.sum(axis=0))
+    values_us = np.maximum(latency.values_ns, 0.5) / 1000.0
+    if not len(used):
+        return np.full(len(values_us), -1), 0.0, 1.0
+    low = math.log2(latency.edges_ns[used[0]] / 1000.0 if latency.edges_ns[used[0]] > 0 else values_us[0])
+    high = math.log2(latency.edges_ns[used[-1] + 1] / 1000.0)
+    low, high = math.floor(low * ROWS_PER_OCTAVE), math.ceil(high * ROWS_PER_OCTAVE)
+    rows = np.floor(np.log2(values_us) * ROWS_PER_OCTAVE).astype(np.int64) - low
+    rows[(rows < 0) | (rows >= high - low)] = -1
+    return rows, low / ROWS_PER_OCTAVE * math.log10(2), high / ROWS_PER_OCTAVE * math.log10(2)
+
+
+def _image(counts: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``columns × bins`` counts added into latency rows: ``rows × columns``, NaN where nothing completed."""
+    height = int(rows.max()) + 1 if (rows >= 0).any() else 1
+    image = np.zeros((height, counts.shape[0]))
+    keep = rows >= 0
+    onehot = np.zeros((int(keep.sum()), height))
+    onehot[np.arange(onehot.shape[0]), rows[keep]] = 1.0
+    image[:] = (counts[:, keep].astype(np.float64) @ onehot).T
+    image[image <= 0] = np.nan
+    return image
+
+
+def _label(log10_us: float) -> str:
+    us = 10.0**log10_us
+    return f"{us / 1000:g} ms" if us >= 1000 else f"{us:g} µs"
+
+
+def _ticks(low: float, high: float) -> list[float]:
+    return [
+        math.log10(n * 10.0**d)
+        for d in range(math.floor(low) - 1, math.ceil(high) + 1)
+        for n in _NICE
+        if low <= math.log10(n * 10.0**d) <= high
+    ]
+
+
+def _panel(
+    axis: Axes,
+    latency: LatencyMap,
+    counts: np.ndarray,
+    rows: np.ndarray,
+    extent: tuple[float, float, float, float],
+    norm: LogNorm,
+    *,
+    title: str,
+    legend: bool,
+) -> Any:
+    image = axis.imshow(
+        _image(counts, rows),
+        origin="lower",
+        aspect="auto",
+        extent=extent,
+        norm=norm,
+        cmap="viridis",
+        interpolation="nearest",
+        rasterized=True,
+    )
+    middle = (latency.t_edges_s[:-1] + latency.t_edges_s[1:]) / 2.0
+    found = percentiles(counts, latency.values_ns)
+    for column, p in enumerate(PERCENTILES):
+        colour, style = PERCENTILE_STYLES[p]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            y = np.log10(found[:, column] / 1000.0)
+        axis.plot(middle, y, color=colour, linestyle=style, linewidth=0.9, label=f"p{p:g}")
+    ticks = _ticks(extent[2], extent[3])
+    axis.yaxis.set_major_locator(FixedLocator(ticks))
+    axis.set_yticklabels([_label(t) for t in ticks])
+    axis.set_ylim(extent[2], extent[3])
+    axis.set_title(title, fontsize=st.MEDIUM)
+    if legend:
+        axis.legend(loc="upper right", fontsize=st.SMALL, framealpha=0.6)
+    return image
+
+
+def draw_map(latency: LatencyMap, *, note: str = "", ax: Axes | None = None) -> Figure:
+    """The figure of one :class:`~iobench.results.histlogs.LatencyMap`: merged on top, each host below.
+
+    With ``ax``, only the merged panel, drawn into it.
+    """
+    hosts = sorted(latency.counts)
+    merged = latency.merged()
+    rows, low, high = _rows(latency, merged)
+    extent = (float(latency.t_edges_s[0]), float(latency.t_edges_s[-1]), low, high)
+    image = _image(merged, rows)
+    norm = LogNorm(vmin=1.0, vmax=max(1.0, float(np.nanmax(image, initial=1.0))))
+    if ax is not None:
+        _panel(ax, latency, merged, rows, extent, norm, title="all hosts, merged", legend=True)
+        return st.root_figure(ax)
+    host_rows = math.ceil(len(hosts) / HOST_COLS) if len(hosts) > 1 else 0
+    fig = st.new_figure(st.PANEL_WIDTH * 2, st.PANEL_HEIGHT + host_rows * HOST_HEIGHT + st.FRAME_HEIGHT)
+    grid = fig.add_gridspec(
+        1 + host_rows, HOST_COLS, height_ratios=[st.PANEL_HEIGHT] + [HOST_HEIGHT] * host_rows
+    )
+    main = fig.add_subplot(grid[0, :])
+    title = "all hosts, merged" if len(hosts) > 1 else f"host {hosts[0]}"
+    image = _panel(main, latency, merged, rows, extent, norm, title=title, legend=True)
+    main.set_ylabel("completion latency")
+    main.set_xlabel("time (s)")
+    for index, host in enumerate(hosts if host_rows else []):
+        axis = fig.add_subplot(grid[1 + index // HOST_COLS, index % HOST_COLS], sharex=main, sharey=main)
+        _panel(axis, latency, latency.counts[host], rows, extent, norm, title=f"host {host}", legend=False)
+        axis.tick_params(labelsize=st.SMALL - 1)
+    fig.colorbar(image, ax=main, label="I/Os completed", pad=0.01)
+    windows = round((latency.t_edges_s[1] - latency.t_edges_s[0]) / latency.window_s)
+    fig.suptitle(f"Completion latency over time · point {latency.point}, repeat {latency.repeat}")
+    text = (
+        f"fio's histogram logs: a {latency.window_s:g} s window"
+        + (f", {windows} windows a column" if windows > 1 else "")
+        + f"; lines: p50, p99, p99.9 of each column (fio's rule, its own bins). {note}"
+    )
+    fig.supxlabel(text.strip(), fontsize=st.SMALL)
+    return fig
+
+
+def lat_heatmap(
+    data: Any,
+    *,
+    x: str | None = None,
+    y: str | None = None,
+    hue: str | None = None,
+    col: str | None = None,
+    row: str | None = None,
+    point: int | None = None,
+    repeat: int | None = None,
+    direction: str | None = None,
+    columns: int = COLUMNS,
+    maps: Sequence[LatencyMap] | None = None,
+    ax: Axes | None = None,
+) -> Figure:
+    """Completion latency over time of one point × repeat, from fio's histogram logs (``iobench plot RUN lat-heatmap``).
+
+    Parameters
+    ----------
+    data
+        A run directory (or a run's result).
+    point, repeat
+        Which point × repeat; default the first that wrote histogram logs.
+    direction
+        ``read``, ``write`` or ``trim``; None draws all I/Os.
+    columns
+        At most this many time columns.
+    maps
+        The run's maps already read (:func:`iobench.results.histlogs.latency_maps`).
+    ax
+        Draw only the merged panel, into this Axes.
+
+    Raises
+    ------
+    ResultsError
+        No point wrote histogram logs (the matrix sets no ``log_hist_msec``), or the one asked for did not.
+    """
+    options.fixed("lat-heatmap", {"x": x, "y": y, "hue": hue, "col": col, "row": row}, FIXED)
+    found = list(maps) if maps is not None else latency_maps(data, columns=columns, direction=direction)
+    if not found:
+        raise ResultsError(
+            f"lat-heatmap: {data}: no point wrote fio's histogram logs; set `log_hist_msec` (e.g. 1000) "
+            "under `fio:` in the matrix and run it again"
+        )
+    chosen = [
+        m for m in found if (point is None or m.point == point) and (repeat is None or m.repeat == repeat)
+    ]
+    if not chosen:
+        have = ", ".join(f"{m.point}/{m.repeat}" for m in found)
+        raise ResultsError(
+            f"lat-heatmap: no histogram logs for that point/repeat (points/repeats with them: {have})"
+        )
+    others = len({m.point for m in found}) - 1
+    note = (
+        f"{others} other point(s) have logs: iobench.plots.lat_heatmap(run, point=N)."
+        if others > 0 and point is None
+        else ""
+    )
+    return draw_map(chosen[0], note=note, ax=ax)
+
+
+def report_heatmap(run: Any) -> Figure | None:
+    """The report's latency-over-time figure: the first point with histogram logs, or None without any."""
+    found = latency_maps(run)
+    return lat_heatmap(run, maps=found) if found else None
