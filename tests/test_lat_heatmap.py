@@ -263,6 +263,17 @@ def test_a_real_run_logs_every_io_in_its_histograms_and_draws_the_figure(hist_ru
     )
     assert done_plot.returncode == 0, done_plot.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    report = subprocess.run(
+        [sys.executable, "-m", "iobench", "report", str(hist_run), "-o", str(hist_run / "rep")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=env,
+    )
+    assert report.returncode == 0, report.stderr
+    assert (hist_run / "rep" / "lat-heatmap.png").is_file()
+    assert "lat-heatmap" in (hist_run / "rep" / "report.html").read_text()
 
 
 @pytest.mark.fio

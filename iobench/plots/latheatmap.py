@@ -24,7 +24,7 @@ from matplotlib.ticker import FixedLocator
 from iobench.errors import ResultsError
 from iobench.plots import options
 from iobench.plots import plotstyle as st
-from iobench.results.histlogs import COLUMNS, PERCENTILES, LatencyMap, latency_maps, percentiles
+from iobench.results.histlogs import COLUMNS, PERCENTILES, LatencyMap, LoggedPoint, logged_points, percentiles
 
 #: Latency rows per doubling: fio's bins are 1/64 of one; 8 rows keep 9 % steps.
 ROWS_PER_OCTAVE = 8
@@ -110,11 +110,12 @@ def _panel(
         with np.errstate(divide="ignore", invalid="ignore"):
             y = np.log10(found[:, column] / 1000.0)
         axis.plot(middle, y, color=colour, linestyle=style, linewidth=0.9, label=f"p{p:g}")
-    ticks = _ticks(extent[2], extent[3])
-    axis.yaxis.set_major_locator(FixedLocator(ticks))
-    axis.set_yticklabels([_label(t) for t in ticks])
     axis.set_ylim(extent[2], extent[3])
-    axis.set_title(title, fontsize=st.MEDIUM)
+    if legend:
+        ticks = _ticks(extent[2], extent[3])
+        axis.yaxis.set_major_locator(FixedLocator(ticks))
+        axis.set_yticklabels([_label(t) for t in ticks])
+    axis.set_title(title, fontsize=st.MEDIUM if legend else st.SMALL, pad=2)
     if legend:
         axis.legend(loc="upper right", fontsize=st.SMALL, framealpha=0.6)
     return image
@@ -135,26 +136,42 @@ def draw_map(latency: LatencyMap, *, note: str = "", ax: Axes | None = None) -> 
         _panel(ax, latency, merged, rows, extent, norm, title="all hosts, merged", legend=True)
         return st.root_figure(ax)
     host_rows = math.ceil(len(hosts) / HOST_COLS) if len(hosts) > 1 else 0
-    fig = st.new_figure(st.PANEL_WIDTH * 2, st.PANEL_HEIGHT + host_rows * HOST_HEIGHT + st.FRAME_HEIGHT)
+    height = st.PANEL_HEIGHT + host_rows * HOST_HEIGHT + st.FRAME_HEIGHT + 0.6
+    fig = st.new_figure(st.PANEL_WIDTH * 2, height)
+    # Fixed margins: constrained layout measures every tick label of every panel (seconds with 32 hosts).
+    fig.set_layout_engine("none")
     grid = fig.add_gridspec(
-        1 + host_rows, HOST_COLS, height_ratios=[st.PANEL_HEIGHT] + [HOST_HEIGHT] * host_rows
+        1 + host_rows,
+        HOST_COLS,
+        height_ratios=[st.PANEL_HEIGHT + 0.4] + [HOST_HEIGHT] * host_rows,
+        left=0.08,
+        right=0.92,
+        top=1 - 0.5 / height,
+        bottom=0.75 / height,
+        hspace=0.45,
+        wspace=0.08,
     )
     main = fig.add_subplot(grid[0, :])
     title = "all hosts, merged" if len(hosts) > 1 else f"host {hosts[0]}"
-    image = _panel(main, latency, merged, rows, extent, norm, title=title, legend=True)
+    shown = _panel(main, latency, merged, rows, extent, norm, title=title, legend=True)
     main.set_ylabel("completion latency")
     main.set_xlabel("time (s)")
     for index, host in enumerate(hosts if host_rows else []):
-        axis = fig.add_subplot(grid[1 + index // HOST_COLS, index % HOST_COLS], sharex=main, sharey=main)
+        axis = fig.add_subplot(grid[1 + index // HOST_COLS, index % HOST_COLS])
         _panel(axis, latency, latency.counts[host], rows, extent, norm, title=f"host {host}", legend=False)
-        axis.tick_params(labelsize=st.SMALL - 1)
-    fig.colorbar(image, ax=main, label="I/Os completed", pad=0.01)
+        # Small multiples on the merged panel's axes: its ticks say the scale (ticks cost most of the drawing).
+        axis.set_xlim(extent[0], extent[1])
+        axis.set_xticks([])
+        axis.set_yticks([])
+    fig.colorbar(shown, ax=main, label="I/Os completed", pad=0.01, fraction=0.03)
     windows = round((latency.t_edges_s[1] - latency.t_edges_s[0]) / latency.window_s)
     fig.suptitle(f"Completion latency over time · point {latency.point}, repeat {latency.repeat}")
     text = (
         f"fio's histogram logs: a {latency.window_s:g} s window"
         + (f", {windows} windows a column" if windows > 1 else "")
-        + f"; lines: p50, p99, p99.9 of each column (fio's rule, its own bins). {note}"
+        + "; lines: p50, p99, p99.9 of each column (fio's rule, its own bins)"
+        + ("; each host below on the same axes and colours. " if host_rows else ". ")
+        + note
     )
     fig.supxlabel(text.strip(), fontsize=st.SMALL)
     return fig
@@ -172,7 +189,7 @@ def lat_heatmap(
     repeat: int | None = None,
     direction: str | None = None,
     columns: int = COLUMNS,
-    maps: Sequence[LatencyMap] | None = None,
+    logged: Sequence[LoggedPoint] | None = None,
     ax: Axes | None = None,
 ) -> Figure:
     """Completion latency over time of one point × repeat, from fio's histogram logs (``iobench plot RUN lat-heatmap``).
@@ -187,8 +204,8 @@ def lat_heatmap(
         ``read``, ``write`` or ``trim``; None draws all I/Os.
     columns
         At most this many time columns.
-    maps
-        The run's maps already read (:func:`iobench.results.histlogs.latency_maps`).
+    logged
+        The run's points with logs, already listed (:func:`iobench.results.histlogs.logged_points`).
     ax
         Draw only the merged panel, into this Axes.
 
@@ -198,30 +215,30 @@ def lat_heatmap(
         No point wrote histogram logs (the matrix sets no ``log_hist_msec``), or the one asked for did not.
     """
     options.fixed("lat-heatmap", {"x": x, "y": y, "hue": hue, "col": col, "row": row}, FIXED)
-    found = list(maps) if maps is not None else latency_maps(data, columns=columns, direction=direction)
+    found = list(logged) if logged is not None else logged_points(data)
     if not found:
         raise ResultsError(
             f"lat-heatmap: {data}: no point wrote fio's histogram logs; set `log_hist_msec` (e.g. 1000) "
             "under `fio:` in the matrix and run it again"
         )
     chosen = [
-        m for m in found if (point is None or m.point == point) and (repeat is None or m.repeat == repeat)
+        p for p in found if (point is None or p.point == point) and (repeat is None or p.repeat == repeat)
     ]
     if not chosen:
-        have = ", ".join(f"{m.point}/{m.repeat}" for m in found)
+        have = ", ".join(f"{p.point}/{p.repeat}" for p in found)
         raise ResultsError(
             f"lat-heatmap: no histogram logs for that point/repeat (points/repeats with them: {have})"
         )
-    others = len({m.point for m in found}) - 1
+    others = len({p.point for p in found}) - 1
     note = (
-        f"{others} other point(s) have logs: iobench.plots.lat_heatmap(run, point=N)."
+        f"{others} other point(s) have logs: iobench.plots.latheatmap.lat_heatmap(run, point=N)."
         if others > 0 and point is None
         else ""
     )
-    return draw_map(chosen[0], note=note, ax=ax)
+    return draw_map(chosen[0].read(columns=columns, direction=direction), note=note, ax=ax)
 
 
 def report_heatmap(run: Any) -> Figure | None:
     """The report's latency-over-time figure: the first point with histogram logs, or None without any."""
-    found = latency_maps(run)
-    return lat_heatmap(run, maps=found) if found else None
+    found = logged_points(run)
+    return lat_heatmap(run, logged=found) if found else None

@@ -321,8 +321,62 @@ def point_map(
     )
 
 
+@dataclass(frozen=True)
+class LoggedPoint:
+    """A point × repeat with histogram logs, not yet read: its logs and how fio wrote them."""
+
+    point: int
+    repeat: int
+    logs: list[HistLog]
+    window_ms: int
+    coarseness: int
+
+    def read(self, *, columns: int = COLUMNS, direction: str | None = None) -> LatencyMap:
+        """Its logs added into at most ``columns`` time columns (:func:`point_map`)."""
+        if direction is not None and direction not in DIRECTIONS:
+            raise ResultsError(f"direction {direction!r}: use one of {', '.join(DIRECTIONS)}")
+        return point_map(
+            self.point,
+            self.repeat,
+            self.logs,
+            window_ms=self.window_ms,
+            coarseness=self.coarseness,
+            columns=columns,
+            direction=direction,
+        )
+
+
+def logged_points(run: object) -> list[LoggedPoint]:
+    """Every ``ok`` point × repeat of ``run`` that wrote histogram logs (a listing; nothing is parsed).
+
+    ``run``: a run directory (or what :func:`iobench.results.timeseries.run_dir_of` takes).
+    """
+    rundir = run_dir_of(run)
+    local = rundir.manifest().machine.host or "local"
+    found = []
+    for point_dir, meta in take_inventory(rundir).readable():
+        if meta.status != "ok":
+            continue
+        logs = hist_logs(point_dir, meta, local)
+        if not logs:
+            continue
+        options = job_options(point_dir, meta)
+        window = options.get(HIST_WINDOW_OPTION, "")
+        coarse = options.get("log_hist_coarseness", "0")
+        found.append(
+            LoggedPoint(
+                meta.point,
+                meta.repeat,
+                logs,
+                int(window) if window.isdigit() and int(window) > 0 else 1000,
+                int(coarse) if coarse.isdigit() else 0,
+            )
+        )
+    return found
+
+
 def latency_maps(run: object, *, columns: int = COLUMNS, direction: str | None = None) -> list[LatencyMap]:
-    """Every ``ok`` point × repeat of ``run`` that wrote histogram logs, as a :class:`LatencyMap`.
+    """Every ``ok`` point × repeat of ``run`` that wrote histogram logs, read (:class:`LatencyMap`).
 
     Parameters
     ----------
@@ -333,29 +387,4 @@ def latency_maps(run: object, *, columns: int = COLUMNS, direction: str | None =
     direction
         ``read``, ``write`` or ``trim``; None adds all directions.
     """
-    if direction is not None and direction not in DIRECTIONS:
-        raise ResultsError(f"direction {direction!r}: use one of {', '.join(DIRECTIONS)}")
-    rundir = run_dir_of(run)
-    local = rundir.manifest().machine.host or "local"
-    maps = []
-    for point_dir, meta in take_inventory(rundir).readable():
-        if meta.status != "ok":
-            continue
-        logs = hist_logs(point_dir, meta, local)
-        if not logs:
-            continue
-        options = job_options(point_dir, meta)
-        window = options.get(HIST_WINDOW_OPTION, "")
-        coarse = options.get("log_hist_coarseness", "0")
-        maps.append(
-            point_map(
-                meta.point,
-                meta.repeat,
-                logs,
-                window_ms=int(window) if window.isdigit() and int(window) > 0 else 1000,
-                coarseness=int(coarse) if coarse.isdigit() else 0,
-                columns=columns,
-                direction=direction,
-            )
-        )
-    return maps
+    return [p.read(columns=columns, direction=direction) for p in logged_points(run)]
