@@ -117,7 +117,10 @@ def _panel(
         axis.set_yticklabels([_label(t) for t in ticks])
     axis.set_title(title, fontsize=st.MEDIUM if legend else st.SMALL, pad=2)
     if legend:
-        axis.legend(loc="upper right", fontsize=st.SMALL, framealpha=0.6)
+        # A dark legend: the p50 line is white, to show on the map's bright middle.
+        axis.legend(
+            loc="upper right", fontsize=st.SMALL, facecolor="0.35", labelcolor="white", framealpha=0.8
+        )
     return image
 
 
