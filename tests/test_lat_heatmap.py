@@ -217,6 +217,20 @@ def test_the_figure_has_a_merged_panel_one_per_host_and_three_percentile_lines(t
     assert "lat-heatmap" in KINDS and "lat-heatmap" in RUN_KINDS
 
 
+def test_past_32_hosts_the_merged_panel_still_adds_them_all(tmp_path: Path) -> None:
+    logs = []
+    for host in range(34):
+        path = tmp_path / f"t_clat_hist.1.log.host-{host}"
+        path.write_text("".join(hist_line(1000 * (w + 1), 0, counts_at([1000 + host] * 5)) for w in range(3)))
+        logs.append(HistLog(path, f"h{host:02d}", "t"))
+    latency = point_map(1, 1, logs, window_ms=1000)
+    fig = draw_map(latency)
+    titles = [a.get_title() for a in fig.axes if a.get_title().startswith("host ")]
+    assert len(titles) == 32 and titles[-1] == "host h31"
+    assert "the first 32 of 34 hosts" in fig.get_supxlabel()
+    assert latency.merged().sum() == 34 * 3 * 5
+
+
 def test_a_run_without_histogram_logs_says_how_to_get_them(tmp_path: Path) -> None:
     run = tmp_path / "run"
     (run / "points").mkdir(parents=True)

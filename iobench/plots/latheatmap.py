@@ -31,6 +31,8 @@ ROWS_PER_OCTAVE = 8
 #: Host panels per row under the merged one.
 HOST_COLS = 4
 HOST_HEIGHT = 1.7
+#: Host panels at most (8 rows: within the figure's 5,000 px); the merged panel adds every host.
+MAX_HOST_PANELS = 32
 PERCENTILE_STYLES = {50.0: ("white", "-"), 99.0: ("#ff7f0e", "-"), 99.9: ("#d62728", "--")}
 FIXED = {
     "x": "the time",
@@ -130,6 +132,7 @@ def draw_map(latency: LatencyMap, *, note: str = "", ax: Axes | None = None) -> 
     With ``ax``, only the merged panel, drawn into it.
     """
     hosts = sorted(latency.counts)
+    shown_hosts = hosts[:MAX_HOST_PANELS]
     merged = latency.merged()
     rows, low, high = _rows(latency, merged)
     extent = (float(latency.t_edges_s[0]), float(latency.t_edges_s[-1]), low, high)
@@ -138,7 +141,7 @@ def draw_map(latency: LatencyMap, *, note: str = "", ax: Axes | None = None) -> 
     if ax is not None:
         _panel(ax, latency, merged, rows, extent, norm, title="all hosts, merged", legend=True)
         return st.root_figure(ax)
-    host_rows = math.ceil(len(hosts) / HOST_COLS) if len(hosts) > 1 else 0
+    host_rows = math.ceil(len(shown_hosts) / HOST_COLS) if len(hosts) > 1 else 0
     height = st.PANEL_HEIGHT + host_rows * HOST_HEIGHT + st.FRAME_HEIGHT + 0.6
     fig = st.new_figure(st.PANEL_WIDTH * 2, height)
     # Fixed margins: constrained layout measures every tick label of every panel (seconds with 32 hosts).
@@ -159,7 +162,7 @@ def draw_map(latency: LatencyMap, *, note: str = "", ax: Axes | None = None) -> 
     shown = _panel(main, latency, merged, rows, extent, norm, title=title, legend=True)
     main.set_ylabel("completion latency")
     main.set_xlabel("time (s)")
-    for index, host in enumerate(hosts if host_rows else []):
+    for index, host in enumerate(shown_hosts if host_rows else []):
         axis = fig.add_subplot(grid[1 + index // HOST_COLS, index % HOST_COLS])
         _panel(axis, latency, latency.counts[host], rows, extent, norm, title=f"host {host}", legend=False)
         # Small multiples on the merged panel's axes: its ticks say the scale (ticks cost most of the drawing).
@@ -173,7 +176,13 @@ def draw_map(latency: LatencyMap, *, note: str = "", ax: Axes | None = None) -> 
         f"fio's histogram logs: a {latency.window_s:g} s window"
         + (f", {windows} windows a column" if windows > 1 else "")
         + "; lines: p50, p99, p99.9 of each column (fio's rule, its own bins)"
-        + ("; each host below on the same axes and colours. " if host_rows else ". ")
+        + ("; each host below on the same axes and colours" if host_rows else "")
+        + (
+            f" (the first {len(shown_hosts)} of {len(hosts)} hosts by name)"
+            if len(shown_hosts) < len(hosts)
+            else ""
+        )
+        + ". "
         + note
     )
     fig.supxlabel(text.strip(), fontsize=st.SMALL)
