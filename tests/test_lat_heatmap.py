@@ -23,11 +23,13 @@ from iobench.results.histlogs import (
     HistLog,
     bin_edges,
     bin_values,
+    hist_logs,
     latency_maps,
     parse_block,
     percentiles,
     point_map,
 )
+from iobench.store.records import PointMeta
 
 #: fio 3.33's bins: 29 groups of 64.
 FIO_BINS = 29 * 64
@@ -237,6 +239,10 @@ def test_a_run_without_histogram_logs_says_how_to_get_them(tmp_path: Path) -> No
     manifest = {"schema_version": 1, "name": "x", "machine": {"host": "h"}, "status": "finished"}
     (run / "manifest.json").write_text(json.dumps(manifest))
     assert latency_maps(run) == []
+    # a job shorter than one window: fio leaves its log empty
+    (tmp_path / "t_clat_hist.1.log").write_text("")
+    meta = PointMeta(key="0001-r1", point=1, repeat=1, params={}, status="ok")
+    assert hist_logs(tmp_path, meta, "h") == []
     with pytest.raises(ResultsError, match=r"no point wrote fio's histogram logs; set `log_hist_msec`"):
         lat_heatmap(run)
 

@@ -159,12 +159,13 @@ class LatencyMap:
 
 
 def hist_logs(point_dir: Path, meta: PointMeta, local: str) -> list[HistLog]:
-    """The point's histogram logs; one whose fio client names no host of the point is refused."""
+    """The point's histogram logs that hold lines; one whose fio client names no host of the point is refused."""
     clients = client_hosts(meta)
     found = []
     for name in sorted(os.listdir(point_dir)):
         match = HIST_LOG_FILE.match(name)
-        if match is None:
+        # fio creates the log when the job starts; a job shorter than one window leaves it empty.
+        if match is None or os.stat(point_dir / name).st_size == 0:
             continue
         client = match["client"]
         host = local if client is None else clients.get(client)
