@@ -192,6 +192,16 @@ def test_a_malformed_line_is_named_by_file_and_line(tmp_path: Path) -> None:
         parse_block(Path("x.log"), 1, b"1, 0, 4096, 1, 2\n1, 0, 4096, 1\n", 5)
 
 
+def test_a_log_without_line_ends_is_refused_not_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "t_clat_hist.1.log"
+    path.write_text(hist_line(1000, 0, counts_at([100])) + "1, " * 40_000)
+    monkeypatch.setattr("iobench.results.histlogs.BLOCK_BYTES", 4096)
+    with pytest.raises(ResultsError, match=r"t_clat_hist\.1\.log:2: a line of over 65,536 bytes"):
+        point_map(1, 1, [HistLog(path, "h", "t")], window_ms=1000)
+
+
 def test_counts_that_fit_no_coarseness_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "t_clat_hist.1.log"
     path.write_text(hist_line(1000, 0, np.ones(100, dtype=np.int64)))

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +45,8 @@ from iobench.store.records import PointMeta
 PLAT_BITS = 6
 #: How many bytes of a log are parsed at once.
 BLOCK_BYTES = 16 << 20
+#: The longest line read: 1,856 counts of 20 digits and their separators, with room.
+MAX_LINE = 1 << 16
 #: The time columns a map has at most unless asked otherwise: finer than a figure's pixels.
 COLUMNS = 1500
 #: The percentiles drawn over a map.
@@ -178,27 +181,30 @@ def hist_logs(point_dir: Path, meta: PointMeta, local: str) -> list[HistLog]:
     return found
 
 
-def _blocks(path: Path, limit: int = BLOCK_BYTES) -> list[tuple[int, bytes]]:
-    """The file in blocks of whole lines of at most ``limit`` bytes (a longer line is one block), each with its first line number."""
-    out: list[tuple[int, bytes]] = []
+def _blocks(path: Path, limit: int = BLOCK_BYTES) -> Iterator[tuple[int, bytes]]:
+    """The file in blocks of whole lines of about ``limit`` bytes, one at a time, each with its first line number.
+
+    A line longer than :data:`MAX_LINE` (fio's longest is some 40 KB) is refused: nothing in a
+    log grows a read without bound.
+    """
     line = 1
     rest = b""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        while chunk := os.read(fd, limit):
+    with open(path, "rb", buffering=0) as file:
+        while chunk := file.read(limit):
             data = rest + chunk
             cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                rest = data
-                continue
-            out.append((line, data[:cut]))
-            line += data.count(b"\n", 0, cut)
             rest = data[cut:]
-    finally:
-        os.close(fd)
+            if len(rest) > MAX_LINE:
+                at = line + data.count(b"\n", 0, cut)
+                raise ResultsError(
+                    f"{path}:{at}: a line of over {MAX_LINE:,} bytes is no line of "
+                    "fio's histogram log; remove the file, or re-run the point"
+                )
+            if cut:
+                yield line, data[:cut]
+                line += data.count(b"\n", 0, cut)
     if rest.strip():
-        out.append((line, rest + b"\n"))
-    return out
+        yield line, rest + b"\n"
 
 
 def _bad_line(path: Path, first: int, data: bytes, width: int) -> ResultsError:
