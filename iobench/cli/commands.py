@@ -554,7 +554,7 @@ def plot(
     kind: Annotated[
         str,
         typer.Argument(
-            help="local-vs-remote, smt, heatmap, latency, cpu-per-io, sweep, line or timeline.",
+            help="local-vs-remote, smt, heatmap, latency, cpu-per-io, sweep, line, timeline or lat-heatmap.",
             show_default=False,
         ),
     ],

@@ -162,6 +162,11 @@ OPTIONS: dict[str, Rule] = {
             "set `log_avg_msec` for their window",
         ),
     ),
+    "write_hist_log": Rule(
+        "managed",
+        "iobench names each job section's latency histogram log itself, to read it back",
+        "set `log_hist_msec` (its window, ms) and every job section writes it",
+    ),
     **dict.fromkeys(
         ("log_unix_epoch", "log_alternate_epoch", "log_alternate_epoch_clock_id"),
         Rule(
@@ -240,7 +245,6 @@ OPTIONS: dict[str, Rule] = {
         "unmount the device (the guard refuses mounted devices anyway)",
     ),
     "write_iolog": _LOG,
-    "write_hist_log": _LOG,
     "mem": Rule("allowed", "anonymous memory only", check=_anonymous_memory),
     "buffer_pattern": Rule("allowed", "written out, not read from a file", check=_no_pattern_file),
     "verify_pattern": Rule("allowed", "written out, not read from a file", check=_no_pattern_file),

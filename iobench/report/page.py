@@ -138,11 +138,13 @@ def _write(
 ) -> Report:
     """:func:`write_report` once its arguments are checked and the run opened."""
     from iobench.plots.figures import figure_builders
+    from iobench.plots.latheatmap import report_heatmap
     from iobench.plots.timeline import unsteady_timeline
 
     frame = loaded.frame
     builders: dict[str, Callable[[], Figure | None]] = dict(figure_builders(frame, telemetry(run)))
     builders["timeline-not-steady"] = lambda: unsteady_timeline(run.path, frame)
+    builders["lat-heatmap"] = lambda: report_heatmap(run.path)
     written: list[Path] = []
     inline: list[tuple[str, str]] = []
     left_out: list[tuple[str, str]] = []
