@@ -11,6 +11,7 @@ to doing nothing; the library itself never prints.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import signal
@@ -147,6 +148,8 @@ def matrix_fingerprint(matrix: Matrix) -> str:
         data["hosts"] = [
             (h.name, h.ssh, h.targets and [(t.path, t.size) for t in h.targets]) for h in matrix.hosts
         ]
+    if matrix.slo is not None:
+        data["slo"] = dataclasses.asdict(matrix.slo)
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
