@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections.abc import Callable
 from typing import Any
 
+import pandas as pd
 import pytest
 
+from iobench.answers.slo import Z95, Answer, Probe, fell_behind, interval, search, sentence
 from iobench.errors import MatrixError
 from iobench.matrix.model import parse_matrix
-from iobench.matrix.slospec import LATENCY_METRICS
+from iobench.matrix.slospec import LATENCY_METRICS, SloSpec
 from iobench.results import schema
 
 BASE = """
@@ -98,3 +102,116 @@ def test_a_closed_loop_depth_fixed_under_fio_is_refused() -> None:
         parse_matrix(text + "slo: {metric: clat_p99_us, limit: 1ms, load: iodepth}\n", "t.yaml")
     wanted = "slo.load: `iodepth` is the load the search sets, but fio.iodepth"
     assert any(wanted in p for p in caught.value.issues)
+
+
+# --- the search, against a simulated device -------------------------------------------------------
+
+
+def spec(**changes: Any) -> SloSpec:
+    base = SloSpec("clat_p99_us", 5000.0, "5ms", "rate_iops", 0.02, 16, 100, 1_000_000)
+    return dataclasses.replace(base, **changes)
+
+
+def device(capacity: float, base_us: float = 100.0, width: float = 0.0) -> Callable[[int], Probe]:
+    """A queue: p99 grows as base / (1 − load/capacity); at or past capacity it falls behind."""
+
+    def probe(load: int) -> Probe:
+        if load >= capacity:
+            return Probe(load, 1e9, 1e9, 1e9, behind=True)
+        value = base_us / (1 - load / capacity)
+        return Probe(load, value, value * (1 - width), value * (1 + width))
+
+    return probe
+
+
+def exhaustive(check: Callable[[int], Probe], s: SloSpec) -> int:
+    """Every load of a geometric grid at the search's resolution, the highest that passes."""
+    best, load = 0, float(s.min_load)
+    while load <= s.max_load:
+        if check(round(load)).verdict(s.limit_us) == "pass":
+            best = round(load)
+        load *= 1 + s.resolution
+    return best
+
+
+@pytest.mark.parametrize("capacity", [350.0, 2_000.0, 20_000.0, 123_456.0, 700_000.0])
+def test_the_search_lands_within_one_step_of_the_exhaustive_sweep_in_at_most_12_probes(
+    capacity: float,
+) -> None:
+    s = spec()
+    check = device(capacity)
+    answer = search(check, s)
+    truth = exhaustive(check, s)
+    assert answer.status == "found"
+    assert answer.max_load is not None and abs(answer.max_load - truth) <= s.resolution * truth + 1
+    assert len(answer.probes) <= 12
+    assert answer.ci_low == answer.max_load and answer.ci_high is not None
+    assert answer.max_load < answer.ci_high <= answer.max_load * (1 + s.resolution) + 1
+
+
+def test_loads_are_whole_multiples_of_the_jobs_sharing_them() -> None:
+    seen: list[int] = []
+    check = device(20_000.0)
+
+    def probe(load: int) -> Probe:
+        seen.append(load)
+        return check(load)
+
+    answer = search(probe, spec(min_load=90), step=6)
+    assert seen[0] == 90 and all(load % 6 == 0 for load in seen)
+    assert answer.max_load is not None and answer.max_load % 6 == 0
+
+
+def test_a_straddling_probe_is_measured_again_then_decided_by_its_median() -> None:
+    calls: dict[int, int] = {}
+
+    def probe(load: int) -> Probe:
+        calls[load] = calls.get(load, 0) + 1
+        if load >= 1000:  # 5,200 µs ± 10 %: straddles 5 ms at every repeat
+            return Probe(load, 5200.0, 4680.0, 5720.0)
+        return Probe(load, 100.0, 90.0, 110.0)
+
+    answer = search(probe, spec(max_load=1000))
+    assert calls[100] == 1 and calls[1000] == 3 and all(n == 1 for load, n in calls.items() if load < 1000)
+    # The median (5,200 µs) fails 1,000; no probe there was a sure fail, so the interval stays open above.
+    assert answer.status == "found" and answer.max_load == 981 and answer.ci_high is None
+
+
+def test_a_limit_the_idle_device_misses_is_below_min_and_no_knee_is_above_max() -> None:
+    low = search(device(20_000.0, base_us=6000.0), spec())
+    assert (low.status, low.max_load, len(low.probes)) == ("below-min", None, 1)
+    assert low.probes[0].value == pytest.approx(6000.0 / (1 - 100 / 20_000))
+    assert "not met at the lowest load 100 IOPS (6,030 µs)" in sentence(spec(), low)
+    high = search(device(1e9), spec(max_load=50_000))
+    assert (high.status, high.max_load, [p.load for p in high.probes]) == (
+        "above-max",
+        50_000,
+        [100, 1000, 10_000, 50_000],
+    )
+
+
+def test_running_out_of_probes_is_unstable_with_the_best_load_so_far() -> None:
+    answer = search(device(20_000.0), spec(max_probes=6))
+    assert answer.status == "unstable" and len(answer.probes) == 6
+    assert answer.max_load is not None and 10_000 <= answer.max_load < 19_600
+
+
+def test_the_answer_reads_as_one_sentence() -> None:
+    answer = Answer("found", 1720, 1680, 1760, tuple(Probe(n, 1.0) for n in range(7)))
+    assert sentence(spec(), answer) == "clat_p99_us ≤ 5ms up to 1,720 IOPS (95 % CI 1,680–1,760), 7 probes"
+
+
+def test_a_probe_behind_its_offered_load_for_two_seconds_fell_behind() -> None:
+    assert not fell_behind(1000.0, [1000, 985, 1000, 985, 1000])
+    assert fell_behind(1000.0, [1000, 989, 950, 1000])
+    assert not fell_behind(1000.0, [991.0, 990.0])
+
+
+def test_a_percentile_interval_comes_from_the_merged_bins_order_statistics() -> None:
+    # 1,000 I/Os, 985 at 100 µs and 15 at 2,000 µs over two jobs' bins: ranks 990 ± 6.2 span both bins.
+    cells = pd.Series(["100000:492,2000000:8", "100000:493,2000000:7"])
+    assert interval(cells, "clat_p99_us") == (100.0, 2000.0)
+    cells = pd.Series(["100000:4900,2000000:100", "100000:4900,2000000:100"])
+    assert interval(cells, "clat_p99_us") == (2000.0, 2000.0)
+    low, high = interval(cells, "clat_mean_us") or (0.0, 0.0)
+    assert low < 138.0 < high and high - low == pytest.approx(2 * Z95 * 1900 * (0.02 * 0.98) ** 0.5 / 100)
