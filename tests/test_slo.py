@@ -5,14 +5,18 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
+from typer.testing import CliRunner
 
+import iobench
 from iobench.answers.slo import Z95, Answer, Probe, fell_behind, interval, search, sentence
+from iobench.cli.commands import app
 from iobench.errors import MatrixError
-from iobench.matrix.model import parse_matrix
+from iobench.matrix.model import load_matrix, parse_matrix
 from iobench.matrix.slospec import LATENCY_METRICS, SloSpec
 from iobench.results import schema
 
@@ -215,3 +219,66 @@ def test_a_percentile_interval_comes_from_the_merged_bins_order_statistics() -> 
     assert interval(cells, "clat_p99_us") == (2000.0, 2000.0)
     low, high = interval(cells, "clat_mean_us") or (0.0, 0.0)
     assert low < 138.0 < high and high - low == pytest.approx(2 * Z95 * 1900 * (0.02 * 0.98) ** 0.5 / 100)
+
+
+# --- a real search, fio's null engine ---------------------------------------------------------------
+
+
+@pytest.mark.fio
+def test_a_real_search_runs_each_probe_as_a_saved_point_and_resumes_by_replaying(
+    write_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    path = write_matrix(
+        f"""
+        version: 1
+        name: slotest
+        targets: [{{path: {tmp_path / "t.dat"}, size: 1M}}]
+        fio: {{ioengine: "null", rw: randread, numjobs: 2, runtime: 1, time_based: 1}}
+        slo: {{metric: clat_p99_us, limit: 10ms, min_load: 100, max_load: 10000}}
+        """
+    )
+    m = load_matrix(path)
+    result = iobench.run(m, out=tmp_path / "results")
+    assert result.exit_code == 0 and result.counts == {"ok": 3}
+    points = result.run_dir / "points"
+    assert sorted(p.name for p in points.iterdir()) == ["0001-r1", "0002-r1", "0003-r1"]
+    jobfile = (points / "0002-r1" / "job.fio").read_text()
+    # 1,000 IOPS offered in all, split over the two jobs; Poisson arrivals.
+    assert "rate_iops=500\n" in jobfile and "rate_process=poisson\n" in jobfile
+    answers = iobench.slo(result.run_dir)
+    assert list(answers.columns) == [
+        "metric",
+        "limit",
+        "load",
+        "max_load",
+        "ci_low",
+        "ci_high",
+        "probes",
+        "status",
+        "sentence",
+    ]
+    row = answers.iloc[0]
+    assert (row["status"], row["max_load"], row["probes"], row["limit"]) == ("above-max", 10_000, 3, "10ms")
+    frame = iobench.load(result.run_dir)
+    assert sorted(frame["rate_iops"].dropna().unique().tolist()) == [50, 500, 5000]
+    again = iobench.run(m, out=tmp_path / "results", resume=result.run_dir)
+    assert again.counts == {"ok": 3}
+    assert iobench.slo(again.run_dir).drop(columns="sentence").equals(answers.drop(columns="sentence"))
+
+
+@pytest.mark.fio
+def test_iobench_run_ends_with_the_answer(write_matrix: Callable[..., Path], tmp_path: Path) -> None:
+    path = write_matrix(
+        f"""
+        version: 1
+        name: slocli
+        targets: [{{path: {tmp_path / "t.dat"}, size: 1M}}]
+        fio: {{ioengine: "null", rw: randread, runtime: 1, time_based: 1}}
+        matrix: {{bs: [4k]}}
+        slo: {{metric: clat_p99_us, limit: 5ms, min_load: 100, max_load: 1000}}
+        """
+    )
+    out = CliRunner().invoke(app, ["run", str(path), "--out", str(tmp_path / "r")])
+    assert out.exit_code == 0, out.output
+    assert "slo: bs=4096: clat_p99_us ≤ 5ms up to 1,000 IOPS" in out.output
+    assert "2 probes (met at max_load" in out.output

@@ -8,15 +8,19 @@ decided after another.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import statistics
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
+from iobench.errors import ResultsError
 from iobench.matrix.slospec import SloSpec
 from iobench.results.fioout.bins import decode
 from iobench.results.points import point_totals
@@ -261,3 +265,89 @@ def sentence(spec: SloSpec, answer: Answer, what: str = "IOPS") -> str:
         "unstable": " (unstable: probes ran out)",
     }
     return f"{head} up to {answer.max_load:,} {what}{ci}, {count}{tail.get(answer.status, '')}"
+
+
+# --- the answers of a run --------------------------------------------------------------------------
+
+#: The file of a run directory that holds each group's answer (written by the runner as each search ends).
+ANSWERS_FILE = "slo.json"
+#: ``slo.json`` is read only up to this size.
+MAX_ANSWERS_BYTES = 16 << 20
+#: The columns of :func:`slo` after the group's axes.
+COLUMNS: tuple[str, ...] = ("metric", "limit", "load", "max_load", "ci_low", "ci_high", "probes", "status")
+
+
+def _records(run: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    path = Path(getattr(run, "run_dir", run)) / ANSWERS_FILE
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_ANSWERS_BYTES + 1)
+    except FileNotFoundError:
+        raise ResultsError(f"{path.parent}: no {ANSWERS_FILE}: the run has no `slo:` section") from None
+    except OSError as exc:
+        raise ResultsError(f"{path}: cannot read: {exc.strerror}") from None
+    if len(data) > MAX_ANSWERS_BYTES:
+        raise ResultsError(f"{path}: larger than {MAX_ANSWERS_BYTES >> 20} MiB, not an answers file")
+    try:
+        records = json.loads(data)
+    except ValueError as exc:
+        raise ResultsError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise ResultsError(f"{path}: not a list of answers")
+    return records
+
+
+def slo(run: str | os.PathLike[str] | Any) -> pd.DataFrame:
+    """The highest load that met the run's latency target, one row per combination of the other axes.
+
+    Parameters
+    ----------
+    run
+        A run directory of a matrix with ``slo:`` (a path, or what :func:`iobench.run` returned).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The group's axis columns, then ``metric``, ``limit`` (as written),
+        ``load`` (``rate_iops`` or ``iodepth``), ``max_load``, ``ci_low``,
+        ``ci_high`` (``Int64``, NA where unknown), ``probes`` and ``status``
+        (``found``, ``below-min``, ``above-max``, ``unstable``); ``sentence``,
+        the answer in words (docs/slo.md).
+
+    Raises
+    ------
+    ResultsError
+        The run has no answers, or its ``slo.json`` cannot be read.
+    """
+    rows = []
+    for record in _records(run):
+        params = record.get("params")
+        if not isinstance(params, dict):
+            params = {}
+        probes = record.get("probes")
+        rows.append(
+            {
+                **params,
+                **{name: record.get(name) for name in COLUMNS},
+                "probes": len(probes) if isinstance(probes, list) else None,
+                "sentence": str(record.get("sentence", "")),
+            }
+        )
+    frame = pd.DataFrame(rows)
+    for name in ("max_load", "ci_low", "ci_high", "probes"):
+        if name in frame:
+            frame[name] = pd.array(frame[name].tolist(), dtype="Int64")
+    return frame
+
+
+def answer_lines(run: str | os.PathLike[str]) -> list[str]:
+    """Each group's answer as the end of ``iobench run`` prints it: ``slo: bs=4k: clat_p99_us ≤ 5ms up to …``."""
+    frame = slo(run)
+    if frame.empty:
+        return ["slo: no search ended (every group skipped, or the run stopped first)"]
+    axes = list(frame.columns[: list(frame.columns).index("metric")])
+    lines = []
+    for _, row in frame.iterrows():
+        shown = ", ".join(f"{name}={row[name]}" for name in axes if not pd.isna(row[name]))
+        lines.append(f"slo: {shown + ': ' if shown else ''}{row['sentence']}")
+    return lines

@@ -260,6 +260,11 @@ def run(
 
             for line in validity_lines(result.frame):
                 print(line)
+            if result.plan.matrix.slo is not None:
+                from iobench.answers.slo import answer_lines
+
+                for line in answer_lines(result.run_dir):
+                    print(line)
         if history is not None and result.exit_code in (0, 1):
             try:
                 add_runs(history, [result.run_dir])
