@@ -13,12 +13,13 @@ import pytest
 from typer.testing import CliRunner
 
 import iobench
-from iobench.answers.slo import Z95, Answer, Probe, fell_behind, interval, search, sentence
+from iobench.answers.slo import Z95, Answer, Probe, interval, search, sentence
 from iobench.cli.commands import app
 from iobench.errors import MatrixError
 from iobench.matrix.model import load_matrix, parse_matrix
 from iobench.matrix.slospec import LATENCY_METRICS, SloSpec
 from iobench.results import schema
+from iobench.results.validity import fell_behind
 
 BASE = """
 version: 1
@@ -206,9 +207,15 @@ def test_the_answer_reads_as_one_sentence() -> None:
 
 
 def test_a_probe_behind_its_offered_load_for_two_seconds_fell_behind() -> None:
-    assert not fell_behind(1000.0, [1000, 985, 1000, 985, 1000])
-    assert fell_behind(1000.0, [1000, 989, 950, 1000])
-    assert not fell_behind(1000.0, [991.0, 990.0])
+    # 10,000 offered: a Poisson count strays by 100 (1 sd); short is below 9,900 − 300.
+    assert fell_behind(10_000.0, [10_000, 9_500, 10_000, 9_500, 10_000]) is None
+    assert fell_behind(10_000.0, [10_000, 9_599, 9_000, 10_000]) == 1
+    assert fell_behind(10_000.0, [9_601.0, 9_601.0]) is None
+    # 20 offered: 20 ± 4.5 by chance alone, so only a count far below is short.
+    assert fell_behind(20.0, [15.0, 14.0, 16.0]) is None
+    assert fell_behind(20.0, [20.0, 5.0, 5.0]) == 1
+    # Half-second windows hold half the count: the allowance in IOPS grows by √2.
+    assert fell_behind(10_000.0, [9_500.0, 9_500.0], window_s=0.5) is None
 
 
 def test_a_percentile_interval_comes_from_the_merged_bins_order_statistics() -> None:
@@ -282,3 +289,25 @@ def test_iobench_run_ends_with_the_answer(write_matrix: Callable[..., Path], tmp
     assert out.exit_code == 0, out.output
     assert "slo: bs=4096: clat_p99_us ≤ 5ms up to 1,000 IOPS" in out.output
     assert "2 probes (met at max_load" in out.output
+
+
+@pytest.mark.fio
+def test_a_probe_that_cannot_keep_up_with_its_offered_load_is_behind(
+    write_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    # 10 ms of think time after every I/O: one job completes at most 100 IOPS, whatever it is offered.
+    path = write_matrix(
+        f"""
+        version: 1
+        name: slobehind
+        targets: [{{path: {tmp_path / "t.dat"}, size: 1M}}]
+        fio: {{ioengine: "null", rw: randread, thinktime: 10000, runtime: 4, time_based: 1}}
+        slo: {{metric: clat_p99_us, limit: 1s, min_load: 20, max_load: 500, max_probes: 3}}
+        """
+    )
+    result = iobench.run(load_matrix(path), out=tmp_path / "results")
+    frame = iobench.load(result.run_dir)
+    verdicts = frame.groupby("rate_iops")["validity"].first().to_dict()
+    assert "behind" not in str(verdicts[20]) and "behind" in str(verdicts[200])
+    answer = iobench.slo(result.run_dir).iloc[0]
+    assert answer["max_load"] < 200 and answer["ci_high"] == 200 and answer["probes"] == 3

@@ -12,7 +12,7 @@ import json
 import math
 import os
 import statistics
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -31,10 +31,6 @@ BRACKET_FACTOR = 10
 REPEATS = 3
 #: The normal quantile of the probes' two-sided 95 % intervals.
 Z95 = 1.959963984540054
-#: A second is short when its achieved IOPS are more than this fraction below the offered ones.
-BEHIND_SHORT = 0.01
-#: An open-loop probe fell behind when this many seconds in a row were short.
-BEHIND_SECONDS = 2
 
 Status = Literal["found", "below-min", "above-max", "unstable"]
 
@@ -235,16 +231,6 @@ def measure(frame: pd.DataFrame, metric: str, load: int) -> Probe:
         half = (high - low) / 2
         return Probe(load, value, value - half, value + half)
     return Probe(load, value, min(low, value), max(high, value))
-
-
-def fell_behind(offered: float, achieved: Sequence[float]) -> bool:
-    """Whether :data:`BEHIND_SECONDS` seconds in a row achieved more than :data:`BEHIND_SHORT` below ``offered``."""
-    run = 0
-    for value in achieved:
-        run = run + 1 if value < offered * (1 - BEHIND_SHORT) else 0
-        if run >= BEHIND_SECONDS:
-            return True
-    return False
 
 
 def sentence(spec: SloSpec, answer: Answer, what: str = "IOPS") -> str:

@@ -15,7 +15,8 @@ import json
 from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
-from iobench.answers.slo import ANSWERS_FILE, Answer, Probe, fell_behind, measure, searching, sentence
+from iobench.answers.slo import ANSWERS_FILE, Answer, Probe, measure, searching, sentence
+from iobench.errors import IobenchError
 from iobench.matrix.expand import Combo
 from iobench.matrix.model import Matrix
 from iobench.matrix.slospec import MAX_PROBES_LIMIT, SloSpec
@@ -129,7 +130,7 @@ class Probes:
     def read_probe(self, planned: PlannedRun, load: int, jobs: int) -> Probe:
         """A saved point judged: its metric and interval; behind when its IOPS log fell short of the load."""
         from iobench.results.assemble import point_frame
-        from iobench.results.timeseries import read_run_logs
+        from iobench.results.validity import behind_finding
 
         directory = self.run_dir.points / planned.key
         try:
@@ -142,15 +143,11 @@ class Probes:
         probe = measure(frame.assign(status="ok"), self.spec.metric, load)
         if self.spec.load != "rate_iops":
             return probe
-        offered = (load // jobs) * jobs
-        series = read_run_logs(self.run_dir, [(directory, meta)]).series
-        iops = series[series["metric"].eq("iops")]
-        if iops.empty:
-            return probe
-        per_window = iops.groupby("window")["value"].sum().sort_index().to_numpy(dtype=float)
-        # The last window is cut short where fio stopped.
-        behind = fell_behind(float(offered), list(per_window[:-1]))
-        return dataclasses.replace(probe, behind=behind)
+        try:
+            found = behind_finding(self.run_dir, directory, meta)
+        except IobenchError:  # logs that cannot be read: judged on its latency alone (the frame notes it)
+            found = None
+        return dataclasses.replace(probe, behind=found is not None)
 
     def answers(self) -> list[dict[str, Any]]:
         """One record per group searched: its axes, the target and what the search found."""
