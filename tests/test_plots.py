@@ -43,6 +43,7 @@ from iobench.plots import (
     throughput_metric,
     timeline,
 )
+from iobench.plots.loadcurve import latency_load
 from iobench.results.points import t975
 
 Params = dict[str, Any]
@@ -328,6 +329,7 @@ def test_kinds_map_the_cli_names_to_the_functions() -> None:
         "timeline": timeline,
         "hosts": hosts,
         "scale-out": scale_out,
+        "latency-load": latency_load,
     }
     assert LABELS["bw_bytes"] == "Throughput (MiB/s)"
 

@@ -105,6 +105,7 @@ def test_the_cli_kinds_are_the_figure_functions() -> None:
         "timeline",
         "hosts",
         "scale-out",
+        "latency-load",
     }
 
 

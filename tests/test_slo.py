@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
@@ -18,6 +19,7 @@ from iobench.cli.commands import app
 from iobench.errors import MatrixError
 from iobench.matrix.model import load_matrix, parse_matrix
 from iobench.matrix.slospec import LATENCY_METRICS, SloSpec
+from iobench.plots.loadcurve import doubled, knee
 from iobench.results import schema
 from iobench.results.validity import fell_behind
 
@@ -256,6 +258,7 @@ def test_a_real_search_runs_each_probe_as_a_saved_point_and_resumes_by_replaying
     assert list(answers.columns) == [
         "metric",
         "limit",
+        "limit_us",
         "load",
         "max_load",
         "ci_low",
@@ -268,6 +271,12 @@ def test_a_real_search_runs_each_probe_as_a_saved_point_and_resumes_by_replaying
     assert (row["status"], row["max_load"], row["probes"], row["limit"]) == ("above-max", 10_000, 3, "10ms")
     frame = iobench.load(result.run_dir)
     assert sorted(frame["rate_iops"].dropna().unique().tolist()) == [50, 500, 5000]
+    figure = iobench.plots.draw("latency-load", result.run_dir)
+    left, right = figure.axes[:2]
+    assert left.get_yscale() == "log" and left.get_xlabel() == "offered IOPS"
+    assert any(list(line.get_ydata()) == [10_000.0, 10_000.0] for line in left.get_lines())  # the limit
+    p99 = next(line for line in left.get_lines() if line.get_label().endswith("p99"))
+    assert list(p99.get_xdata()) == [100.0, 1000.0, 10_000.0]
     again = iobench.run(m, out=tmp_path / "results", resume=result.run_dir)
     assert again.counts == {"ok": 3}
     assert iobench.slo(again.run_dir).drop(columns="sentence").equals(answers.drop(columns="sentence"))
@@ -309,5 +318,17 @@ def test_a_probe_that_cannot_keep_up_with_its_offered_load_is_behind(
     frame = iobench.load(result.run_dir)
     verdicts = frame.groupby("rate_iops")["validity"].first().to_dict()
     assert "behind" not in str(verdicts[20]) and "behind" in str(verdicts[200])
+    figure = iobench.plots.draw("latency-load", result.run_dir)
+    hollow = [c for c in figure.axes[0].collections if len(c.get_offsets()) and not c.get_facecolors().size]
+    assert [list(c.get_offsets()[:, 0]) for c in hollow] == [[200.0]] * 3  # p50, p99, p99.9 at 200 offered
     answer = iobench.slo(result.run_dir).iloc[0]
     assert answer["max_load"] < 200 and answer["ci_high"] == 200 and answer["probes"] == 3
+
+
+def test_the_knee_of_a_queue_and_the_load_that_doubles_its_unloaded_p99() -> None:
+    loads = np.array([100.0, 1000.0, 5000.0, 10_000.0, 15_000.0, 18_000.0, 19_000.0])
+    p99 = 100.0 / (1 - loads / 20_000.0)
+    found = knee(loads, p99)
+    assert found is not None and 10_000 <= found <= 18_000
+    assert doubled(loads, p99) == 15_000.0  # 200 µs at 10,000 is just short of 2 × 100.5
+    assert knee(loads[:2], p99[:2]) is None and doubled(loads[:2], p99[:2]) is None

@@ -260,7 +260,17 @@ ANSWERS_FILE = "slo.json"
 #: ``slo.json`` is read only up to this size.
 MAX_ANSWERS_BYTES = 16 << 20
 #: The columns of :func:`slo` after the group's axes.
-COLUMNS: tuple[str, ...] = ("metric", "limit", "load", "max_load", "ci_low", "ci_high", "probes", "status")
+COLUMNS: tuple[str, ...] = (
+    "metric",
+    "limit",
+    "limit_us",
+    "load",
+    "max_load",
+    "ci_low",
+    "ci_high",
+    "probes",
+    "status",
+)
 
 
 def _records(run: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -294,7 +304,7 @@ def slo(run: str | os.PathLike[str] | Any) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        The group's axis columns, then ``metric``, ``limit`` (as written),
+        The group's axis columns, then ``metric``, ``limit`` (as written), ``limit_us``,
         ``load`` (``rate_iops`` or ``iodepth``), ``max_load``, ``ci_low``,
         ``ci_high`` (``Int64``, NA where unknown), ``probes`` and ``status``
         (``found``, ``below-min``, ``above-max``, ``unstable``); ``sentence``,
