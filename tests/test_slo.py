@@ -22,6 +22,7 @@ from iobench.matrix.slospec import LATENCY_METRICS, SloSpec
 from iobench.plots.loadcurve import doubled, knee
 from iobench.results import schema
 from iobench.results.validity import fell_behind
+from iobench.runner.probes import probe_combo
 
 BASE = """
 version: 1
@@ -332,3 +333,18 @@ def test_the_knee_of_a_queue_and_the_load_that_doubles_its_unloaded_p99() -> Non
     assert found is not None and 10_000 <= found <= 18_000
     assert doubled(loads, p99) == 15_000.0  # 200 µs at 10,000 is just short of 2 × 100.5
     assert knee(loads[:2], p99[:2]) is None and doubled(loads[:2], p99[:2]) is None
+
+
+@pytest.mark.fio
+def test_the_offered_total_is_split_over_the_jobs_and_a_rate_process_given_is_kept() -> None:
+    m = matrix("slo: {metric: clat_p99_us, limit: 1ms}\nmatrix: {numjobs: [3]}\n")
+    combo = probe_combo(m, {"numjobs": 3}, 900, 3)
+    assert (combo["rate_iops"], combo["rate_process"]) == (300, "poisson")
+    linear = parse_matrix(
+        BASE.replace("rw: randread}", "rw: randread, rate_process: linear}")
+        + "slo: {metric: clat_p99_us, limit: 1ms}\n",
+        "t.yaml",
+    )
+    assert "rate_process" not in probe_combo(linear, {}, 100, 1)
+    closed = matrix("slo: {metric: clat_p99_us, limit: 1ms, load: iodepth}\n")
+    assert probe_combo(closed, {}, 16, 4) == {"iodepth": 16}

@@ -263,8 +263,11 @@ def run(
             if result.plan.matrix.slo is not None:
                 from iobench.answers.slo import answer_lines
 
-                for line in answer_lines(result.run_dir):
-                    print(line)
+                try:
+                    for line in answer_lines(result.run_dir):
+                        print(line)
+                except IobenchError as exc:
+                    print(f"slo: the answers cannot be read: {exc}")
         if history is not None and result.exit_code in (0, 1):
             try:
                 add_runs(history, [result.run_dir])

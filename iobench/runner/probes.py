@@ -87,6 +87,7 @@ class Probes:
         return [g.planned for g in self.groups for _ in range(self.spec.max_probes)]
 
     def __iter__(self) -> Iterator[PlannedRun]:
+        self.save()  # an answers file from the start: a run stopped before any search ended has one too
         for group in self.groups:
             if group.planned.status != "run":
                 yield group.planned
