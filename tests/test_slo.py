@@ -302,8 +302,9 @@ def test_iobench_run_ends_with_the_answer(write_matrix: Callable[..., Path], tmp
 
 
 @pytest.mark.fio
+@pytest.mark.parametrize("runtime", [4, 1], ids=["by-windows", "whole-point"])
 def test_a_probe_that_cannot_keep_up_with_its_offered_load_is_behind(
-    write_matrix: Callable[..., Path], tmp_path: Path
+    write_matrix: Callable[..., Path], tmp_path: Path, runtime: int
 ) -> None:
     # 10 ms of think time after every I/O: one job completes at most 100 IOPS, whatever it is offered.
     path = write_matrix(
@@ -311,7 +312,7 @@ def test_a_probe_that_cannot_keep_up_with_its_offered_load_is_behind(
         version: 1
         name: slobehind
         targets: [{{path: {tmp_path / "t.dat"}, size: 1M}}]
-        fio: {{ioengine: "null", rw: randread, thinktime: 10000, runtime: 4, time_based: 1}}
+        fio: {{ioengine: "null", rw: randread, thinktime: 10000, runtime: {runtime}, time_based: 1}}
         slo: {{metric: clat_p99_us, limit: 1s, min_load: 20, max_load: 500, max_probes: 3}}
         """
     )

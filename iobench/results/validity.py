@@ -250,7 +250,7 @@ CHECKS: tuple[Check, ...] = (
         f"the offered IOPS (`BEHIND_SHORT_PCT`) and more than {BEHIND_POISSON_SD:g} standard deviations of a "
         "Poisson count below them (`BEHIND_POISSON_SD`)",
         "fio's IOPS logs summed over the point's jobs per window, the last (cut short) left out, "
-        "against `rate_iops` × those jobs",
+        "against `rate_iops` × those jobs; also the point's whole run (fio's IOPS) as one window",
     ),
     Check(
         "fio-warning",
@@ -1137,8 +1137,20 @@ def fell_behind(offered: float, achieved: Sequence[float], window_s: float = 1.0
     return None
 
 
-def behind_finding(run: RunDir, directory: Path, meta: PointMeta) -> str | None:
-    """Why an open-loop point fell behind its offered load (its IOPS logs); None when it kept up or is closed loop.
+def _short_by(offered: float, achieved: float, seconds: float) -> bool:
+    """Whether ``achieved`` IOPS over ``seconds`` fall short of ``offered`` by :data:`BEHIND_SHORT_PCT` % and chance."""
+    return fell_behind(offered, [achieved] * BEHIND_WINDOWS, seconds) is not None
+
+
+def behind_finding(
+    run: RunDir, directory: Path, meta: PointMeta, jobs: Sequence[Mapping[str, Any]] = ()
+) -> str | None:
+    """Why an open-loop point fell behind its offered load; None when it kept up or is closed loop.
+
+    Its IOPS logs, window by window (:func:`fell_behind`); and, for a point
+    too short for that, the whole point: fio's IOPS of ``jobs`` (the point's
+    rows, with ``iops`` and ``total_ios``) over their run, short by the same
+    rule with the whole run as the window.
 
     Raises
     ------
@@ -1161,19 +1173,22 @@ def behind_finding(run: RunDir, directory: Path, meta: PointMeta) -> str | None:
     iops = series[series["metric"].eq("iops")]
     if iops.empty:
         raise IobenchError("the point has no IOPS log")
-    jobs = len(iops[["host", "jobname", "job"]].drop_duplicates())
+    count = len(iops[["host", "jobname", "job"]].drop_duplicates())
+    offered = per_job * count
+    said = f"offered {offered:,.0f} IOPS ({count} jobs × {per_job:,.0f}) but achieved"
+    why = "the latency leaves out the I/Os' wait for their turn"
     achieved = iops.groupby("window")["value"].sum().sort_index().to_numpy(dtype=float)[:-1]
-    offered = per_job * jobs
     window_s = float(options.get("log_avg_msec", DEFAULT_LOG_AVG_MSEC)) / 1000.0
     first = fell_behind(offered, achieved.tolist(), window_s)
-    if first is None:
-        return None
-    short = achieved[first : first + BEHIND_WINDOWS]
-    return (
-        f"offered {offered:,.0f} IOPS ({jobs} jobs × {per_job:,.0f}) but achieved "
-        f"{', '.join(f'{x:,.0f}' for x in short)} in windows {first + 1}–{first + BEHIND_WINDOWS}: "
-        "the latency leaves out the I/Os' wait for their turn"
-    )
+    if first is not None:
+        short = achieved[first : first + BEHIND_WINDOWS]
+        windows = f"windows {first + 1}–{first + BEHIND_WINDOWS}"
+        return f"{said} {', '.join(f'{x:,.0f}' for x in short)} in {windows}: {why}"
+    total = sum(float(j.get("iops") or 0.0) for j in jobs)
+    ios = sum(float(j.get("total_ios") or 0.0) for j in jobs)
+    if total > 0 and ios > 0 and _short_by(offered, total, ios / total):
+        return f"{said} {total:,.0f} over the point's {ios / total:.1f} s: {why}"
+    return None
 
 
 def behind(p: PointView, v: Verdict) -> None:
@@ -1181,7 +1196,7 @@ def behind(p: PointView, v: Verdict) -> None:
     if p.option("rate_iops") is None:
         return
     try:
-        found = behind_finding(RunDir.open(p.directory.parent.parent), p.directory, p.meta)
+        found = behind_finding(RunDir.open(p.directory.parent.parent), p.directory, p.meta, p.jobs)
     except IobenchError as exc:
         v.na("behind", str(exc))
         return
