@@ -145,7 +145,7 @@ class Probes:
         if self.spec.load != "rate_iops":
             return probe
         try:
-            columns = [c for c in ("iops", "total_ios") if c in frame]
+            columns = [c for c in ("host", "jobname", "job_index", "iops", "total_ios") if c in frame]
             rows = [{str(k): v for k, v in r.items()} for r in frame[columns].to_dict("records")]
             found = behind_finding(self.run_dir, directory, meta, rows)
         except IobenchError:  # logs that cannot be read: judged on its latency alone (the frame notes it)
