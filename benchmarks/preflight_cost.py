@@ -1,18 +1,18 @@
-"""What a run's preflight costs per host: wall time and remote commands, on namespace hosts.
+"""What a run's preflight costs per host: wall time and requests to its agent, on namespace hosts.
 
 Creates N test hosts on this machine (network namespaces with their own sshd:
 tests/netns_hosts.py; needs root and openssh-server) and runs a fleet's
 preflight against all of them, round after round, each round a fresh fleet (new
 control connections), as ``iobench run`` does before anything runs: connect,
-probe fio and numactl, copy sysfs and procfs into a snapshot, read the
+start the agent, probe fio and numactl, copy sysfs and procfs into a snapshot, read the
 topology, guard the targets. Reports the median and best wall time of the
 preflight, the remote commands it sent per host (each a round trip over the
 control connection) and how much the snapshot brought back per host.
 
 ``--settings`` also times reading ``iobench system show`` of one host the two
-ways it could be read: from the preflight's snapshot (no remote command), and
-live through a :class:`~iobench.system.remote.RemoteRoot` (a remote command per
-file and folder), to show what reading it from the snapshot saves.
+ways it could be read: from the preflight's snapshot (no request), and live
+through a :class:`~iobench.system.remote.RemoteRoot` (a request per file and
+folder), to show what reading it from the snapshot saves.
 
     .venv/bin/python benchmarks/preflight_cost.py [--hosts 8] [--rounds 5] [--settings]
 """
@@ -35,26 +35,8 @@ from netns_hosts import NetnsHost, netns_hosts  # noqa: E402
 from overhead import OthersBusy  # noqa: E402
 
 from iobench.matrix.targets import Target  # noqa: E402
-from iobench.system.fleet import Connection, Fleet, HostSpec, ssh_connector  # noqa: E402
-from iobench.system.process import Completed  # noqa: E402
-from iobench.system.ssh import COMMAND_TIMEOUT_S, SshTarget  # noqa: E402
-
-
-class Counted:
-    """A host's connection that counts the remote commands sent through it and the bytes they printed."""
-
-    def __init__(self, connection: Connection, counts: dict[str, list[int]]) -> None:
-        self.inner = connection
-        self.counts = counts.setdefault(connection.target.name, [0, 0])
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.inner, name)
-
-    def run(self, argv: Sequence[str], *, timeout: float = COMMAND_TIMEOUT_S) -> Completed:
-        done = self.inner.run(argv, timeout=timeout)
-        self.counts[0] += 1
-        self.counts[1] += len(done.stdout)
-        return done
+from iobench.system.fleet import Fleet, HostSpec, ssh_connector  # noqa: E402
+from iobench.system.ssh import SshTarget  # noqa: E402
 
 
 def fio_version() -> str:
@@ -81,28 +63,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="iobench-preflight-") as tmp, netns_hosts(args.hosts) as hosts:
         base = Path(tmp)
         walls: list[float] = []
-        counts: dict[str, list[int]] = {}
-        per_host: list[tuple[int, int]] = []
+        per_host: list[int] = []
         watch = OthersBusy()
         for _ in range(args.rounds):
-            counts.clear()
-
-            def connector(target: SshTarget, control: Path) -> Connection:
-                return Counted(ssh_connector(target, control), counts)  # type: ignore[return-value]
-
-            with Fleet(specs(hosts.hosts, base), fio_version=version, connector=connector) as fleet:
+            with Fleet(specs(hosts.hosts, base), fio_version=version, connector=ssh_connector) as fleet:
                 started = time.perf_counter()
                 fleet.preflight()
                 walls.append(time.perf_counter() - started)
-                per_host += [(c[0], c[1]) for c in counts.values()]
+                per_host += [sum(h.agent.asked.values()) for h in fleet.hosts if h.agent is not None]
                 if args.settings:
                     settings_cost(fleet)
         others = watch.cpus()
-    commands = statistics.mean(c[0] for c in per_host)
-    kib = statistics.mean(c[1] for c in per_host) / 1024
     print(
         f"preflight of {args.hosts} hosts, {args.rounds} rounds: median {statistics.median(walls):.3f} s, "
-        f"best {min(walls):.3f} s; {commands:.0f} remote commands per host, {kib:.0f} KiB brought back per host"
+        f"best {min(walls):.3f} s; {statistics.mean(per_host):.0f} requests to each host's agent"
     )
     print(f"other processes and steal took {others:.2f} of {os.cpu_count()} CPUs on average")
 
@@ -117,15 +91,14 @@ def settings_cost(fleet: Fleet) -> None:
     started = time.perf_counter()
     show(host.facts.snapshot.system)
     snapshot_s = time.perf_counter() - started
-    connection = host.connection
-    assert isinstance(connection, Counted)
-    before = connection.counts[0]
+    assert host.agent is not None
+    before = sum(host.agent.asked.values())
     started = time.perf_counter()
-    show(RemoteRoot(connection))
+    show(RemoteRoot(host))
     live_s = time.perf_counter() - started
     print(
-        f"system show of {host.name}: from the snapshot {snapshot_s * 1000:.1f} ms, no remote command; "
-        f"live {live_s * 1000:.0f} ms, {connection.counts[0] - before} remote commands"
+        f"system show of {host.name}: from the snapshot {snapshot_s * 1000:.1f} ms, no request; "
+        f"live {live_s * 1000:.0f} ms, {sum(host.agent.asked.values()) - before} requests to its agent"
     )
 
 

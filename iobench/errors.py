@@ -11,6 +11,8 @@ import os
 from dataclasses import dataclass
 from typing import Literal
 
+from iobench.words import counted
+
 
 class IobenchError(Exception):
     """Base of all iobench errors. ``exit_code`` is what the CLI exits with."""
@@ -88,7 +90,7 @@ class NextStep:
     def words(self) -> str:
         """The step in words, for a message that is not a command line."""
         if self.action == "resume":
-            left = "" if self.left is None else f" ({self.left} point{'' if self.left == 1 else 's'} left)"
+            left = "" if self.left is None else f" ({counted(self.left, 'point')} left)"
             return f"resume {self.run_dir}{left}"
         if self.action == "report":
             return f"draw the report of {self.run_dir}" + (f" into {self.out}" if self.out else "")

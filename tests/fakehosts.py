@@ -6,19 +6,20 @@ in the host's own "home" folder (where fio servers keep their pid files), and
 a socket forward is a symlink to the host's socket. Answers can be scripted per
 command to play a host without fio, with another fio, without numactl, or one
 that cannot be reached; :meth:`LocalConnection.cut` plays a host that dies;
-:func:`rooted` plays a host whose sysfs and procfs are fake trees (its settings
-tuned and restored without touching this machine's).
+``root`` plays a host whose sysfs and procfs are fake trees (its settings
+tuned and restored without touching this machine's): the host's agent reads
+them as its root; ``programs`` gives it stand-ins for fio, numactl or python3.
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from iobench.system.fleet import PROBE_SCRIPT, Connector
+from iobench.system.fleet import Connector
+from iobench.system.hostagent import HostAgent
 from iobench.system.process import Completed, minimal_env, run_process, spawn_process
 from iobench.system.ssh import COMMAND_TIMEOUT_S, HostUnreachable, SshTarget
 
@@ -30,35 +31,16 @@ def completed(argv: Sequence[str], stdout: str = "", returncode: int = 0, stderr
     return Completed(tuple(argv), returncode, stdout, stderr, 0.0, False)
 
 
-def probe_answer(fio: str = "fio-3.33", numactl: bool = True, numa: bool = True) -> Answer:
-    """Answers the preflight's probe (fio version, numactl, NUMA in fio) as a host with these would."""
+def program(version: str | None) -> str:
+    """A stand-in for a host's program: prints ``version`` for ``--version`` (None: as if missing, exit 127).
 
-    def answer(argv: Sequence[str]) -> Completed | None:
-        if len(argv) > 2 and argv[:2] == ["sh", "-c"] and argv[2] == PROBE_SCRIPT:
-            lines = [f"fio {fio}", f"numactl {'yes' if numactl else 'no'}", f"numa {'yes' if numa else 'no'}"]
-            return completed(argv, "\n".join(lines) + "\n")
-        return None
-
-    return answer
-
-
-def rooted(root: Path) -> Answer:
-    """Answers every command as a host whose ``/sys`` and ``/proc`` are the trees under ``root``.
-
-    Each argument (scripts too) has its ``/sys/...`` and ``/proc/...`` paths moved
-    under ``root``, the command runs here, and ``root`` is taken out of what it
-    prints: the snapshot script, ``cat`` and the write of a setting all see the
-    fake tree, with the host's own paths in their answers.
+    A ``version`` that starts with ``#!`` is the whole script.
     """
-    paths = re.compile(r"(?<![\w.-])/(sys|proc)(?=/|\b)")
-
-    def answer(argv: Sequence[str]) -> Completed:
-        moved = [paths.sub(lambda m: f"{root}/{m.group(1)}", a) for a in argv]
-        done = run_process(moved, timeout=COMMAND_TIMEOUT_S)
-        out, err = (text.replace(f"{root}/", "/") for text in (done.stdout, done.stderr))
-        return completed(argv, out, done.returncode, err)
-
-    return answer
+    if version is not None and version.startswith("#!"):
+        return version
+    if version is None:
+        return "#!/bin/sh\nexit 127\n"
+    return f'#!/bin/sh\n[ "$1" = --version ] && echo {version}\nexit 0\n'
 
 
 class LocalConnection:
@@ -71,9 +53,12 @@ class LocalConnection:
         *,
         answers: Sequence[Answer] = (),
         unreachable: str | None = None,
+        root: Path | None = None,
+        programs: dict[str, str | None] | None = None,
     ) -> None:
         self._target = target
         self.home = home
+        self.root = root
         self.answers = list(answers)
         self.unreachable = unreachable
         self.calls: list[list[str]] = []
@@ -84,14 +69,21 @@ class LocalConnection:
         self.cut_reason: str | None = None
         self.closed = False
         home.mkdir(parents=True, exist_ok=True)
+        self.bin = home / "bin"
+        for name, version in (programs or {}).items():
+            self.bin.mkdir(exist_ok=True)
+            (self.bin / name).write_text(program(version))
+            (self.bin / name).chmod(0o755)
 
     @property
     def target(self) -> SshTarget:
         return self._target
 
     def env(self) -> dict[str, str]:
-        """What a login there would have: its own home (state, locks), the PATH of this machine."""
-        return minimal_env({"HOME": str(self.home)})
+        """What a login there would have: its own home (state, locks), its programs, then the PATH of this machine."""
+        env = minimal_env({"HOME": str(self.home)})
+        env["PATH"] = f"{self.bin}:{env['PATH']}"
+        return env
 
     def start(self) -> None:
         pass
@@ -114,8 +106,11 @@ class LocalConnection:
     def stream(self, argv: Sequence[str], *, stdin: bool = False) -> subprocess.Popen[bytes]:
         if self.cut_reason is not None:
             raise HostUnreachable(f"host {self.target.describe()} stopped answering: {self.cut_reason}")
-        self.started.append([str(a) for a in argv])
-        proc = spawn_process([str(a) for a in argv], stdout=True, cwd=self.home, stdin=stdin, env=self.env())
+        args = [str(a) for a in argv]
+        if self.root is not None and args[:1] == ["python3"]:
+            args += ["--root", str(self.root)]  # the agent reads the fake tree
+        self.started.append(args)
+        proc = spawn_process(args, stdout=True, cwd=self.home, stdin=stdin, env=self.env())
         self.streams.append(proc)
         return proc
 
@@ -152,6 +147,16 @@ class LocalConnection:
     def close(self) -> None:
         self.closed = True
         self._drop()
+
+
+@contextlib.contextmanager
+def agent_on(connection: LocalConnection) -> Iterator[HostAgent]:
+    """The host's agent, started over the fake connection for the block."""
+    agent = HostAgent(connection).start()
+    try:
+        yield agent
+    finally:
+        agent.close()
 
 
 class LocalHosts:

@@ -49,6 +49,7 @@ import contextlib
 import fcntl
 import functools
 import ipaddress
+import json
 import os
 import re
 import shutil
@@ -76,13 +77,16 @@ READY_TIMEOUT_S = 10.0
 KILL_GRACE_S = 3.0
 
 # Runs as pid 1 of the host's new namespaces (UTS, mount, pid): a private home for root over the
-# real one (what a command there leaves in ~ stays on that host), the hostname, then become sshd.
+# real one (what a command there leaves in ~ stays on that host), /dev/null over each program the
+# host is not to have (its own mount namespace: this machine keeps them), the hostname, then become sshd.
 _HOST_INIT = """
-import os, pwd, socket, subprocess, sys
-name, home, sshd = sys.argv[1:4]
+import json, os, pwd, socket, subprocess, sys
+name, home, hidden, sshd = sys.argv[1:5]
 subprocess.run(["mount", "--bind", home, pwd.getpwuid(0).pw_dir], check=True, timeout=10)
+for program in json.loads(hidden):
+    subprocess.run(["mount", "--bind", "/dev/null", program], check=True, timeout=10)
 socket.sethostname(name)
-os.execv(sshd, sys.argv[3:])
+os.execv(sshd, sys.argv[4:])
 """
 
 _counter = 0
@@ -464,12 +468,21 @@ def _wait_listening(host: NetnsHost, deadline: float) -> None:
         time.sleep(0.05)
 
 
-def _start_sshd(host: NetnsHost, config: Path) -> None:
+def hidden_files(programs: Sequence[str]) -> list[str]:
+    """The files behind each program name on PATH here (``awk`` -> ``/usr/bin/mawk``), each once."""
+    found = (
+        shutil.which(p, path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin") for p in programs
+    )
+    return sorted({os.path.realpath(f) for f in found if f is not None})
+
+
+def _start_sshd(host: NetnsHost, config: Path, hidden: Sequence[str] = ()) -> None:
     home = host.directory / "home"
     home.mkdir(mode=0o700)
     argv = ["ip", "netns", "exec", host.netns]
     argv += ["unshare", "--uts", "--mount", "--pid", "--fork", "--mount-proc", "--kill-child"]
-    argv += [sys.executable, "-c", _HOST_INIT, host.name, str(home), SSHD, "-D", "-e", "-f", str(config)]
+    argv += [sys.executable, "-c", _HOST_INIT, host.name, str(home), json.dumps(hidden_files(hidden))]
+    argv += [SSHD, "-D", "-e", "-f", str(config)]
     with host.sshd_log.open("wb") as log:
         host.sshd = subprocess.Popen(  # noqa: S603 - argv list
             argv,
@@ -540,7 +553,7 @@ def _teardown(hosts: list[NetnsHost], directory: Path) -> list[str]:
 
 @contextlib.contextmanager
 def netns_hosts(
-    n: int, *, names: Sequence[str] | None = None, directory: Path | None = None
+    n: int, *, names: Sequence[str] | None = None, directory: Path | None = None, hidden: Sequence[str] = ()
 ) -> Iterator[NetnsHosts]:
     """Create ``n`` namespace hosts with sshd, yield them, always tear them down.
 
@@ -552,6 +565,8 @@ def netns_hosts(
         Their names (hostname inside, ``Host`` alias in the client config); ``a``, ``b``, ... by default.
     directory
         Where keys, configs and logs go (a new temp directory, removed afterwards, by default).
+    hidden
+        Programs the hosts do not have (``awk``, ``python3``): /dev/null is mounted over each there.
 
     Raises
     ------
@@ -617,7 +632,7 @@ def netns_hosts(
             config_lines.append(f"Host {host.name}")
             config_lines += [f"    {option.replace('=', ' ', 1)}" for option in host.ssh_options]
             config_lines += [f"    {line}" for line in _CONFIG_ONLY]
-            _start_sshd(host, config)
+            _start_sshd(host, config, hidden)
         known_hosts.write_text("\n".join(known_lines) + "\n")
         ssh_config = base / "ssh_config"
         ssh_config.write_text("\n".join(config_lines) + "\n")
@@ -641,8 +656,8 @@ def netns_hosts_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ca
         pytest.skip(f"namespace test hosts need: {', '.join(missing)}")
     with contextlib.ExitStack() as stack:
 
-        def make(n: int, *, names: Sequence[str] | None = None) -> NetnsHosts:
+        def make(n: int, *, names: Sequence[str] | None = None, hidden: Sequence[str] = ()) -> NetnsHosts:
             directory = tmp_path_factory.mktemp("hosts")
-            return stack.enter_context(netns_hosts(n, names=names, directory=directory))
+            return stack.enter_context(netns_hosts(n, names=names, directory=directory, hidden=hidden))
 
         yield make

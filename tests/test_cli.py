@@ -216,5 +216,72 @@ def test_parse_writes_csv(tmp_path: Path) -> None:
     result = runner.invoke(app, ["parse", str(fixture), "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert out.read_text().count("\n") == 4  # header + 3 jobs
+    assert result.stdout == f"{out}: 3 rows; source: relative to {fixture.parent}\n"
+    header = out.read_text().splitlines()[0].split(",")
+    assert {"bs", "iodepth", "numjobs", "rw", "ioengine"} <= set(header)
+    assert {line.split(",")[0] for line in out.read_text().splitlines()[1:]} == {fixture.name}
     bad = runner.invoke(app, ["parse", str(tmp_path / "missing.json")])
     assert bad.exit_code == 2 and "no such file" in bad.output
+
+
+def test_run_wait_says_whose_run_it_waits_for_and_runs_once_it_ends(
+    null_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    from iobench.matrix.model import load_matrix
+    from iobench.planner.plans import plan
+    from iobench.system.locks import device_lock
+
+    path = null_matrix()
+    disks = sorted({d for loc in plan(load_matrix(path)).locations.values() for d in loc.disks})
+    assert disks, "the target's file lies on a disk, which the run locks"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    # A bare --wait before the matrix: no limit, and the matrix is still the matrix.
+    argv = [sys.executable, "-m", "iobench", "run", "--wait", str(path), "--out", str(tmp_path / "r"), "-q"]
+    with device_lock(disks):
+        child = subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        try:
+            assert child.stderr is not None
+            said = child.stderr.readline()
+        except BaseException:
+            child.kill()
+            raise
+    out, err = child.communicate(timeout=120)
+    assert said.startswith(f"iobench: waiting for another iobench run (pid {os.getpid()}, user ")
+    assert said.rstrip().endswith(f"to let go of {disks[0]}, until it ends")
+    assert child.returncode == 0, err
+    assert Path(out.strip()).parent == tmp_path / "r"
+
+
+def test_a_run_counts_skipped_points_once_apart_from_the_runs(
+    null_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    path = null_matrix("repeat: 2\n")
+    path.write_text(path.read_text().replace("  numjobs: [1, 2]\n", "  binding: [none, 'node:9']\n"))
+    result = runner.invoke(app, ["run", str(path), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("iobench: 4 runs of nulltest, 2 points skipped (`iobench plan` says why) -> ")
+    skipped = [line for line in lines if line.startswith("[") and " skipped " in line]
+    assert len(skipped) == 2 and len({line.split()[1].split("-")[0] for line in skipped}) == 2
+    assert any(line.startswith("results: ") and line.endswith("(4 ok; 2 points skipped)") for line in lines)
+
+
+def test_plan_says_which_placements_coincide_here_and_why(
+    write_matrix: Callable[..., Path], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from sysfs_snapshots import SnapshotCache
+
+    root = SnapshotCache(tmp_path_factory).root("16em64t-4s2c2t")  # one NUMA node, SMT2
+    path = write_matrix(
+        "version: 1\nname: same\ntargets: [{path: /dev/nvme0n1, home_node: 0}]\n"
+        "fio: {ioengine: libaio, direct: 1, rw: randread, bs: 4k}\n"
+        "matrix: {binding: [local, none], iodepth: [1, 2]}\n"
+    )
+    result = runner.invoke(app, ["plan", str(path), "--fsroot", str(root)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert "2 points to run, 2 the same as another here (not run again):" in lines
+    why = lines.index("placements that coincide here, so each such point runs once:") + 1
+    assert lines[why] == "  one NUMA node (node 0): binding none runs on the same CPUs and memory as local"
+    points = [line.split() for line in lines if line.startswith("  ") and "binding=" in line]
+    assert [p[-3:] for p in points if "binding=none" in p] == [["as", "point", "1"], ["as", "point", "2"]]

@@ -29,6 +29,8 @@ from iobench.errors import ResultsError
 from iobench.report.compare_page import comparison_rows, write_compare
 from iobench.results.compare import (
     DIRECTION,
+    FINDINGS,
+    OTHER_CPU,
     RESULT_COLUMNS,
     VERDICTS,
     judge,
@@ -233,6 +235,15 @@ def test_repeats_that_did_not_settle_are_noted() -> None:
     got = row(iobench.compare(a, b))
     assert got["verdict"] == "better"
     assert got["reason"] == "1 of 3 repeats of A not steady"
+    unjudged = a.assign(steady=pd.array([True, False, pd.NA], dtype="boolean"))
+    assert (
+        row(iobench.compare(unjudged, b))["reason"]
+        == "1 of 3 repeats of A not steady (1 could not be judged)"
+    )
+    one_unjudged = a.assign(steady=pd.array([True, True, pd.NA], dtype="boolean"))
+    assert row(iobench.compare(b, one_unjudged))["reason"].endswith(
+        "1 of 3 repeats of B could not be judged steady or not"
+    )
     # no steadiness note; 3 repeats 1 % apart cannot show a 1 % change, and the reason says so
     assert row(iobench.compare(b, b))["reason"].startswith("too few repeats for the minimum effect: 3 and 3")
 
@@ -298,6 +309,70 @@ def test_bad_input_is_refused_with_the_fix(tmp_path: Path) -> None:
         iobench.compare(a, axis_only_in_b)
 
 
+def _loaded_runs(
+    factor: float, other_cpu: tuple[float, float], found: str = ""
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Two runs of 12 points × 3 repeats; B's IOPS ``factor`` × A's; other processes' CPU in each; B's findings."""
+    rng = np.random.default_rng(12)
+    base = rng.uniform(10_000, 90_000, 12)
+    frames = []
+    for side, (scale, load) in enumerate(((1.0, other_cpu[0]), (factor, other_cpu[1]))):
+        points = [
+            ({"iodepth": 2**k}, {"iops": list(mean * scale * (1 + 0.01 * rng.standard_normal(3)))})
+            for k, mean in enumerate(base)
+        ]
+        frame = tidy(points, run_id="AB"[side])
+        frame["cpu_other_pct"] = load + rng.uniform(-0.5, 0.5, len(frame))
+        frame["validity"] = found if side else ""
+        frames.append(frame)
+    return frames[0], frames[1]
+
+
+def test_a_run_level_drift_is_one_change_and_the_conditions_that_differ_are_said(tmp_path: Path) -> None:
+    """The case measured: the same matrix twice, every point -30 %, other processes' load doubled."""
+    a, b = _loaded_runs(0.7, (12.0, 31.0), found="cpu-contention")
+    result = iobench.compare(a, b, metrics=["iops"])
+    assert result["verdict"].eq("worse").all()
+    [drift] = result.attrs["drifts"]
+    assert (
+        drift["metric"] == "iops" and drift["points"] == 12 and drift["ratio"] == pytest.approx(0.7, abs=0.01)
+    )
+    assert result["reason"].str.startswith("every one of the 12 points moved together, ×0.70").all()
+    other, found = result.attrs["conditions"]
+    assert (
+        other.startswith("other processes took 12.") and "% (most 12 %) of the points' CPUs in A, 3" in other
+    )
+    assert other.endswith("% (most 31 %) in B")
+    assert found == "the validity check cpu-contention found 0 of 36 points × repeats in A, 36 of 36 in B"
+    from iobench.report.compare_page import verdict_counts
+
+    assert verdict_counts(result) == [("iops", {"moved together (one run-level change)": 12})]
+    from rich.console import Console
+
+    from iobench.cli.compare_view import show_comparison
+
+    console = Console(record=True, width=300)
+    show_comparison(console, result)
+    text = console.export_text()
+    assert "the runs' conditions differ: other processes took" in text
+    assert "IOPS: every one of the 12 points moved together, ×0.70" in text
+    page = write_compare(result, tmp_path / "cmp").html.read_text()
+    assert "the runs&#39; conditions differ: other processes took" in page
+    assert "moved together (one run-level change): 12" in page
+
+
+def test_points_that_moved_apart_are_no_drift_and_like_conditions_say_nothing() -> None:
+    a, b = _loaded_runs(0.7, (12.0, 13.0))
+    assert iobench.compare(a, b, metrics=["iops"]).attrs["conditions"] == []
+    b.loc[b["point"].le(6), "iops"] *= 1.6  # half the points up ×1.12, half down ×0.7
+    result = iobench.compare(a, b, metrics=["iops"])
+    assert result.attrs["drifts"] == [] and not result["reason"].str.contains("moved together").any()
+    spread = b.assign(iops=b["iops"] * np.where(b["point"].le(6), 1.0, 0.5 / 1.12))  # ×0.7 … ×0.31 apart
+    assert iobench.compare(a, spread, metrics=["iops"]).attrs["drifts"] == []
+    same = iobench.compare(a, a.copy(), metrics=["iops"])
+    assert same.attrs["drifts"] == [] and same.attrs["conditions"] == []
+
+
 def test_runs_that_differ_in_direction_say_so() -> None:
     reads = tidy([({"bs": 4096}, {"iops": [10.0, 11.0]})])
     writes = reads.assign(direction="write")
@@ -308,15 +383,18 @@ def test_runs_that_differ_in_direction_say_so() -> None:
 
 
 def test_two_parsed_frames_name_what_differs(tmp_path: Path) -> None:
-    """Frames from `iobench parse` have no axes: what tells their points apart is said, not matched away."""
+    """Frames from `iobench parse` have fio's job options for axes: what tells their points apart is said."""
     data = Path(__file__).parent / "data" / "fio" / "fio-3.33"
     frames = {name: tmp_path / f"{name}.parquet" for name in ("read", "write", "randrw")}
     for name, path in frames.items():
         assert runner.invoke(app, ["parse", str(data / f"{name}.json"), "-o", str(path)]).exit_code == 0
     refused = runner.invoke(app, ["compare", str(frames["read"]), str(frames["write"])])
     assert refused.exit_code == 2
-    assert "they differ in direction" in refused.output and "direction=write" in refused.output
-    compared = iobench.compare(frames["read"], frames["randrw"])
+    assert (
+        "they differ in rw, bs, direction" in refused.output
+        and "rw=write bs=64k direction=write" in refused.output
+    )
+    compared = iobench.compare(frames["read"], frames["randrw"], by=["direction"])
     facts = {f["fact"]: f for f in compared.attrs["machines"]}
     jobs = facts["fio jobs"]
     assert jobs["differs"] and jobs["a"] != jobs["b"]
@@ -365,6 +443,30 @@ def test_ratio_figure_draws_each_ratio_with_its_interval_in_its_verdict_colour()
     assert colours[0.5] == VERDICT_COLOURS["worse"]
     assert [t.get_text() for t in iops.get_yticklabels()] == ["bs=4k", "bs=8k", "bs=64k"]
     assert iops.get_xscale() == "log"
+
+
+def test_an_unbounded_interval_runs_off_the_panel_with_a_hollow_marker_and_says_so() -> None:
+    from iobench.plots.ratios import UNBOUNDED
+
+    a = tidy([({"bs": 4096}, {"iops": [100.0, 101.0, 99.0]}), ({"bs": 8192}, {"iops": [1.0, 100.0]})])
+    b = tidy([({"bs": 4096}, {"iops": [200.0, 201.0, 199.0]}), ({"bs": 8192}, {"iops": [50.0, 51.0]})])
+    result = iobench.compare(a, b)
+    wild = row(result, bs=8192)
+    assert wild["verdict"] == "no change" and pd.isna(wild["ratio_ci_low"]) and pd.isna(wild["ratio_ci_high"])
+    fig = iobench.plots.ratios(result)
+    [panel] = [ax for ax in fig.axes if ax.get_visible() and ax.get_title()]
+    hollow = [
+        line for line in panel.lines if line.get_marker() == "o" and line.get_markerfacecolor() == "white"
+    ]
+    assert [float(line.get_xdata()[0]) for line in hollow] == pytest.approx([float(wild["ratio"])])
+    arrows = [t for t in panel.texts if getattr(t, "arrow_patch", None) is not None]
+    left, right = panel.get_xlim()
+    assert [(t.xy[0], t.xyann[0]) for t in arrows] == [(left, right)]  # edge to edge: no bound on either side
+    assert any(t.get_text().endswith(UNBOUNDED) for t in panel.texts)
+    caption = " ".join(t.get_text() for t in fig.texts)
+    assert f"dashed arrow across the panel: {UNBOUNDED}" in caption
+    bounded = iobench.plots.ratios(iobench.compare(a[a["bs"].eq(4096)], b[b["bs"].eq(4096)]))
+    assert UNBOUNDED not in " ".join(t.get_text() for t in bounded.texts)
 
 
 def test_ratio_figure_into_a_given_axes() -> None:
@@ -471,6 +573,18 @@ def rate_runs(tmp_path_factory: pytest.TempPathFactory, _cache_dir: Path) -> dic
     return runs
 
 
+def settings_that_differ(result: pd.DataFrame) -> dict[str, tuple[str, str]]:
+    """The machine and settings facts that differ, apart from the load and findings the runs measured.
+
+    Those vary with this shared machine's other users from one run to the next.
+    """
+    return {
+        f["fact"]: (f["a"], f["b"])
+        for f in result.attrs["machines"]
+        if f["differs"] and f["fact"] != OTHER_CPU and not f["fact"].startswith(FINDINGS)
+    }
+
+
 @pytest.mark.fio
 def test_twice_the_rate_is_twice_the_iops_and_better(rate_runs: dict[str, Path]) -> None:
     result = iobench.compare(rate_runs["A"], rate_runs["B"])
@@ -480,8 +594,7 @@ def test_twice_the_rate_is_twice_the_iops_and_better(rate_runs: dict[str, Path])
     assert set(iops["verdict"]) == {"better"}
     assert (iops["a_n"] == 3).all() and (iops["b_n"] == 3).all()
     assert iops["a_mean"].to_numpy(dtype=float) == pytest.approx(400, rel=0.05)
-    differ = {f["fact"]: (f["a"], f["b"]) for f in result.attrs["machines"] if f["differs"]}
-    assert differ == {"fio option rate_iops": ("400", "800")}
+    assert settings_that_differ(result) == {"fio option rate_iops": ("400", "800")}
     same = {f["fact"] for f in result.attrs["machines"] if not f["differs"]}
     assert {"kernel", "fio", "CPU", "iobench", "target 1 scheduler before the run"} <= same
 
@@ -492,7 +605,7 @@ def test_the_same_rate_is_no_change(rate_runs: dict[str, Path]) -> None:
     iops = result[result["metric"] == "iops"]
     assert set(iops["verdict"]) == {"no change"}
     assert iops["ratio"].to_numpy(dtype=float) == pytest.approx(1.0, rel=0.05)
-    assert not [f for f in result.attrs["machines"] if f["differs"]]
+    assert not settings_that_differ(result)
 
 
 @pytest.mark.fio
@@ -521,8 +634,7 @@ def test_machine_settings_that_differ_are_listed(rate_runs: dict[str, Path], tmp
     governor["value"] = "performance on CPUs 0-1"
     (other / "manifest.json").write_text(json.dumps(manifest))
     result = iobench.compare(rate_runs["A"], other)
-    differ = {f["fact"]: (f["a"], f["b"]) for f in result.attrs["machines"] if f["differs"]}
-    assert differ == {
+    assert settings_that_differ(result) == {
         "system: CPU frequency governor": (
             next(
                 s["value"]

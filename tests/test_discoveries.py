@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 
 import iobench
 from iobench.errors import ResultsError
-from iobench.results.compare import RESULT_COLUMNS, Repeats
-from iobench.results.discoveries import CORRECTIONS, adjust, detectable_change
+from iobench.results.compare import RESULT_COLUMNS
+from iobench.results.discoveries import CORRECTIONS, adjust, detectable
 
 #: How often (at least) an A/A comparison must say "no change" everywhere.
 AA_RATE = 0.95
@@ -43,16 +43,63 @@ def test_no_correction_leaves_p_as_it_is() -> None:
         adjust([0.1], "sidak")
 
 
-def test_the_smallest_detectable_change_follows_welchs_test_and_power() -> None:
-    a, b = Repeats.of([100.0, 102.0, 98.0]), Repeats.of([100.0, 101.0, 99.0])
-    va, vb = a.std**2 / 3, b.std**2 / 3
-    dof = (va + vb) ** 2 / (va**2 / 2 + vb**2 / 2)
-    alpha = 0.05 / 16
-    expected = (stats.t.ppf(1 - alpha / 2, dof) + stats.t.ppf(0.8, dof)) * math.sqrt(va + vb) / 100.0
-    assert detectable_change(a, b, alpha=alpha) == pytest.approx(expected)
-    assert detectable_change(a, Repeats.of([100.0]), alpha=0.05) != detectable_change(a, a, alpha=0.05)
-    assert math.isnan(detectable_change(a, Repeats.of([100.0]), alpha=0.05))
-    assert detectable_change(Repeats.of([5.0, 5.0]), Repeats.of([5.0, 5.0]), alpha=0.05) == 0.0
+#: How often (at least) Welch's test must find a change of the size ``detectable`` states.
+FOUND_RATE = 0.75
+
+
+def found_rate(
+    rng: np.random.Generator, n_a: int, n_b: int, cv: tuple[float, float], ratio: float, alpha: float
+) -> float:
+    """How often scipy's Welch test, at ``alpha``, finds B at ``ratio`` × A's mean (each side keeping its CV)."""
+    trials = 1500
+    a = 100.0 * (1 + cv[0] * rng.standard_normal((trials, n_a)))
+    b = 100.0 * ratio * (1 + cv[1] * rng.standard_normal((trials, n_b)))
+    p = stats.ttest_ind(b, a, axis=1, equal_var=False).pvalue
+    return float(np.mean(p < alpha))
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.05 / 48])
+def test_a_change_of_the_stated_size_is_found_at_least_three_times_in_four(alpha: float) -> None:
+    """2–10 repeats a side (and unequal counts), spreads alike and not, at one test's level and after Holm over 48."""
+    rng = np.random.default_rng(20261128)
+    cases = [(n, n, (0.05, 0.05)) for n in range(2, 11)] + [(3, 5, (0.02, 0.08)), (4, 10, (0.1, 0.03))]
+    checked = 0
+    for n_a, n_b, cv in cases:
+        down, up = detectable([n_a], [n_b], [cv[0]], [cv[1]], alpha=alpha)
+        for ratio in (float(down[0]), float(up[0])):
+            if 0 < ratio < math.inf:
+                rate = found_rate(rng, n_a, n_b, cv, ratio, alpha)
+                assert rate >= FOUND_RATE, (n_a, n_b, cv, ratio, rate)
+                checked += 1
+    assert checked >= len(cases)  # most cases state a size (the rest: no change of any size is found)
+
+
+def test_what_the_textbook_formula_states_is_found_far_less_often() -> None:
+    """3 repeats a side, Holm over 48 tests: the usual size formula's change has a third of its power."""
+    alpha, n, cv = 0.05 / 48, 3, 0.02
+    dof = 2 * n - 2
+    textbook = (stats.t.ppf(1 - alpha / 2, dof) + stats.t.ppf(0.8, dof)) * math.sqrt(2 * cv**2 / n)
+    rng = np.random.default_rng(5)
+    assert found_rate(rng, n, n, (cv, cv), 1 + textbook, alpha) < 0.6
+    down, up = detectable([n], [n], [cv], [cv], alpha=alpha)
+    assert (
+        float(up[0]) > 1 + 1.3 * textbook
+        and found_rate(rng, n, n, (cv, cv), float(up[0]), alpha) >= FOUND_RATE
+    )
+
+
+def test_the_detectable_change_is_a_drop_and_a_rise_not_one_symmetric_share() -> None:
+    down, up = (float(v[0]) for v in detectable([3], [3], [0.05], [0.05], alpha=0.05))
+    assert 0 < down < 1 < up
+    assert not math.isclose(1 - down, up - 1, rel_tol=0.01)  # a rise widens B's spread: it must be larger
+    assert up - 1 > 1 - down
+    nan = detectable([3, 1], [1, 3], [0.05, 0.05], [0.05, 0.05], alpha=0.05)
+    assert np.isnan(nan[0]).all() and np.isnan(nan[1]).all()
+    assert [v.tolist() for v in detectable([2], [2], [0.0], [0.0], alpha=0.05)] == [[1.0], [1.0]]
+    # two repeats a side with a 5 % spread, one test among 48: no change of any size is found 80 % of the time
+    assert [v.tolist() for v in detectable([2], [2], [0.05], [0.05], alpha=0.05 / 48)] == [[0.0], [math.inf]]
+    fewer = detectable([3, 5, 10], [3, 5, 10], [0.05] * 3, [0.05] * 3, alpha=0.05)
+    assert list(fewer[0]) == sorted(fewer[0]) and list(fewer[1]) == sorted(fewer[1], reverse=True)
 
 
 def synthetic(
@@ -133,25 +180,39 @@ def test_a_lone_significant_test_among_many_is_no_change_after_correction() -> N
     assert result.attrs["correction"] == "holm" and result.attrs["tests"] == 16
 
 
+def test_iops_and_bandwidth_at_a_fixed_block_size_are_one_test() -> None:
+    rng = np.random.default_rng(4)
+    means = rng.uniform(20_000, 400_000, 16)
+    a, b = synthetic(rng, means), synthetic(rng, means)
+    result = iobench.compare(a, b, metrics=["iops", "bw_bytes"])
+    assert result.attrs["tests"] == 16
+    by_metric = result.pivot(index="a_point", columns="metric", values="p_adjusted")
+    assert by_metric["iops"].tolist() == by_metric["bw_bytes"].tolist()
+    mixed = b.assign(bw_bytes=b["bw_bytes"] * rng.uniform(0.9, 1.1, len(b)))  # bssplit: bytes per I/O vary
+    assert iobench.compare(a, mixed, metrics=["iops", "bw_bytes"]).attrs["tests"] == 32
+
+
 def test_each_point_says_what_its_repeats_could_detect_and_when_that_is_too_little() -> None:
     rng = np.random.default_rng(7)
     means = rng.uniform(20_000, 400_000, 16)
     result = iobench.compare(synthetic(rng, means), synthetic(rng, means), metrics=["iops"])
-    assert {"p_adjusted", "detectable"} <= set(RESULT_COLUMNS) and list(
+    assert {"p_adjusted", "detectable_down", "detectable_up"} <= set(RESULT_COLUMNS) and list(
         result.columns[-len(RESULT_COLUMNS) :]
     ) == list(RESULT_COLUMNS)
-    assert result["detectable"].notna().all()
+    assert result["detectable_down"].notna().all() and result["detectable_up"].notna().all()
     # 3 repeats with a 2 % spread cannot show a 1 % change among 16 tests
-    assert (result["detectable"] > 0.01).all()
+    assert (result["detectable_up"] > 1.01).all() and (result["detectable_down"] < 1 / 1.01).all()
     assert (
         result["reason"]
-        .str.contains(r"too few repeats for the minimum effect: 3 and 3 repeats could detect ±")
+        .str.contains(
+            r"too few repeats for the minimum effect: 3 and 3 repeats could detect (?:×0\.\d\d|no drop) or (?:×\d+\.\d\d|no rise)"
+        )
         .all()
     )
     tight = iobench.compare(
-        synthetic(rng, means, cv=0.0005), synthetic(rng, means, cv=0.0005), metrics=["iops"]
+        synthetic(rng, means, cv=0.0002), synthetic(rng, means, cv=0.0002), metrics=["iops"]
     )
-    assert (tight["detectable"] < 0.01).all()
+    assert (tight["detectable_up"] < 1.01).all() and (tight["detectable_down"] > 1 / 1.01).all()
     assert not tight["reason"].str.contains("too few repeats").any()
 
 
@@ -166,7 +227,8 @@ def test_the_terminal_states_the_correction(tmp_path: object) -> None:
     console = Console(record=True, width=250)
     show_comparison(console, result)
     text = console.export_text()
-    assert "Benjamini–Hochberg over 64 tests" in text
+    # 16 points × 4 metrics, IOPS and bandwidth one test at a fixed bs: 48 tests
+    assert "Benjamini–Hochberg over 48 tests" in text
     assert "detectable" in text
 
 

@@ -12,11 +12,12 @@ import pytest
 from iobench.errors import ResultsError
 from iobench.results.fioout import (
     FRAME_COLUMNS,
-    FRAME_DTYPES,
     FRAME_METRICS,
     parse_fio,
     parse_fio_text,
 )
+from iobench.results.fioout.joboptions import OPTION_DTYPES, PARSED_DTYPES
+from iobench.results.fioout.parse import relative_sources
 
 GEN = Path(__file__).parent / "data" / "fio" / "fio-3.33"
 
@@ -35,8 +36,8 @@ def row(df: pd.DataFrame, jobname: str, direction: str) -> pd.Series:
 
 def test_columns_and_dtypes_are_fixed() -> None:
     df = parse_fio(GEN / "read.json")
-    assert tuple(df.columns) == FRAME_COLUMNS
-    assert {c: str(t) for c, t in df.dtypes.items()} == FRAME_DTYPES
+    assert {c: str(t) for c, t in df.dtypes.items()} == PARSED_DTYPES
+    assert [c for c in df.columns if c not in OPTION_DTYPES] == list(FRAME_COLUMNS)
     assert FRAME_METRICS[0] == "iops"
     assert FRAME_METRICS[-4:] == ("cpu_us_per_io", "inflight", "total_ios", "job_runtime_ms")
     assert FRAME_COLUMNS[-3:] == ("clat_bins", "lat_bins", "slat_bins")
@@ -179,7 +180,7 @@ def test_a_list_of_files_is_concatenated_with_source() -> None:
 def test_empty_list_gives_empty_frame_with_columns() -> None:
     df = parse_fio([])
     assert df.empty
-    assert tuple(df.columns) == FRAME_COLUMNS
+    assert {c: str(t) for c, t in df.dtypes.items()} == PARSED_DTYPES
 
 
 def test_missing_file_names_the_file_and_the_text_api(tmp_path: Path) -> None:
@@ -207,3 +208,44 @@ def test_zero_mean_with_samples_stays_zero() -> None:
     doc["jobs"][0]["read"]["slat_ns"].update({"N": 5, "mean": 0.0})
     r = parse_fio_text(json.dumps(doc)).iloc[0]
     assert r["slat_mean_us"] == 0.0
+
+
+def test_job_options_are_lifted_into_columns_the_job_own_over_the_global() -> None:
+    doc = raw("read.json")
+    df = parse_fio(GEN / "read.json")
+    glob, own = doc["global options"], doc["jobs"][0]["job options"]
+    r = df.iloc[0]
+    assert (r["rw"], r["bs"], r["ioengine"]) == (own["rw"], glob["bs"], glob["ioengine"])
+    assert "size" not in df  # a job's detail, not what a sweep varies
+    assert pd.isna(r["iodepth"]) and pd.isna(r["numjobs"])  # not in the job file: fio's default, unsaid
+    text = json.dumps(
+        {
+            **doc,
+            "global options": {
+                **{k: v for k, v in glob.items() if k != "bs"},
+                "iodepth": "16",
+                "blocksize": "64k",
+            },
+            "jobs": [{**doc["jobs"][0], "job options": {**own, "numjobs": "4", "iodepth": "32"}}],
+        }
+    )
+    (lifted,) = parse_fio_text(text).itertuples()
+    assert (lifted.iodepth, lifted.numjobs, lifted.bs, lifted.rw) == (32, 4, "64k", own["rw"])
+
+
+def test_terse_and_normal_output_have_the_option_columns_empty() -> None:
+    df = parse_fio(GEN / "terse.txt")
+    assert df[list(OPTION_DTYPES)].isna().all(axis=None)
+
+
+def test_sources_become_relative_to_their_common_folder_and_stay_apart(tmp_path: Path) -> None:
+    for folder in ("a", "b"):
+        (tmp_path / "runs" / folder).mkdir(parents=True)
+        (tmp_path / "runs" / folder / "fio.json").write_text((GEN / "read.json").read_text())
+    df, root = relative_sources(
+        parse_fio([tmp_path / "runs" / "a" / "fio.json", tmp_path / "runs/b/fio.json"])
+    )
+    assert root == str(tmp_path / "runs")
+    assert df["source"].tolist() == ["a/fio.json", "b/fio.json"]
+    one, _ = relative_sources(parse_fio(GEN / "read.json"))
+    assert one["source"].tolist() == ["read.json"]

@@ -13,14 +13,15 @@ import pandas as pd
 import pytest
 
 from iobench.errors import ResultsError
-from iobench.results.fioout import FRAME_DTYPES, parse_fio
+from iobench.results.fioout import parse_fio
+from iobench.results.fioout.joboptions import PARSED_DTYPES
 
 PUBLIC = Path(__file__).resolve().parent / "data" / "fio-outputs" / "public"
 
 
 def parse(name: str) -> pd.DataFrame:
     df = parse_fio(PUBLIC / name)
-    assert {c: str(t) for c, t in df.dtypes.items()} == FRAME_DTYPES
+    assert {c: str(t) for c, t in df.dtypes.items()} == PARSED_DTYPES
     return df
 
 

@@ -323,10 +323,51 @@ def test_the_rule_is_the_median_and_its_mads() -> None:
     values = pd.Series({"a": 100.0, "b": 102.0, "c": 98.0, "d": 101.0, "e": 99.0, "f": 60.0})
     [(host, value, median, mads)] = hostoutliers.judge_hosts(values)
     assert (host, value) == ("f", 60.0)
-    assert median == 99.5 and mads == pytest.approx(39.5 / 1.5)
+    # the MAD (1.5) is taken as at least 3 % of the median
+    assert median == 99.5 and mads == pytest.approx(39.5 / (0.03 * 99.5))
     # Just inside the limit: 5 MADs away is not "more than 5".
     edge = pd.Series({"a": 100.0, "b": 110.0, "c": 90.0, "d": 100.0, "e": 150.0})
     assert hostoutliers.judge_hosts(edge) == []
+
+
+@pytest.mark.parametrize(
+    ("off", "far"), [(1.10, False), (0.90, False), (1.15, False), (1.20, True), (0.8, True)]
+)
+def test_among_three_hosts_one_is_not_far_for_being_ten_percent_off(off: float, far: bool) -> None:
+    """Two hosts that agree make the MAD 0: only its floor keeps a host 10 % off from being far."""
+    values = pd.Series({"a": 1000.0, "b": 1000.0, "c": 1000.0 * off})
+    assert bool(hostoutliers.judge_hosts(values)) is far
+    assert bool(hostoutliers.judge_hosts(pd.concat([values, pd.Series({"d": 1000.0, "e": 1000.0})]))) is far
+
+
+def _repeats(values: dict[str, list[float]]) -> pd.DataFrame:
+    """``_hosts_frame`` over repeats: host -> its IOPS in each repeat."""
+    count = len(next(iter(values.values())))
+    frames = [_hosts_frame({h: v[r] for h, v in values.items()}).assign(repeat=r + 1) for r in range(count)]
+    return pd.concat(frames, ignore_index=True).astype({"repeat": "Int64"})
+
+
+def test_the_hosts_figure_marks_what_it_draws_with_the_rule_in_its_caption() -> None:
+    """c is far in its first repeat only: the frame names it there; the mean drawn is not far, so not red."""
+    from matplotlib.colors import to_hex
+
+    from iobench.plots.hostvalues import OUTLIER_COLOUR, hosts
+
+    once = _repeats(
+        {"a": [1000, 1000, 1000], "b": [1010, 1010, 1010], "c": [600, 1030, 1030], "d": [1020] * 3}
+    )
+    per_repeat = hostoutliers.outliers(once)
+    assert per_repeat["host_outliers"].tolist() == ["c", "", ""]
+    fig = hosts(once, latency=None)
+    [axis] = [ax for ax in fig.axes if ax.get_visible() and ax.get_ylabel()]
+    reds = [c for c in axis.collections if to_hex(c.get_facecolor()[0]) == OUTLIER_COLOUR]
+    assert reds == [] and not [t for t in axis.texts if t.get_text() == "c"]
+    assert hostoutliers.RULE in " ".join(" ".join(t.get_text() for t in fig.texts).split())
+    always = _repeats({"a": [1000] * 2, "b": [1010] * 2, "c": [600, 620], "d": [1020] * 2})
+    fig = hosts(always, latency=None)
+    [axis] = [ax for ax in fig.axes if ax.get_visible() and ax.get_ylabel()]
+    [red] = [c for c in axis.collections if to_hex(c.get_facecolor()[0]) == OUTLIER_COLOUR]
+    assert red.get_offsets()[0][1] == pytest.approx(610.0) and [t.get_text() for t in axis.texts] == ["c"]
 
 
 # --- comparing runs on different numbers of hosts -----------------------------------------------

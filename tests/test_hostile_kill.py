@@ -1,8 +1,8 @@
 """iobench killed outright (SIGKILL) at awkward moments of a run on a host: what keeps running afterwards.
 
-On the host everything of the run ends with its SSH sessions (their input
-ends when iobench dies): the fio server and its jobs, the lock holder, the
-monitor. Here, the processes iobench started in sessions of their own outlive
+On the host everything of the run ends with its agent's SSH session (its input
+ends when iobench dies): the agent lets go of the disks' locks and stops the fio
+server and its jobs. Here, the processes iobench started in sessions of their own outlive
 it unless their input ends too. Killed while the host's fio server starts,
 while its disks are locked, and while a point runs; then, within a bounded
 time, nothing of the run may be left on the host or here.
@@ -87,9 +87,17 @@ def _on_host(host: NetnsHost) -> list[str]:
     ]
 
 
+def _locked(host: NetnsHost) -> bool:
+    """Whether a lock file of the host's (in its own home) is held (``/proc/locks``)."""
+    folder = host.directory / "home" / ".local" / "state" / "iobench" / "locks"
+    inodes = {str(p.stat().st_ino) for p in folder.glob("*.lock")} if folder.exists() else set()
+    held = (line.split() for line in Path("/proc/locks").read_text().splitlines() if " FLOCK " in line)
+    return any(len(words) > 5 and words[5].rsplit(":", 1)[-1] in inodes for words in held)
+
+
 MOMENTS: dict[str, Callable[[NetnsHost, Path], bool]] = {
     "server-starting": lambda host, out: any("--server=sock:" in line for line in _on_host(host)),
-    "disks-locked": lambda host, out: any(line.startswith("flock") for line in _on_host(host)),
+    "disks-locked": lambda host, out: _locked(host),
     "point-running": lambda host, out: bool(list(out.glob("*/points/.*.partial"))),
 }
 

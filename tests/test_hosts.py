@@ -13,38 +13,38 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from fakehosts import LocalConnection, LocalHosts, completed, probe_answer
+from fakehosts import LocalConnection, LocalHosts, agent_on, completed
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sysfs_snapshots import SnapshotCache
+from sysfs_snapshots import FakeSysfs, SnapshotCache
 
 from iobench.errors import HostLost, IobenchError, MatrixError
 from iobench.matrix.model import load_matrix
 from iobench.planner.placement import Placement, job_binding
-from iobench.planner.plans import client_argv, host_sites, host_specs, plan_points
+from iobench.planner.plans import Plan, client_argv, host_sites, host_specs, plan_points
 from iobench.results.fioout.clients import parse_client_output
 from iobench.results.loading import load
 from iobench.results.points import point_totals
-from iobench.runner.sites import LOCK_SCRIPT
 from iobench.runner.sweep import run as run_hosts
 from iobench.system import fleet as hosts_mod
 from iobench.system.fioserver import server_token, stop_stale, token_stale
 from iobench.system.fleet import Fleet, HostFacts, HostSpec, HostsRefused
+from iobench.system.hostagent import HostAgent
 from iobench.system.hostfs import SystemFileError
-from iobench.system.hostmonitor import AGENT_SCRIPT
-from iobench.system.process import descendants, run_process
+from iobench.system.process import run_process
 from iobench.system.remote import (
     RemoteRoot,
+    SnapshotError,
     fetch_snapshot,
     proc_table,
-    snapshot_records,
     write_snapshot_tree,
 )
 from iobench.system.ssh import HostUnreachable, Ssh, SshTarget, remote_command
@@ -372,7 +372,8 @@ def _local(tmp_path: Path, name: str = "h", **options: object) -> LocalConnectio
 def test_snapshot_reads_like_the_machine_itself(tmp_path: Path) -> None:
     target = tmp_path / "target.dat"
     target.write_bytes(b"\0" * 4096)
-    snapshot = fetch_snapshot(_local(tmp_path), tmp_path / "snap", [str(target), "/nonexistent/dir/x"])
+    with agent_on(_local(tmp_path)) as agent:
+        snapshot = fetch_snapshot(agent, tmp_path / "snap", [str(target), "/nonexistent/dir/x"])
     here, there = discover_topology("/"), discover_topology(snapshot.root)
     assert there.nodes == here.nodes and there.cores == here.cores
     # Other tests attach and detach loop devices meanwhile: the disks of both readings are compared.
@@ -388,30 +389,18 @@ def test_snapshot_reads_like_the_machine_itself(tmp_path: Path) -> None:
 
 
 def test_snapshot_writes_nothing_outside_its_folder(tmp_path: Path) -> None:
-    d = "@@x@@"
-    text = "\n".join(
-        [
-            f"{d} F /etc/passwd",
-            "owned",
-            f"{d} F /sys/../../escape",
-            "owned",
-            f"{d} D /sys/devices/system/cpu",
-            f"{d} F /sys/devices/system/cpu/online",
-            "0-1",
-            f"{d} L /sys/class/block/sda",
-            "/etc",
-            f"{d} L /sys/class/block/sdb",
-            "../../../../../../../tmp",
-            f"{d} L /sys/class/block/loop0",
-            "../../devices/virtual/block/loop0",
-            f"{d} R",
-            "- - -",
-            "- - -",
-        ]
-    )
+    records: list[tuple[str, str, list[str]]] = [
+        ("F", "/etc/passwd", ["owned"]),
+        ("F", "/sys/../../escape", ["owned"]),
+        ("D", "/sys/devices/system/cpu", []),
+        ("F", "/sys/devices/system/cpu/online", ["0-1", ""]),
+        ("L", "/sys/class/block/sda", ["/etc"]),
+        ("L", "/sys/class/block/sdb", ["../../../../../../../tmp"]),
+        ("L", "/sys/class/block/loop0", ["../../devices/virtual/block/loop0"]),
+    ]
     root = tmp_path / "snap"
     root.mkdir()
-    write_snapshot_tree(root, snapshot_records(text, d))
+    write_snapshot_tree(root, records)
     written = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
     assert written == [
         "sys",
@@ -429,40 +418,47 @@ def test_snapshot_writes_nothing_outside_its_folder(tmp_path: Path) -> None:
 
 def test_snapshot_links_are_judged_by_where_they_resolve_not_how_they_read(tmp_path: Path) -> None:
     """Each link reads as staying inside, but through another link it resolves outside: it is not kept."""
-    d = "@@x@@"
-    text = "\n".join(
-        [
-            f"{d} D /sys/class/block",
-            f"{d} L /sys/class/block/here",
-            ".",  # resolves to sys/class/block itself
-            f"{d} L /sys/class/block/up",
-            "here/../../../..",  # reads as the snapshot's root; through `here` it is one level above
-            f"{d} L /sys/class/block/ok",
-            "../../devices",
-            f"{d} D /sys/devices",
-            f"{d} R",
-            "- - -",
-            "- - -",
-        ]
-    )
+    records: list[tuple[str, str, list[str]]] = [
+        ("D", "/sys/class/block", []),
+        ("L", "/sys/class/block/here", ["."]),  # resolves to sys/class/block itself
+        ("L", "/sys/class/block/up", ["here/../../../.."]),  # reads as the root; through `here` one above
+        ("L", "/sys/class/block/ok", ["../../devices"]),
+        ("D", "/sys/devices", []),
+    ]
     root = tmp_path / "snap"
     root.mkdir()
-    write_snapshot_tree(root, snapshot_records(text, d))
+    write_snapshot_tree(root, records)
     links = [p for p in root.rglob("*") if p.is_symlink()]
     assert sorted(p.name for p in links) == ["here", "ok"]
     for link in links:
         assert Path(os.path.realpath(link)).is_relative_to(root)
 
 
+def test_a_snapshot_that_is_not_one_fails_naming_the_host(tmp_path: Path) -> None:
+    class Garbage:
+        target = SshTarget("root@g", (), "g")
+
+        def call(self, op: str, *, timeout: float = 60.0, **args: object) -> object:
+            return {"files": ["not", "a", "dict"], "links": {}, "dirs": []}
+
+    with pytest.raises(SnapshotError, match="host g .*not a snapshot"):
+        fetch_snapshot(Garbage(), tmp_path / "snap")
+
+
 def test_proc_table_lists_processes_with_their_parents(tmp_path: Path) -> None:
-    table = proc_table(_local(tmp_path))
+    with agent_on(_local(tmp_path)) as agent:
+        table = proc_table(agent)
     assert os.getpid() in table
     assert table[os.getpid()].ppid == os.getppid()
     assert table[os.getpid()].name.startswith(("python", "pytest"))
 
 
 def test_remote_root_reads_and_writes_on_the_host(tmp_path: Path) -> None:
-    root = RemoteRoot(_local(tmp_path))
+    with agent_on(_local(tmp_path)) as agent:
+        _remote_root_reads_and_writes(RemoteRoot(agent), tmp_path)
+
+
+def _remote_root_reads_and_writes(root: RemoteRoot, tmp_path: Path) -> None:
     attribute = tmp_path / "attr"
     attribute.write_text("old\n")
     assert root.read_required(attribute) == "old"
@@ -547,39 +543,30 @@ def test_servers_listen_on_private_sockets_only_and_stop_with_their_session(tmp_
         local = Path(fleet.socket_of(host))
         assert local.parent.stat().st_mode & 0o777 == 0o700
         pid = server.pid
-        # The session ends (this run dies, or its connection drops): the host stops the server.
+        # The agent's session ends (this run dies, or its connection drops): the agent stops the server.
         hosts.made["h"].cut("the session ended")
         assert _gone(pid, wait=10) and not folder.exists()
         assert not host.alive() and host.down is not None
 
 
 @pytest.mark.fio
-def test_a_server_that_ends_on_its_own_is_seen_at_once_and_its_folder_removed(tmp_path: Path) -> None:
-    """The session waits for the server (no polling loop on the host): its end is reported, not guessed."""
+def test_a_server_that_ends_on_its_own_is_seen_and_its_folder_removed_with_the_agent(tmp_path: Path) -> None:
+    """The agent holds the server: nothing else runs for it on the host, and its end is reported."""
     spec = HostSpec(SshTarget("root@h", (), "h"), ())
     with Fleet([spec], fio_version="fio-3.33", connector=LocalHosts(tmp_path)) as fleet:
         fleet.preflight()
         fleet.start_servers()
         (host,) = fleet.hosts
-        server = host.server
-        assert server is not None and server.alive()
-        session = server.session.pid
-        # Between points the session runs no program: only its shell, the reader and the server.
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            running = sorted(_cmdline(c).split()[0] for c in _children_of(session))
-            if running == ["cat", "fio", "sh"]:
-                break
-            time.sleep(0.05)
-        time.sleep(1.5)  # what a polling loop would have started meanwhile
-        assert sorted(_cmdline(c).split()[0] for c in _children_of(session)) == ["cat", "fio", "sh"]
+        server, agent = host.server, host.agent
+        assert server is not None and agent is not None and server.alive()
+        agent_pid = int(agent.hello["pid"])
+        # Between points the agent runs no program: its only child is the server.
+        assert _children_of(agent_pid) == [server.pid] + _children_of(server.pid)
         os.kill(server.pid, 9)
-        deadline = time.monotonic() + 5
-        while server.alive() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        assert _gone(server.pid, wait=10)
         assert not server.alive() and not host.alive()
-        assert Path(server.folder).exists()  # the session stays until its input ends, then tidies up
-    assert _gone(session, wait=10) and not Path(server.folder).exists()
+        assert Path(server.folder).exists()  # the agent keeps it until its input ends, then tidies up
+    assert _gone(agent_pid, wait=10) and not Path(server.folder).exists()
 
 
 def _children_of(pid: int) -> list[int]:
@@ -619,7 +606,8 @@ def test_a_killed_runs_server_is_stopped_and_a_planted_pid_file_kills_nothing(tm
         deadline = time.monotonic() + 10
         while not (folder / "fio.sock").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-        notes = stop_stale(connection)
+        with agent_on(connection) as agent:
+            notes = stop_stale(agent)
         assert server.wait(timeout=10) is not None and not folder.exists()
         assert bystander.poll() is None, "a planted pid file killed an unrelated process"
         assert not planted.exists() and not rebooted.exists() and live.exists()
@@ -671,15 +659,13 @@ def test_preflight_reports_every_host_at_once(tmp_path: Path) -> None:
     specs = [HostSpec(SshTarget(f"root@{n}", (), n), ()) for n in ("ok", "old", "bare", "gone")]
     hosts = LocalHosts(
         tmp_path,
-        old={"answers": [probe_answer(fio="fio-3.28")]},
-        bare={"answers": [probe_answer(fio="", numactl=False)]},
+        old={"programs": {"fio": "fio-3.28"}},
+        bare={"programs": {"fio": None, "numactl": None}},
         gone={"unreachable": "Connection refused"},
     )
-    with (
-        Fleet(specs, fio_version="fio-3.33", connector=hosts) as fleet,
-        pytest.raises(HostsRefused) as caught,
-    ):
-        fleet.preflight()
+    with Fleet(specs, fio_version="fio-3.33", connector=hosts) as fleet:
+        with pytest.raises(HostsRefused) as caught:
+            fleet.preflight()
     text = str(caught.value)
     assert caught.value.exit_code == 2
     assert "host ok" not in text
@@ -688,8 +674,56 @@ def test_preflight_reports_every_host_at_once(tmp_path: Path) -> None:
     assert "numactl is not installed (apt-get install numactl)" in text
     assert "host gone (root@gone) is unreachable: Connection refused" in text
     assert all(c.closed for c in hosts.made.values())
-    # Preflight only reads: no server was started anywhere.
-    assert not any(c[:2] == ["sh", "-c"] and "--server" in c[2] for h in hosts.made.values() for c in h.calls)
+    # Preflight only reads: nothing but each agent ran, and no server was started anywhere.
+    assert all(h.calls == [] for h in hosts.made.values())
+    assert not any(h.agent is not None and h.agent.asked["serve_fio"] for h in fleet.hosts)
+
+
+@pytest.mark.parametrize(
+    ("script", "said"),
+    [
+        ("yes", "over the limit"),  # endless output: refused at its first length
+        ("printf '\\000\\000\\000\\004abcd'; exec sleep 30", "not JSON"),
+        ("printf '\\000\\000\\000\\002{}'; exec sleep 30", "did not greet as an iobench agent"),
+    ],
+)
+def test_a_host_whose_agent_answers_garbage_fails_itself_and_the_others_go_on(
+    tmp_path: Path, script: str, said: str
+) -> None:
+    specs = [HostSpec(SshTarget(f"root@{n}", (), n), ()) for n in ("ok", "bad")]
+    fake = f"#!/bin/sh\ncat >/dev/null &\n{script}\n"
+    hosts = LocalHosts(tmp_path, bad={"programs": {"python3": fake}})
+    with Fleet(specs, fio_version="fio-3.33", connector=hosts) as fleet:
+        with pytest.raises(HostsRefused) as caught:
+            fleet.preflight()
+        ok = fleet.hosts[0]
+        assert ok.facts is not None and ok.agent is not None and ok.agent.alive()  # the other host went on
+    (problem,) = caught.value.problems
+    assert problem.startswith("host bad (root@bad): its agent did not start: ") and said in problem
+
+
+@pytest.mark.parametrize(
+    ("python", "why"),
+    [
+        (None, "python3 is not installed (iobench needs 3.9 or newer there)"),
+        (
+            "#!/bin/sh\nexit 4\n",
+            "its python3 is older than 3.9; install 3.9 or newer",
+        ),  # the bootstrap's answer
+    ],
+)
+def test_a_host_without_python3_is_refused_naming_what_it_needs(
+    tmp_path: Path, python: str | None, why: str
+) -> None:
+    specs = [HostSpec(SshTarget("root@bare", (), "bare"), ())]
+    hosts = LocalHosts(tmp_path, bare={"programs": {"python3": python}})
+    with (
+        Fleet(specs, fio_version="fio-3.33", connector=hosts) as fleet,
+        pytest.raises(HostsRefused) as caught,
+    ):
+        fleet.preflight()
+    assert caught.value.exit_code == 2
+    assert caught.value.problems == [f"host bare (root@bare): {why}"]
 
 
 def test_preflight_runs_the_write_guard_on_each_host(tmp_path: Path) -> None:
@@ -722,22 +756,18 @@ def test_two_hosts_with_one_hostname_need_names(tmp_path: Path) -> None:
 @pytest.mark.parametrize("hostname", ["../../etc/cron.d/x", "a b", "-rf", "x" * 65, "host/with/slash", ""])
 def test_a_hostname_that_would_name_files_badly_is_refused(tmp_path: Path, hostname: str) -> None:
     """Without `name:`, the hostname names a host's files: it is held to the rule for a configured name."""
-    from iobench.system.remote import SNAPSHOT_SCRIPT
-
-    def odd_hostname(argv: Sequence[str]) -> object:
-        if len(argv) > 2 and argv[2] == SNAPSHOT_SCRIPT:
-            done = run_process(list(argv), timeout=60)
-            mark = f"{argv[4]} F /proc/sys/kernel/hostname\n"
-            head, _, tail = done.stdout.partition(mark)
-            return completed(argv, head + mark + hostname + "\n" + tail.split("\n", 1)[1])
-        return None
-
-    hosts = LocalHosts(tmp_path, **{"root@x": {"answers": [odd_hostname]}})
+    tree = FakeSysfs(tmp_path / "tree")
+    tree.cpu(0, 0, 0, "0", "1")
+    tree.node(0, "0", "1", "10")
+    (tmp_path / "tree/proc/sys/kernel").mkdir(parents=True)
+    (tmp_path / "tree/proc/sys/kernel/hostname").write_text(hostname + "\n")
+    odd = {"root": tmp_path / "tree"}
+    hosts = LocalHosts(tmp_path, **{"root@x": odd})
     with Fleet([HostSpec(SshTarget("root@x", (), ""), ())], fio_version="fio-3.33", connector=hosts) as fleet:
         with pytest.raises(HostsRefused, match=r"its hostname .* cannot name files.*give the host a `name:`"):
             fleet.preflight()
     # With a name, the same host is fine.
-    hosts = LocalHosts(tmp_path, x={"answers": [odd_hostname]})
+    hosts = LocalHosts(tmp_path, x=odd)
     with Fleet(
         [HostSpec(SshTarget("root@x", (), "x"), ())], fio_version="fio-3.33", connector=hosts
     ) as fleet:
@@ -748,16 +778,17 @@ def test_a_hostname_that_would_name_files_badly_is_refused(tmp_path: Path, hostn
 # --- planning against each host's own topology -------------------------------------------------------
 
 
-def test_each_host_is_placed_against_its_own_topology(
-    write_matrix: Callable[..., Path], tmp_path: Path, snapshots: SnapshotCache
-) -> None:
+def _two_host_plan(
+    write_matrix: Callable[..., Path], tmp_path: Path, snapshots: SnapshotCache, axes: str
+) -> Plan:
+    """A plan over host big (8 NUMA nodes) and host small (one), each placed from its snapshot."""
     path = _matrix(
         write_matrix,
         """\
         - {name: big, ssh: big, targets: [{path: /dev/sda, home_node: 1}]}
         - {name: small, ssh: small, targets: [{path: /dev/sda, home_node: 0}]}
         """,
-        "binding: [local, remote]\nhost: [big, small]\n",
+        axes,
     )
     m = load_matrix(path)
     roots = {"big": snapshots.root("16amd64-8n2c"), "small": snapshots.root("2pa-pcidomain32bits")}
@@ -780,7 +811,13 @@ def test_each_host_is_placed_against_its_own_topology(
                 topology,
                 locations,
             )
-        plan = plan_points(m, host_sites(m, fleet), hosts=[h.facts for h in fleet.hosts if h.facts])
+        return plan_points(m, host_sites(m, fleet), hosts=[h.facts for h in fleet.hosts if h.facts])
+
+
+def test_each_host_is_placed_against_its_own_topology(
+    write_matrix: Callable[..., Path], tmp_path: Path, snapshots: SnapshotCache
+) -> None:
+    plan = _two_host_plan(write_matrix, tmp_path, snapshots, "binding: [local, remote]\nhost: [big, small]\n")
     by = {(r.params["host"], r.params["binding"]): r for r in plan.runs}
     local_big = by[("big", "local")].processes[0]
     assert (local_big.host, local_big.cpu_node, local_big.mem_node) == ("big", 1, 1)
@@ -792,6 +829,20 @@ def test_each_host_is_placed_against_its_own_topology(
     assert by[("small", "remote")].reason.startswith("host small: binding remote needs a second NUMA node")  # type: ignore[union-attr]
     assert local_big.argv == ("--client=big", "job-big.fio")
     assert plan.hosts and plan.hosts[0].name == "big"
+
+
+def test_placements_coincide_per_host_and_run_once_only_where_they_do(
+    write_matrix: Callable[..., Path], tmp_path: Path, snapshots: SnapshotCache
+) -> None:
+    plan = _two_host_plan(write_matrix, tmp_path, snapshots, "host: [big, small]\nbinding: [local, none]\n")
+    by = {(r.params["host"], r.params["binding"]): r for r in plan.runs}
+    assert by[("big", "none")].status == "run"  # eight nodes: unbound is not local there
+    small_local, small_none = by[("small", "local")], by[("small", "none")]
+    assert small_local.status == "run" and small_none.same_as == small_local.point
+    assert small_none.reason == (
+        f"same as point {small_local.point} on host small: one NUMA node (node 0): "
+        "binding none runs on the same CPUs and memory as local"
+    )
 
 
 def test_client_argv_gives_each_host_its_job_file() -> None:
@@ -1076,13 +1127,25 @@ def test_the_guard_asks_the_host_for_device_numbers(tmp_path: Path) -> None:
 
     disk = next(f"/dev/{d.name}" for d in discover_topology("/").devices if os.path.exists(f"/dev/{d.name}"))
     connection = _local(tmp_path)
-    snapshot = fetch_snapshot(connection, tmp_path / "snap", [disk])
-    machine = RemoteMachine(Host(HostSpec(connection.target, ()), connection), snapshot)
-    assert machine.devno(disk) == block_node_devno(disk) is not None
-    assert machine.devno(str(tmp_path)) is None and machine.devno("tmpfs") is None
-    assert machine.devno("/dev/null") is None  # a character device
-    connection.calls.clear()
-    assert machine.devno("/dev/null") is None and connection.calls == []  # asked once
+    host = Host(HostSpec(connection.target, ()), connection)
+    host.agent = HostAgent(connection).start()
+    try:
+        snapshot = fetch_snapshot(host, tmp_path / "snap", [disk])
+        machine = RemoteMachine(host, snapshot)
+        assert machine.devno(disk) == block_node_devno(disk) is not None
+        assert machine.devno(str(tmp_path)) is None and machine.devno("tmpfs") is None
+        assert machine.devno("/dev/null") is None  # a character device
+        asked = host.agent.asked["stat"]
+        assert machine.devno("/dev/null") is None and host.agent.asked["stat"] == asked  # asked once
+        _guard_answers(machine, disk)
+    finally:
+        host.agent.close()
+
+
+def _guard_answers(machine: object, disk: str) -> None:
+    from iobench.system.remoteguard import RemoteMachine
+
+    assert isinstance(machine, RemoteMachine)
     assert machine.root_devno() == f"{os.major(os.stat('/').st_dev)}:{os.minor(os.stat('/').st_dev)}"
     assert machine.realpath(disk) == os.path.realpath(disk)
     assert machine.prefix == "host h (root@h): "
@@ -1140,18 +1203,40 @@ def test_a_hosts_device_with_a_filesystem_is_refused_naming_the_host(loops: obje
     assert facts.locations[loop.path].kind == "block" and facts.locations[loop.path].device == loop.name
 
 
+class _NoAgent:
+    target = SshTarget("root@h", (), "h")
+
+    def call(self, op: str, *, timeout: float = 60.0, **args: object) -> object:
+        raise AssertionError(f"asked {op}")
+
+
+def _row(pid: int, cpus: str, state: str, policy: list[str] | None = None) -> dict[str, object]:
+    """A job process as the agent's looks answer it."""
+    row: dict[str, object] = {
+        "pid": pid,
+        "ppid": 102,
+        "cpus": cpus,
+        "mems": "0",
+        "state": state,
+        "name": "fio",
+    }
+    if policy is not None:
+        row["policy"] = policy
+    return row
+
+
 def test_the_monitor_keeps_job_processes_seen_twice_and_their_policy(tmp_path: Path) -> None:
     from iobench.system.hostmonitor import HostMonitor
 
-    monitor = HostMonitor(_local(tmp_path), server_pid=100)
-    monitor._look(["P 4242 102 0-1 0 S fio"])  # a job, as it started
+    monitor = HostMonitor(_NoAgent(), server_pid=100)
+    monitor._look([_row(4242, "0-1", "S")])  # a job, as it started
     (first,) = monitor.workers.values()
     assert (first.pid, first.looks, first.settled, first.policy) == (4242, 1, False, None)
-    monitor._look(["P 4242 102 1 0 R fio", "N 4242 bind:0 bind:0 default"])  # its cpus_allowed applied
+    monitor._look([_row(4242, "1", "R", ["bind:0", "bind:0", "default"])])  # its cpus_allowed applied
     (worker,) = monitor.workers.values()
     assert worker.settled and worker.cpus == "1" and worker.policy == "bind:0,default"
-    monitor._look(["P 4242 102 1 0 Z fio"])
-    monitor._look(["P 4242 102 1 0 Z fio"])
+    monitor._look([_row(4242, "1", "Z"), "garbage", {"pid": "x"}])
+    monitor._look([_row(4242, "1", "Z")])
     assert monitor.unreaped() == [4242]
     monitor.begin_point()
     assert monitor.workers == {}
@@ -1162,9 +1247,10 @@ def test_a_hosts_sample_reads_every_thread_as_this_machines_sampler_does() -> No
     import ctypes
     import threading
 
+    from iobench.agent import probe
     from iobench.system import procfs
     from iobench.system.hostfs import SystemRoot
-    from iobench.system.hostmonitor import SAMPLE_AWK, snapshot_of
+    from iobench.system.hostmonitor import snapshot_of
     from iobench.system.sampler import Watch
 
     named, stop = threading.Event(), threading.Event()
@@ -1179,32 +1265,12 @@ def test_a_hosts_sample_reads_every_thread_as_this_machines_sampler_does() -> No
     named.wait(10)
     try:
         stats = [str(p) for p in Path("/proc").glob("[0-9]*/task/[0-9]*/stat")]
-        done = subprocess.run(
-            [
-                "awk",
-                "-v",
-                "D= ",
-                "-v",
-                "I= ",
-                "-v",
-                "M= Cached ",
-                "-v",
-                "T=1",
-                "-v",
-                "ONCE=1",
-                SAMPLE_AWK,
-                *stats,
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=30,
-        )
+        parts = probe.sample("/", threads=True)
         local = {t.tid: t for t in procfs.tasks(SystemRoot())}
     finally:
         stop.set()
         thread.join(10)
-    sample = snapshot_of(0.0, done.stdout.splitlines(), Watch(devices=(), irqs=(), threads=True))
+    sample = snapshot_of(0.0, parts, Watch(devices=(), irqs=(), threads=True))
     assert sample.tasks is not None
     odd = [t for t in sample.tasks.values() if t.comm == "a) b (c) d"]
     assert len(odd) == 1 and odd[0].pid == os.getpid()
@@ -1224,7 +1290,7 @@ def test_a_hosts_sample_reads_every_thread_as_this_machines_sampler_does() -> No
     ]
     assert len(same) >= 0.9 * len(set(sample.tasks) & set(local))
     # a few dozen bytes a thread, not its whole stat line
-    assert len(done.stdout) < sum(len(Path(s).read_bytes()) for s in stats if Path(s).exists()) / 2
+    assert len(json.dumps(parts)) < sum(len(Path(s).read_bytes()) for s in stats if Path(s).exists()) / 2
 
 
 @pytest.mark.fio
@@ -1259,8 +1325,8 @@ def test_a_server_named_in_the_matrix_is_used_and_left_running(
         assert result.frame is not None and set(result.frame["host"]) == {"g"}
         meta = json.loads((result.run_dir / "points" / "0001-r1" / "meta.json").read_text())
         assert meta["processes"][0]["client"] == "sock:host-g"
-        # No server of iobench's: the named one, through its forward (the streams: the lock, the agent).
-        assert [argv[2] for argv in hosts.made["g"].started] == [LOCK_SCRIPT, AGENT_SCRIPT]
+        # No server of iobench's: the named one, through its forward (the one stream: the agent).
+        assert [argv[0] for argv in hosts.made["g"].started] == ["python3"] and hosts.made["g"].calls == []
         assert not _gone(pid, wait=0)  # not iobench's to stop
     finally:
         given.terminate()
@@ -1270,53 +1336,63 @@ def test_a_server_named_in_the_matrix_is_used_and_left_running(
 def test_looks_are_every_tick_only_while_a_job_in_view_is_unsettled(tmp_path: Path) -> None:
     from iobench.system.hostmonitor import HostMonitor
 
-    monitor = HostMonitor(_local(tmp_path), server_pid=100, interval=1.0, tick=0.25)
+    monitor = HostMonitor(_NoAgent(), server_pid=100, interval=1.0, tick=0.25)
     slow = 4  # ticks an interval
     assert monitor._look_every(slow) == 2  # nothing in view yet: every half interval
-    monitor._look(["P 4242 102 0-1 0 S fio"])
+    monitor._look([_row(4242, "0-1", "S")])
     assert monitor._look_every(slow) == 1  # a job seen once: every tick
-    monitor._look(["P 4242 102 1 0 R fio", "N 4242 default"])
+    monitor._look([_row(4242, "1", "R", ["default"])])
     assert monitor._look_every(slow) == slow  # seen twice with its policy: every interval
-    monitor._look(["P 4242 102 1 0 R fio", "P 4243 102 1 0 R fio"])
+    monitor._look([_row(4242, "1", "R"), _row(4243, "1", "R")])
     assert monitor._look_every(slow) == 1  # a new job in view
     monitor.begin_point()
     assert monitor._look_every(slow) == 2
 
 
+class _Recording:
+    """A host's agent whose requests are written down as they are made."""
+
+    def __init__(self, agent: HostAgent) -> None:
+        self.agent = agent
+        self.ops: list[str] = []
+
+    @property
+    def target(self) -> SshTarget:
+        return self.agent.target
+
+    def call(self, op: str, *, timeout: float = 60.0, **args: object) -> object:
+        self.ops.append(op)
+        return self.agent.call(op, timeout=timeout, **args)
+
+
 @pytest.mark.fio
-def test_the_agent_looks_each_interval_once_the_jobs_are_settled(tmp_path: Path) -> None:
+def test_the_agent_looks_less_often_once_the_jobs_are_settled(tmp_path: Path) -> None:
     from iobench.system.fioserver import server_token, start_server
     from iobench.system.hostmonitor import HostMonitor
 
-    connection = _local(tmp_path)
-    server = start_server(connection, "fio", server_token())
-    job = tmp_path / "j.fio"
-    job.write_text("[global]\nioengine=null\nsize=16m\ntime_based=1\nruntime=3\n[a]\nrw=randread\n")
-    monitor = HostMonitor(connection, server.pid, None, interval=1.0, tick=0.1).start()
-    sent: list[tuple[float, bytes]] = []
-    send = monitor._send
-    monitor._send = lambda data: (sent.append((time.monotonic(), data)), send(data))[1]  # type: ignore[method-assign]
-    try:
-        (tmp_path / "host-h").symlink_to(server.socket)
-        monitor.begin_point()
-        done = run_process(["fio", "--client=sock:host-h", str(job)], cwd=tmp_path, timeout=60)
-        monitor.end_point()
-        assert done.returncode == 0, done.stderr
-        (worker,) = monitor.workers.values()
-        assert worker.settled and worker.policy
-        looks = [t for t, data in sent if b"L" in data]
-        gaps = [b - a for a, b in zip(looks, looks[1:], strict=False)]
-        # Every tick while the job was in view and not yet seen twice with its policy ...
-        short = [i for i, gap in enumerate(gaps) if gap < 0.2]
-        assert short, gaps
-        # ... each half second before it was in view (give or take a busy CPU) ...
-        assert all(0.3 < gap < 2.0 for gap in gaps[: short[0]]), gaps
-        # ... and once settled, a second apart (the first gap is the rest of a second of ticks).
-        settled = gaps[short[-1] + 2 :]
-        assert len(settled) >= 1 and all(0.5 < gap < 2.0 for gap in settled), gaps
-    finally:
-        monitor.stop()
-        server.stop()
+    with agent_on(_local(tmp_path)) as agent:
+        recording = _Recording(agent)
+        server = start_server(agent, "fio", server_token())
+        job = tmp_path / "j.fio"
+        job.write_text("[global]\nioengine=null\nsize=16m\ntime_based=1\nruntime=3\n[a]\nrw=randread\n")
+        monitor = HostMonitor(recording, server.pid, None, interval=1.0, tick=0.1).start()
+        try:
+            (tmp_path / "host-h").symlink_to(server.socket)
+            monitor.begin_point()
+            started = time.monotonic()
+            done = run_process(["fio", "--client=sock:host-h", str(job)], cwd=tmp_path, timeout=60)
+            ticks = (time.monotonic() - started) / 0.1
+            monitor.end_point()
+            assert done.returncode == 0, done.stderr
+            (worker,) = monitor.workers.values()
+            assert worker.settled and worker.policy
+            looks = recording.ops.count("looks")
+            # Not every tick: before the job is in view every half interval, once settled every interval.
+            assert 2 <= looks < ticks / 2, (looks, ticks)
+            assert "sample" not in recording.ops  # no telemetry asked for
+        finally:
+            monitor.stop()
+            server.stop()
 
 
 @pytest.mark.fio
@@ -1325,8 +1401,8 @@ def test_a_run_long_agent_sees_each_points_jobs_and_samples_only_while_it_runs(t
     from iobench.system.hostmonitor import HostMonitor
     from iobench.system.sampler import Watch
 
-    connection = _local(tmp_path)
-    server = start_server(connection, "fio", server_token())
+    agent = HostAgent(_local(tmp_path)).start()
+    server = start_server(agent, "fio", server_token())
     job = tmp_path / "j.fio"
     job.write_text(
         "[global]\nioengine=null\nsize=16m\ntime_based=1\nruntime=2\nnumjobs=2\n[a]\nrw=randread\n"
@@ -1335,19 +1411,18 @@ def test_a_run_long_agent_sees_each_points_jobs_and_samples_only_while_it_runs(t
     watch = Watch(devices=tuple(disks), irqs=(), threads=True)
     gone = tmp_path / "gone.dat"
     monitor = HostMonitor(
-        connection, server.pid, watch, disks=disks, targets=[str(job), str(gone)], interval=0.25, tick=0.1
+        agent, server.pid, watch, disks=disks, targets=[str(job), str(gone)], interval=0.25, tick=0.1
     ).start()
     try:
         link = tmp_path / "host-h"
         link.symlink_to(server.socket)
-        time.sleep(0.5)
-        assert monitor.samples == [] and monitor.workers == {}  # no point runs: the agent is asked nothing
         before = monitor.edge()
         assert before.sample is not None and before.sample.cpu and before.sample.tasks
-        assert before.targets[str(job)].split()[0].startswith("8")  # a regular file's mode
-        assert before.targets[str(gone)] == "-"
+        assert before.targets[str(job)]["block"] is False
+        assert before.targets[str(job)]["identity"] == [job.stat().st_dev, job.stat().st_ino]
+        assert before.targets[str(gone)] == {"exists": False}
         if disks:
-            assert before.schedulers["vda"] and before.readahead_kb["vda"].isdigit()
+            assert before.settings["vda"]["scheduler"] and before.settings["vda"]["readahead_kb"].isdigit()
             assert before.sample.disks is not None and "vda" in before.sample.disks
         monitor.begin_point()
         started = time.monotonic()
@@ -1364,79 +1439,48 @@ def test_a_run_long_agent_sees_each_points_jobs_and_samples_only_while_it_runs(t
         samples = monitor.samples_since(started)
         assert len(samples) >= 3 and all(s.cpu for s in samples)
         assert monitor.unreaped() == []
-        time.sleep(0.5)
-        assert len(monitor.samples_since(started)) == len(samples)  # the point ended: no more samples
         after = monitor.edge()
         assert after.sample is not None and after.sample.t > samples[-1].t
     finally:
         monitor.stop()
         server.stop()
-    assert monitor._stream is None
+        agent.close()
     with pytest.raises(HostUnreachable, match="watch ended"):
         monitor.edge(timeout=1)
 
 
-def _awks_under(pid: int) -> list[int]:
-    """The awk processes in the tree under ``pid`` (a program run through a wrapper script counts by its name)."""
-    found = []
-    for child in descendants(pid):
-        try:
-            argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if any(Path(a.decode(errors="replace")).name in ("awk", "mawk") for a in argv[:3] if a):
-            found.append(child)
-    return found
-
-
-@pytest.mark.parametrize("awk", ["mawk", "busybox awk"])
-def test_the_agent_samples_alike_with_one_awk_for_the_run_or_one_a_sample(
-    awk: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_the_agent_samples_and_edges_without_awk_sed_or_busybox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With mawk one awk takes every sample of the run; any other awk is started for each sample.
-
-    Either way the answers are the same: each edge's settings, targets and sample, and the samples
-    between, with /proc/stat cut to its CPUs and /proc/meminfo to the lines telemetry keeps.
-    """
+    """A host whose PATH has python3 and nothing else: every sample and edge still comes back whole."""
     from iobench.system.hostmonitor import HostMonitor
     from iobench.system.procfs import parse_cpu_times
     from iobench.system.sampler import MEMINFO_KEPT, Watch
 
-    program = shutil.which(awk.split()[0])
-    assert program is not None, f"{awk} is not installed (make deps installs it)"
-    wrapper = tmp_path / "bin" / "awk"
-    wrapper.parent.mkdir()
-    wrapper.write_text(f'#!/bin/sh\nexec {program} {" ".join(awk.split()[1:])} "$@"\n')
-    wrapper.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{wrapper.parent}:{os.environ['PATH']}")
+    only = tmp_path / "only"
+    only.mkdir()
+    (only / "python3").symlink_to(Path(sys.executable).resolve())  # the interpreter itself, not a wrapper
+    monkeypatch.setenv("PATH", str(only))
+    assert shutil.which("awk") is None and shutil.which("sed") is None and shutil.which("busybox") is None
     target = tmp_path / "t.dat"
     target.write_bytes(b"x")
     disks = ["vda"] if Path("/sys/block/vda").exists() else []
     watch = Watch(devices=tuple(disks), irqs=(), threads=True)
-    monitor = HostMonitor(
-        _local(tmp_path), None, watch, disks=disks, targets=[str(target)], interval=0.1, tick=0.05
-    ).start()
-    try:
-        assert monitor._stream is not None
-        agent = monitor._stream.pid
-        before = monitor.edge()
-        awks = _awks_under(agent)
-        monitor.begin_point()
-        deadline = time.monotonic() + 20
-        while len(monitor.samples) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        monitor.end_point()
-        after = monitor.edge()
-        samples = [before.sample, *monitor.samples_since(0.0), after.sample]
-        if awk == "mawk":
-            assert len(awks) == 1 and _awks_under(agent) == awks  # the same awk, all run long
-        else:  # one a sample, ended with it (it may still be exiting just after its answer)
-            deadline = time.monotonic() + 5
-            while _awks_under(agent) and time.monotonic() < deadline:
-                time.sleep(0.02)
-            assert _awks_under(agent) == []
-    finally:
-        monitor.stop()
+    with agent_on(_local(tmp_path)) as agent:
+        monitor = HostMonitor(
+            agent, None, watch, disks=disks, targets=[str(target)], interval=0.1, tick=0.05
+        ).start()
+        try:
+            before = monitor.edge()
+            monitor.begin_point()
+            deadline = time.monotonic() + 20
+            while len(monitor.samples) < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            monitor.end_point()
+            after = monitor.edge()
+            samples = [before.sample, *monitor.samples_since(0.0), after.sample]
+        finally:
+            monitor.stop()
     assert len(samples) >= 5
     for sample in samples:
         assert sample is not None and sample.cpu and sample.tasks and sample.mem is not None
@@ -1447,9 +1491,9 @@ def test_the_agent_samples_alike_with_one_awk_for_the_run_or_one_a_sample(
             assert sample.disks is not None and set(sample.disks) == {"vda"}
     assert [s.t for s in samples] == sorted(s.t for s in samples)  # type: ignore[union-attr]
     for edge in (before, after):
-        assert edge.targets[str(target)].split()[4] == str(target.stat().st_ino)
+        assert edge.targets[str(target)]["identity"][1] == target.stat().st_ino
         if disks:
-            assert edge.schedulers["vda"] and edge.readahead_kb["vda"].isdigit()
+            assert edge.settings["vda"]["scheduler"] and edge.settings["vda"]["readahead_kb"].isdigit()
 
 
 @pytest.mark.fio
@@ -1475,3 +1519,74 @@ def test_a_point_on_a_host_costs_it_no_new_command(write_matrix: Callable[..., P
         assert result.counts == {"ok": points}
         counts[points] = (len(hosts.made["c"].calls), len(hosts.made["c"].started))
     assert counts[1] == counts[3], counts
+
+
+def test_what_a_host_ran_is_checked_against_its_plan() -> None:
+    from iobench.results.fioout.clients import ran_elsewise
+
+    planned = {("a.dat", "/x/a.dat")}
+    assert ran_elsewise({("a.dat", "/x/a.dat")}, planned) is None
+    assert (
+        ran_elsewise({("b.dat", "/x/b.dat")}, planned)
+        == "ran [b.dat] on /x/b.dat and did not run [a.dat] on /x/a.dat"
+    )
+    assert ran_elsewise(set(), planned) == "did not run [a.dat] on /x/a.dat"
+    assert ran_elsewise({("a.dat", "/x/a.dat"), ("a.dat", None)}, planned) == "ran [a.dat]"
+
+
+def _own_targets_matrix(write_matrix: Callable[..., Path], tmp_path: Path, rw: str, size: str) -> Path:
+    return write_matrix(
+        textwrap.dedent(
+            f"""\
+            version: 1
+            name: own-targets
+            fio: {{ioengine: psync, rw: {rw}, bs: 4k, runtime: 1, time_based: 1}}
+            hosts:
+              - {{name: a, ssh: root@a, targets: [{{path: {tmp_path}/a.dat{size}}}]}}
+              - {{name: b, ssh: root@b, targets: [{{path: {tmp_path}/b.dat{size}}}]}}
+            matrix: {{iodepth: [1]}}
+            """
+        )
+    )
+
+
+@pytest.mark.fio
+def test_hosts_writing_their_own_targets_each_run_exactly_their_jobs(
+    write_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    path = _own_targets_matrix(write_matrix, tmp_path, "randwrite", ", size: 8M")
+    result = run_hosts(load_matrix(path), out=tmp_path / "results", connector=LocalHosts(tmp_path / "homes"))
+    assert result.counts == {"ok": 1}
+    frame = result.frame
+    assert frame is not None
+    assert sorted(zip(frame["host"], frame["jobname"], strict=True)) == [("a", "a.dat"), ("b", "b.dat")]
+
+
+@pytest.mark.fio
+def test_a_host_that_ran_another_hosts_jobs_fails_the_point_naming_what_ran_where(
+    write_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    """Read-only hosts with their own targets: fio 3.33's client sends the first job file to every host.
+
+    (fio ties only the arguments right after ``--client=`` to that client; ``--readonly`` comes
+    between.) fio's own output says what each host ran, and the point fails naming it.
+    """
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.dat").write_bytes(b"\0" * (8 << 20))  # not iobench's: read with --readonly
+    path = _own_targets_matrix(write_matrix, tmp_path, "randread", "")
+    result = run_hosts(load_matrix(path), out=tmp_path / "results", connector=LocalHosts(tmp_path / "homes"))
+    argv = json.loads((result.run_dir / "points" / "0001-r1" / "argv.json").read_text())[0]
+    assert argv[3:] == [
+        "--client=sock:host-a",
+        "--readonly",
+        "job-a.fio",
+        "--client=sock:host-b",
+        "--readonly",
+        "job-b.fio",
+    ]
+    meta = json.loads((result.run_dir / "points" / "0001-r1" / "meta.json").read_text())
+    assert result.counts == {"failed": 1}
+    assert meta["reason"] == (
+        f"host b: fio on this host ran [a.dat] on {tmp_path}/a.dat and did not run [b.dat] on "
+        f"{tmp_path}/b.dat, not what was planned for it"
+    )

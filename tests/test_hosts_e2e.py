@@ -471,7 +471,8 @@ def test_a_crashed_run_leaves_no_server_and_a_planted_pid_file_kills_nothing(
     assert not Path(planted).exists()
     manifest = json.loads((result.run_dir / "manifest.json").read_text())
     notes = {h["host"]: h.get("notes", []) for h in manifest["hosts"]}
-    assert any(f"left pid {bystander} alone" in n for n in notes["bravo"]), notes
+    # The hosts share this machine's /tmp: whichever looks first handles the planted folder.
+    assert any(f"left pid {bystander} alone" in n for found in notes.values() for n in found), notes
     subprocess.run(two_hosts.ssh_argv("bravo", "kill", bystander), timeout=30, check=True)
     assert_nothing_left(two_hosts)
 

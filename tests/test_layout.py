@@ -11,7 +11,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "iobench"
 FLOORS = [
-    {"errors", "version"},
+    {"errors", "version", "words", "agent"},
     {"store"},
     {"system"},
     {"matrix"},

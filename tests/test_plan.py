@@ -57,14 +57,14 @@ def test_job_files_are_deterministic(null_matrix: Callable[..., Path]) -> None:
 
 
 def test_node_binding_runs_under_numactl(null_matrix: Callable[..., Path]) -> None:
+    unbound = plan(load_matrix(null_matrix())).runs
+    assert unbound[0].processes[0].argv[0].endswith("fio")
+    # Apart from unbound points: on a one-node machine node:0 would run where none does (run once).
     path = null_matrix()
     path.write_text(
-        path.read_text().replace("  numjobs: [1, 2]\n", "  numjobs: [1, 2]\n  binding: [none, 'node:0']\n")
+        path.read_text().replace("  numjobs: [1, 2]\n", "  numjobs: [1, 2]\n  binding: ['node:0']\n")
     )
-    runs = plan(load_matrix(path)).runs
-    unbound = [r for r in runs if r.params["binding"] == "none"]
-    assert unbound[0].processes[0].argv[0].endswith("fio")
-    bound = [r for r in runs if r.params["binding"] == "node:0"]
+    bound = plan(load_matrix(path)).runs
     argv = bound[0].processes[0].argv
     assert Path(argv[0]).name == "numactl"
     assert "--cpunodebind=0" in argv and "--membind=0" in argv
@@ -242,3 +242,60 @@ def test_settings_of_the_system_disk_are_never_changed(write_matrix: Callable[..
         ):
             plan(load_matrix(path))
         assert os.listdir(folder) == []
+
+
+def test_placements_that_coincide_here_run_once_and_say_why(
+    snapshots: Any, write_matrix: Callable[..., Path]
+) -> None:
+    """One NUMA node with SMT2: local is none; with one job same-core is diff-cores; with two they differ."""
+    root = snapshots.root("16em64t-4s2c2t")
+    path = write_matrix(
+        """
+        version: 1
+        name: same
+        targets: [{path: /dev/nvme0n1, home_node: 0}]
+        fio: {ioengine: libaio, direct: 1, rw: randread, bs: 4k}
+        matrix:
+          numjobs: [1, 2]
+          placement: [same-core, diff-cores]
+          binding: [local, none]
+        repeat: 2
+        """
+    )
+    p = plan(load_matrix(path), fsroot=root)
+    first = {
+        (r.params["numjobs"], r.params["placement"], r.params["binding"]): r for r in p.runs if r.repeat == 1
+    }
+    ran = {k for k, r in first.items() if r.status == "run"}
+    assert ran == {(1, "same-core", "local"), (2, "same-core", "local"), (2, "diff-cores", "local")}
+    assert first[(1, "same-core", "none")].same_as == first[(1, "same-core", "local")].point
+    assert first[(1, "same-core", "none")].reason == (
+        f"same as point {first[(1, 'same-core', 'local')].point}: one NUMA node (node 0): "
+        "binding none runs on the same CPUs and memory as local"
+    )
+    assert first[(1, "diff-cores", "local")].reason.endswith(  # type: ignore[union-attr]
+        "one job: placement diff-cores pins the jobs to the same CPUs as same-core"
+    )
+    assert first[(2, "diff-cores", "none")].same_as == first[(2, "diff-cores", "local")].point
+    # every repeat of a point that runs once is skipped alike, its processes gone
+    assert all(r.status == "skipped" and not r.processes for r in p.runs if r.same_as is not None)
+    assert {r.same_as for r in p.runs if r.repeat == 2} == {r.same_as for r in p.runs if r.repeat == 1}
+    assert p.runs[1].to_json().get("same_as") == p.runs[1].same_as
+
+
+def test_a_two_node_machine_runs_local_and_unbound_apart(
+    snapshots: Any, write_matrix: Callable[..., Path]
+) -> None:
+    root = snapshots.root("32em64t-2n8c+dax+nvme+mic+dimms")
+    path = write_matrix(
+        """
+        version: 1
+        name: apart
+        targets: [{path: /dev/nvme0n1}]
+        fio: {ioengine: libaio, direct: 1, rw: randread, bs: 4k}
+        matrix:
+          binding: [local, none]
+        """
+    )
+    p = plan(load_matrix(path), fsroot=root)
+    assert [r.status for r in p.runs] == ["run", "run"] and all(r.same_as is None for r in p.runs)

@@ -252,7 +252,19 @@ def test_plot_draws_error_bars_only_for_repeated_points() -> None:
 def test_caption_names_the_machine_and_counts_runs_that_failed() -> None:
     df = frame(iodepth=[1, 4], repeats=3, failed={(1, 2), (2, 2)})
     df.attrs["machine"] = {"cpu_model": "AMD EPYC 7702", "kernel": "6.1.0"}
-    assert caption(df) == "box · AMD EPYC 7702 · Linux 6.1.0 · fio-3.33 · 2 runs not ok (not shown)"
+    assert caption(df) == "box · AMD EPYC 7702 · Linux 6.1.0 · fio-3.33 · 2 runs failed (not shown)"
+    # Points never run are counted once each, apart from failed runs, whatever their repeats.
+    never = df.assign(
+        status=df["status"].where(df["point"] != 2, "skipped"),
+        reason=pd.Series(["same as point 1: one NUMA node"] * len(df), dtype="string").where(
+            df["point"] == 2
+        ),
+    )
+    assert caption(never).endswith(
+        "fio-3.33 · 1 run failed (not shown) · 1 point the same as another here (run once)"
+    )
+    skipped = never.assign(reason=never["reason"].str.replace("same as point 1", "binding remote needs"))
+    assert caption(skipped).endswith("fio-3.33 · 1 run failed (not shown) · 1 point skipped")
     mixed = pd.concat([frame(iodepth=[1]), frame(iodepth=[1]).assign(fio_version="fio-2.2.10")])
     assert "fio-2.2.10, fio-3.33" in caption(mixed)
 

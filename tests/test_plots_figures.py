@@ -8,13 +8,25 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.axes import Axes
-from matplotlib.colors import to_hex
+from matplotlib.colors import LogNorm, to_hex
 from matplotlib.container import BarContainer, ErrorbarContainer
 from matplotlib.figure import Figure
 from test_plots import ci, frame, lines, texts
 
 from iobench.errors import ResultsError
-from iobench.plots import cpu_per_io, heatmap, latency_percentiles, local_vs_remote, smt
+from iobench.plots import (
+    busiest_threads,
+    cpu_per_io,
+    cpu_where,
+    device_vs_fio,
+    heatmap,
+    latency_percentiles,
+    local_vs_remote,
+    plot,
+    smt,
+    sweep,
+)
+from iobench.plots.plotstyle import metric_text
 
 NUMA_SHARE = {"local": 1.0, "remote": 0.75, "none": 0.9, "node:3": 0.6}
 
@@ -156,7 +168,10 @@ def test_heatmap_cells_hold_the_mean_over_repeats() -> None:
     assert np.asarray(image.get_array()) == pytest.approx(
         np.array([[1000.0, 4000.0, 16_000.0], [2000.0, 8000.0, 32_000.0]])
     )
-    assert [t.get_text() for t in ax.texts] == ["1k", "4k", "16k", "2k", "8k", "32k"]
+    means = ["1k", "4k", "16k", "2k", "8k", "32k"]
+    spreads = [metric_text("iops", ci(v)) for v in (1000.0, 4000.0, 16_000.0, 2000.0, 8000.0, 32_000.0)]
+    assert spreads[:2] == ["248", "994"]
+    assert [t.get_text() for t in ax.texts] == [f"{m}\n± {s}" for m, s in zip(means, spreads, strict=True)]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "4", "16"]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["1", "2"]
     assert ax.get_xlabel() == "I/O depth" and ax.get_ylabel() == "Jobs"
@@ -275,15 +290,19 @@ def test_heatmap_into_an_axes_draws_the_cells_and_a_colour_bar() -> None:
     assert fig.axes[1].get_ylabel() == "Throughput (MiB/s)"
 
 
-def test_heatmap_panels_far_apart_get_a_colour_scale_each() -> None:
+def test_heatmap_panels_far_apart_share_one_logarithmic_colour_scale() -> None:
     df = frame(
         iops=lambda p: 1000.0 * p["iodepth"] * p["bs"] / 4096,
         iodepth=[1, 4],
         numjobs=[1, 2],
         bs=[4096, 1 << 20],
     )
-    panels = [ax for ax in heatmap(df).axes if ax.images]
-    assert panels[0].images[0].norm is not panels[1].images[0].norm
+    fig = heatmap(df)
+    panels = [ax for ax in fig.axes if ax.images]
+    assert panels[0].images[0].norm is panels[1].images[0].norm
+    assert isinstance(panels[0].images[0].norm, LogNorm)
+    assert panels[0].images[0].norm.vmin == 1000.0 and panels[0].images[0].norm.vmax == 1_024_000.0
+    assert len(fig.axes) == 3  # two panels, one colour bar
 
 
 def test_heatmap_needs_a_metric_the_points_have() -> None:
@@ -376,3 +395,138 @@ def test_cpu_per_io_draws_other_cpu_metrics() -> None:
 def test_latency_percentiles_of_one_direction_need_a_direction_column() -> None:
     with pytest.raises(ResultsError, match="no `direction` column"):
         latency_percentiles(frame(iodepth=[1]).drop(columns="direction"), direction="read")
+
+
+# the rules every figure keeps (docs/figures.md): checked on what each draws
+
+#: Per-repeat factors of a point whose repeats lie far apart: the 95 % CI reaches below zero.
+WIDE = {1: 0.05, 2: 1.0, 3: 1.95}
+METRICS = ("iops", "bw_bytes", "lat_mean_us", "clat_p50_us", "clat_p90_us", "clat_p99_us", "clat_p99_9_us")
+
+
+def wide(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with its repeats spread so far apart that a mean's CI runs past zero."""
+    factor = df["repeat"].map(WIDE).astype(float).to_numpy()
+    return df.assign(**{m: df[m] * factor for m in (*METRICS, "cpu_us_per_io")})
+
+
+RULE_FIGURES: dict[str, Any] = {
+    "local-vs-remote": lambda: local_vs_remote(
+        wide(numa(iodepth=[1, 4, 16], binding=["local", "remote"], bs=[4096, 65536]))
+    ),
+    "smt": lambda: smt(
+        wide(frame(repeats=3, numjobs=[1, 2], placement=["same-core", "diff-cores"], bs=[4096, 65536]))
+    ),
+    "heatmap": lambda: heatmap(
+        wide(
+            frame(
+                repeats=3,
+                iops=lambda p: 1e3 * p["iodepth"] * p["bs"],
+                iodepth=[1, 4],
+                numjobs=[1, 2],
+                bs=[1, 256],
+            )
+        )
+    ),
+    "latency": lambda: latency_percentiles(
+        wide(frame(repeats=3, iodepth=[1, 2, 4, 8, 16, 32], numjobs=[1, 2], binding=["local", "remote"]))
+    ),
+    "cpu-per-io": lambda: cpu_per_io(
+        wide(
+            frame(
+                repeats=3,
+                cpu=lambda p: 2.0 * p["bs"] / 4096,
+                scheduler=["none", "mq-deadline"],
+                bs=[4096, 65536],
+            )
+        ),
+        col="bs",
+    ),
+    "sweep": lambda: sweep(wide(frame(repeats=3, iodepth=[1, 4, 16], numjobs=[1, 2], bs=[4096, 65536]))),
+    "line": lambda: plot(
+        wide(frame(repeats=3, iops=lambda p: 1e3 * p["iodepth"] * p["bs"], iodepth=[1, 4], bs=[1, 8])),
+        col="bs",
+    ),
+    "device-vs-fio": lambda: device_vs_fio(_telemetry_frame(), col="bs"),
+    "cpu-where": lambda: cpu_where(_telemetry_frame(), cpu_samples(_telemetry_frame()), col="bs"),
+    "busiest-threads": lambda: busiest_threads(_telemetry_frame(), cpu_samples(_telemetry_frame())),
+}
+
+
+def panels(fig: Figure) -> list[Axes]:
+    """The data panels of ``fig``: visible, not a colour bar."""
+    return [ax for ax in fig.axes if ax.get_visible() and (ax.lines or ax.patches or ax.images)]
+
+
+@pytest.mark.parametrize("name", RULE_FIGURES)
+def test_every_mean_drawn_carries_its_uncertainty_and_no_bar_runs_below_zero(name: str) -> None:
+    fig = RULE_FIGURES[name]()
+    bars = [c for ax in fig.axes for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    cells = [t.get_text() for ax in fig.axes if ax.images for t in ax.texts]
+    assert bars or (cells and all("±" in t for t in cells))
+    drawn = [line for ax in panels(fig) for line in lines(ax) if len(line.get_xdata()) > 0]
+    assert len(bars) >= (len(drawn) if not cells else 0)
+    lows = [min(s[0][1], s[1][1]) for c in bars for s in c.lines[2][0].get_segments()]
+    assert lows and min(lows) >= 0 if bars else True
+    assert any(low == 0 for low in lows) or cells, "the spread repeats must reach zero somewhere"
+
+
+@pytest.mark.parametrize("name", [name for name in RULE_FIGURES if name != "busiest-threads"])
+def test_panels_that_compare_one_metric_share_their_y_range_and_colour_scale(name: str) -> None:
+    fig = RULE_FIGURES[name]()
+    images = [image for ax in fig.axes for image in ax.images]
+    assert len({id(image.norm) for image in images}) <= 1
+    by_metric: dict[str, set[tuple[float, float]]] = {}
+    for ax in panels(fig):
+        if not ax.images:
+            by_metric.setdefault(ax.get_ylabel(), set()).add(tuple(round(v, 9) for v in ax.get_ylim()))
+    assert len(panels(fig)) >= 2
+    assert all(len(limits) == 1 for limits in by_metric.values()), by_metric
+
+
+@pytest.mark.parametrize("name", RULE_FIGURES)
+def test_no_two_curves_of_a_panel_look_alike(name: str) -> None:
+    fig = RULE_FIGURES[name]()
+    for ax in panels(fig):
+        looks = [
+            (to_hex(line.get_color()), line.get_linestyle(), str(line.get_marker()))
+            for line in lines(ax)
+            if not str(line.get_label()).startswith("_")
+        ]
+        assert len(set(looks)) == len(looks), looks
+
+
+def test_the_latency_figure_past_ten_curves_turns_to_the_next_line_style() -> None:
+    fig = RULE_FIGURES["latency"]()
+    ax = panels(fig)[0]
+    curves = [line for line in lines(ax) if not str(line.get_label()).startswith("_")]
+    assert len(curves) == 12
+    assert len({to_hex(line.get_color()) for line in curves}) == 10
+    assert [line.get_linestyle() for line in curves].count("--") == 2
+
+
+def cpu_samples(df: pd.DataFrame) -> pd.DataFrame:
+    """CPU and thread telemetry of ``df``'s points as iobench.telemetry gives it: one node, repeats far apart."""
+    runs = df[["point", "repeat"]].drop_duplicates()
+    kinds = pd.DataFrame(
+        [
+            {"source": "cpu", "entity": str(cpu), "node": 0, "metric": kind, "value": 10.0 + cpu}
+            for cpu in range(2)
+            for kind in ("user_pct", "system_pct", "irq_pct", "softirq_pct")
+        ]
+    )
+    threads = pd.DataFrame(
+        [
+            {"source": "thread", "entity": f"worker{n}", "node": 0, "metric": "cpu_pct", "value": 20.0 * n}
+            for n in range(1, 4)
+        ]
+    )
+    out = runs.merge(pd.concat([kinds, threads], ignore_index=True), how="cross")
+    out["value"] = out["value"] * out["repeat"].map(WIDE).astype(float)
+    out["t_s"] = 1.0
+    return out
+
+
+def _telemetry_frame() -> pd.DataFrame:
+    df = wide(frame(repeats=3, iodepth=[1, 4, 16], bs=[4096, 65536]))
+    return df.assign(dev_iops=df["iops"] * 0.9)

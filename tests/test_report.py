@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import NULL_MATRIX
+from conftest import NULL_MATRIX, FakeFio
+from headless import measure
 from typer.testing import CliRunner
 
 from iobench.cli.commands import app
-from iobench.errors import ResultsError
+from iobench.errors import PlotOptionError, ResultsError
 from iobench.matrix.model import load_matrix
+from iobench.report.findings import with_validity
 from iobench.report.page import write_report
 from iobench.results.framecache import save_frame
 from iobench.results.loading import load
@@ -38,6 +40,118 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         result = run(load_matrix(base / "m.yaml"), out=base / "r")
     assert result.counts == {"ok": 8}
     return result.run_dir
+
+
+#: A demo-like sweep: 36 points × 3 repeats, the 12 ``remote`` ones skipped on one NUMA node (72 ran).
+DEMO72 = """
+version: 1
+name: demo72
+description: the demo's axes with remote binding and three repeats
+targets:
+  - path: {target}
+    size: 8M
+fio:
+  ioengine: null
+  rw: randread
+  runtime: 1
+  time_based: 1
+matrix:
+  bs: [4k, 64k]
+  iodepth: [1, 8, 32]
+  numjobs: [1, 2]
+  binding: [local, none, remote]
+repeat: 3
+"""
+#: What a 72-point report may take in a 1,400-px window: figures, the summary, every section folded.
+HEIGHT_BUDGET_PX = 9000
+
+
+def _fake_run(base: Path, text: str) -> Path:
+    (base / "m.yaml").write_text(text.format(target=base / "target.dat"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", str(base / "state"))
+        result = run(load_matrix(base / "m.yaml"), out=base / "r", executor=FakeFio())
+    return result.run_dir
+
+
+@pytest.fixture(scope="module")
+def demo72(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """72 point-runs (fio's output stood in for), 36 of them skipped: remote binding needs a second node."""
+    return _fake_run(tmp_path_factory.mktemp("demo72"), DEMO72)
+
+
+@pytest.mark.fio
+def test_a_72_point_report_fits_a_1400_px_window_in_chromium(demo72: Path, tmp_path: Path) -> None:
+    report = write_report(demo72, tmp_path / "out")
+    page = report.html.read_text()
+    found = measure(report.html, tmp_path)
+    assert found["scrollWidth"] <= found["clientWidth"], f"wider than the window: {found['wide']}"
+    assert found["images"] == len(report.figures) >= 3 and found["broken"] == []
+    assert found["errors"] == []
+    assert found["height"] <= HEIGHT_BUDGET_PX, f"{found['height']} px tall"
+    # Per-point tables are folded, and one note is written once, not once per point.
+    assert page.count("<details") >= 3
+    assert max(page.count(line) for line in re.findall(r"note: [^<]{20,}", page) or [""]) <= 1
+
+
+@pytest.mark.fio
+def test_skipped_points_are_counted_once_each_and_never_as_not_finished(demo72: Path, tmp_path: Path) -> None:
+    page = write_report(demo72, tmp_path / "out").html.read_text()
+    header = page.split('<p class="counts">')[1].split("</p>")[0]
+    # 108 point-runs planned: 12 remote points skipped (36 runs), 12 `none` points the same as `local`.
+    assert "ok: 36 runs" in header and "skipped: 12 points" in header
+    assert "same as another here (run once): 12 points" in header and "108" not in header
+    assert "Points that did not finish ok" not in page
+    skipped = page.split("<h3>Points skipped</h3>")[1].split("</table>")[0]
+    assert "binding remote needs a second NUMA node" in skipped and '<td class="num">12</td>' in skipped
+
+
+@pytest.mark.fio
+def test_a_run_whose_only_axis_is_binding_gets_a_report_with_its_figures(tmp_path: Path) -> None:
+    only_binding = re.sub(r"  (bs|iodepth|numjobs): .*\n", "", DEMO72)
+    run_dir = _fake_run(tmp_path, only_binding)
+    result = runner.invoke(app, ["report", str(run_dir), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    page = (tmp_path / "out" / "report.html").read_text()
+    # On one NUMA node `none` is `local` run once and `remote` is skipped: one binding ran, and the
+    # figures that contrast bindings are left out saying why, never the end of the report.
+    assert "<h2>Matrix</h2>" in page and 'alt="' in page
+    assert "local-vs-remote" not in re.findall(r'alt="([^"]+)"', page)
+
+
+@pytest.mark.fio
+def test_a_figure_that_does_not_fit_is_left_out_with_why_and_the_rest_is_written(
+    run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from iobench.plots import figures
+
+    drawn = figures.figure_builders
+
+    def one_refused(frame: pd.DataFrame, telemetry: pd.DataFrame | None = None) -> dict[str, object]:
+        def refuse() -> None:
+            raise PlotOptionError("heatmap", "hue", "numjobs", "is x already", ["iodepth"])
+
+        return {**drawn(frame, telemetry), "heatmap-iops": refuse}
+
+    monkeypatch.setattr(figures, "figure_builders", one_refused)
+    report = write_report(run_dir, tmp_path / "out")
+    page = report.html.read_text()
+    assert "heatmap-iops" not in [p.stem for p in report.figures] and 'alt="sweep-iodepth"' in page
+    left_out = page.split('<ul class="left-out">')[1].split("</ul>")[0]
+    assert "<code>heatmap-iops</code>" in left_out and "is x already" in left_out
+    assert "<h2>Summary</h2>" in page and "<h2>Matrix</h2>" in page
+
+
+@pytest.mark.fio
+def test_summary_csv_says_which_points_a_validity_check_doubts(demo72: Path, tmp_path: Path) -> None:
+    report = write_report(demo72, tmp_path / "out")
+    table = pd.read_csv(report.summary, keep_default_na=False)
+    frame = load(demo72)
+    assert {"validity", "validity_judged"} <= set(table.columns)
+    for point, codes in zip(table["point"], table["validity"], strict=True):
+        rows = frame[frame["point"] == point]
+        found = {c for text in rows["validity"].dropna() for c in str(text).split()}
+        assert set(str(codes).split()) == found
 
 
 @pytest.mark.fio
@@ -76,7 +190,8 @@ def test_summary_csv_is_summarize_of_the_run_and_the_table_shows_its_numbers(
     run_dir: Path, tmp_path: Path
 ) -> None:
     report = write_report(run_dir, tmp_path / "out")
-    summary = summarize(load(run_dir))
+    frame = load(run_dir)
+    summary = with_validity(summarize(frame), frame)
     assert report.summary == tmp_path / "out" / "summary.csv"
     assert report.summary.read_text() == summary.to_csv(index=False)
     assert {"point", "iodepth", "numjobs", "direction", "n", "iops_mean", "iops_ci95", "pct_exact"} <= set(

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from iobench.errors import ResultsError
-from iobench.results.points import summarize, t975
+from iobench.results.points import NOISY_CV, summarize, t975
 
 
 def t_cdf(x: float, dof: int) -> float:
@@ -85,6 +85,21 @@ def test_steady_point_is_not_noisy_and_one_repeat_has_no_spread() -> None:
     assert single["n"] == 1
     assert pd.isna(single["iops_std"])
     assert pd.isna(single["iops_ci95"])
+
+
+@pytest.mark.parametrize(
+    ("repeats", "noisy"),
+    [
+        ([(500, 500), (509, 509)], False),  # two repeats 1.8 % apart: a CV of 1.3 %, a 95 % CI of ±11 %
+        ([(500, 500), (550, 550)], True),  # 10 % apart: a CV of 6.7 %
+        ([(500, 500), (520, 520), (480, 480), (540, 540), (460, 460)], True),  # a CV of 6.3 %, CI ±8 %
+    ],
+)
+def test_noisy_is_the_cv_above_the_one_limit_whatever_the_interval(
+    repeats: list[tuple[float, float]], noisy: bool
+) -> None:
+    row = summarize(frame(repeats)).iloc[0]
+    assert bool(row["noisy"]) is noisy and (float(row["iops_cv"]) > NOISY_CV) is noisy
 
 
 def test_rows_not_ok_never_become_data() -> None:

@@ -1,7 +1,7 @@
 """``iobench system show | tune | reset --hosts``, and each host's settings in a run's manifest.
 
 The hosts are this machine (tests/fakehosts.py); where settings are changed,
-each host's ``/sys`` and ``/proc`` are fake trees (:func:`fakehosts.rooted`), so
+each host's ``/sys`` and ``/proc`` are fake trees its agent reads (``root``), so
 nothing of this machine is tuned. The same commands over real SSH, against
 namespace hosts: ``test_system_hosts_netns.py``.
 """
@@ -17,16 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakehosts import LocalConnection, LocalHosts, rooted
+from fakehosts import LocalConnection, LocalHosts, agent_on
 from test_system_settings import CPU, untuned_machine, write
 from typer.testing import CliRunner
 
 from iobench.cli.commands import app
 from iobench.system import hostsettings, remote, tuning
 from iobench.system.fleet import HostSpec
+from iobench.system.hostagent import HostAgent
 from iobench.system.hostfs import SystemRoot
 from iobench.system.hostsettings import NoSuchHost, reset_hosts, select_hosts, show_hosts, tune_hosts
-from iobench.system.remote import SNAPSHOT_SCRIPT, RemoteRoot, fetch_snapshot
+from iobench.system.remote import RemoteRoot, fetch_snapshot
 from iobench.system.ssh import SshTarget
 from iobench.system.stability import SETTINGS, UnchangeableSetting, show
 
@@ -51,9 +52,7 @@ def trees(tmp_path: Path) -> dict[str, Path]:
 
 def fake_hosts(base: Path, trees: dict[str, Path], **extra: dict[str, object]) -> LocalHosts:
     """Hosts a and b on their fake trees, c unreachable (a refused connection)."""
-    per_host: dict[str, dict[str, object]] = {
-        name: {"answers": [rooted(tree)]} for name, tree in trees.items()
-    }
+    per_host: dict[str, dict[str, object]] = {name: {"root": tree} for name, tree in trees.items()}
     per_host["c"] = {"unreachable": "ssh: connect to host c port 22: Connection refused"}
     per_host.update(extra)
     return LocalHosts(base, **per_host)
@@ -68,17 +67,20 @@ def specs(*names: str) -> list[HostSpec]:
 
 def test_a_hosts_snapshot_holds_every_file_system_show_reads(trees: dict[str, Path], tmp_path: Path) -> None:
     tree = trees["a"]
-    host = LocalConnection(SshTarget("root@a", (), "a"), tmp_path / "home", answers=[rooted(tree)])
-    snapshot = fetch_snapshot(host, tmp_path / "snapshot")
+    host = LocalConnection(SshTarget("root@a", (), "a"), tmp_path / "home", root=tree)
+    with agent_on(host) as agent:
+        snapshot = fetch_snapshot(agent, tmp_path / "snapshot")
+        assert agent.asked == {"snapshot": 1}  # one request
     copied = [s.to_json() for s in show(snapshot.system, ("nvme0n1",))]
     assert copied == [s.to_json() for s in show(SystemRoot(tree), ("nvme0n1",))]
     assert {s["name"]: s["verdict"] for s in copied}["cpu-governor"] == "warning"
-    assert len(host.calls) == 1  # one remote command
+    assert host.calls == []  # no command but the agent
 
 
 def test_this_machines_snapshot_shows_what_this_machine_shows(tmp_path: Path) -> None:
     host = LocalConnection(SshTarget("root@here", (), "here"), tmp_path / "home")
-    snapshot = fetch_snapshot(host, tmp_path / "snapshot")
+    with agent_on(host) as agent:
+        snapshot = fetch_snapshot(agent, tmp_path / "snapshot")
     live = {s.name: s.to_json() for s in show(SystemRoot())}
     copied = {s.name: s.to_json() for s in show(snapshot.system)}
     if live["nvme-coalescing"]["verdict"] != "n/a" or "controller" in live["nvme-coalescing"]["note"]:
@@ -105,13 +107,13 @@ def test_show_reads_each_host_from_one_snapshot_and_names_a_failed_host(
         "host c (root@c) is unreachable: ssh: connect to host c port 22: Connection refused"
     )
     for name in ("a", "b"):
-        calls = hosts.made[name].calls
-        assert len(calls) == 1 and calls[0][2] == SNAPSHOT_SCRIPT
+        # nothing runs there but the agent
+        assert hosts.made[name].calls == [] and [argv[0] for argv in hosts.made[name].started] == ["python3"]
     assert all(connection.closed for connection in hosts.made.values())
 
 
 def test_a_host_without_a_name_is_named_by_its_hostname(trees: dict[str, Path], tmp_path: Path) -> None:
-    hosts = LocalHosts(tmp_path / "homes", **{"root@a": {"answers": [rooted(trees["a"])]}})
+    hosts = LocalHosts(tmp_path / "homes", **{"root@a": {"root": trees["a"]}})
     (outcome,) = show_hosts([HostSpec(SshTarget("root@a", (), ""), ())], connector=hosts)
     assert outcome.name == "a-host" and outcome.destination == "root@a"
     assert outcome.who == "host a-host (root@a)"
@@ -174,7 +176,11 @@ def test_iobench_restore_reaches_each_tuned_host(
         target = SshTarget.from_json(record)
         reached.append(target.label)
         home = tmp_path / "restore" / target.label
-        yield RemoteRoot(LocalConnection(target, home, answers=[rooted(trees[target.label])]))
+        agent = HostAgent(LocalConnection(target, home, root=trees[target.label])).start()
+        try:
+            yield RemoteRoot(agent)
+        finally:
+            agent.close()
 
     monkeypatch.setattr(remote, "remote_root", fake_remote_root)
     result = CliRunner().invoke(app, ["restore"])
@@ -250,7 +256,7 @@ def test_an_unnamed_host_is_shown_by_its_hostname_and_chosen_by_its_destination(
         f"version: 1\nname: unnamed\nfio: {{ioengine: null}}\n"
         f"hosts: [{{ssh: root@a, targets: [{{path: {tmp_path}/a.dat, size: 8M}}]}}]\n"
     )
-    hosts = LocalHosts(tmp_path / "homes", **{"root@a": {"answers": [rooted(trees["a"])]}})
+    hosts = LocalHosts(tmp_path / "homes", **{"root@a": {"root": trees["a"]}})
     monkeypatch.setattr(hostsettings, "ssh_connector", hosts)
     result = CliRunner().invoke(app, ["system", "show", "--hosts", str(matrix), "--host", "root@a"])
     assert result.exit_code == 0, result.output
@@ -362,9 +368,8 @@ def test_a_run_on_hosts_keeps_each_hosts_settings_from_its_snapshot_and_compare_
     saved = {s["name"]: s for s in manifest.hosts[0]["system"]}
     assert saved["thp"] == here["thp"] and saved["smt"] == here["smt"]  # the "hosts" are this machine
     for connection in hosts.made.values():
-        # read from the preflight's snapshot: no remote command reads a setting's file
-        reads = [c for c in connection.calls if c[:1] == ["cat"] or (len(c) > 2 and c[2] != SNAPSHOT_SCRIPT)]
-        assert not [c for c in reads if any("transparent_hugepage" in a or "numa_balancing" in a for a in c)]
+        # read from the preflight's snapshot through the one agent: no command runs there
+        assert connection.calls == [] and [argv[0] for argv in connection.started] == ["python3"]
     from iobench.report.page import write_report
 
     html = write_report(result.run_dir).html.read_text()

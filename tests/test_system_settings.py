@@ -324,3 +324,17 @@ def test_every_run_records_the_machine_settings_in_its_manifest(
     saved = RunDir.open(result.run_dir).manifest().machine.system
     assert [s["name"] for s in saved] == [s.name for s in SETTINGS]
     assert all(s["verdict"] in VERDICTS for s in saved)
+
+
+def test_tune_of_a_setting_this_machine_lacks_says_so_not_that_it_is_as_wanted(tmp_path: Path) -> None:
+    untuned_machine(tmp_path)
+    (tmp_path / "proc/sys/kernel/numa_balancing").unlink()  # a kernel without NUMA balancing
+    result = CliRunner().invoke(app, ["system", "tune", "numa-balancing", "--fsroot", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "already" not in result.output
+    assert result.output.startswith(
+        "numa-balancing: not on this machine, nothing to tune (no kernel.numa_balancing"
+    )
+    write(tmp_path, "proc/sys/kernel/numa_balancing", "0")
+    again = CliRunner().invoke(app, ["system", "tune", "numa-balancing", "--fsroot", str(tmp_path)])
+    assert again.output == "numa-balancing: already as a benchmark wants it (off)\n"

@@ -176,7 +176,7 @@ def test_a_clean_point_has_no_finding_and_nothing_left_unchecked(quiet: SystemRo
     # what cannot be judged here: steady state without fio's logs, an interval from one repeat
     assert row["validity_na"] == (
         "not-steady: no fio logs in the point directory (a run made before iobench wrote them). "
-        "wide-ci: one repeat, no interval to judge."
+        "noisy: one repeat: the spread of repeats needs 2 or more."
     )
 
 
@@ -373,14 +373,37 @@ def test_what_the_fio_client_says_of_every_point_is_no_warning(quiet: SystemRoot
     )
 
 
-def test_repeats_far_apart_are_a_wide_interval(quiet: SystemRoot, tmp_path: Path) -> None:
+def test_repeats_far_apart_are_noisy_by_the_summary_s_rule(quiet: SystemRoot, tmp_path: Path) -> None:
     wide = [clean(quiet, point=1, repeat=r, fio_bw=bw * MiB) for r, bw in ((1, 400), (2, 520), (3, 280))]
     tight = [clean(quiet, point=2, repeat=r, fio_bw=bw * MiB) for r, bw in ((1, 400), (2, 401), (3, 399))]
     out = verdicts(saved_run(tmp_path, [*wide, *tight]))
     for repeat in (1, 2, 3):
-        assert "wide-ci" in codes(out.loc[(1, repeat)])
+        assert "noisy" in codes(out.loc[(1, repeat)])
         assert codes(out.loc[(2, repeat)]) == set()
-    assert "the 95 % CI of IOPS over 3 repeats is ±74.5 % of the mean" in out.loc[(1, 1), "validity_detail"]
+    detail = out.loc[(1, 1), "validity_detail"]
+    assert "IOPS over 3 repeats vary by a CV of 30.0 % (limit 5 %)" in detail
+    assert "the 95 % CI of the mean is ±74.5 %" in detail
+
+
+@pytest.mark.parametrize(
+    ("bandwidths", "flagged"),
+    [
+        ((400.0, 407.2), False),  # two repeats 1.8 % apart: a CV of 1.3 %
+        ((400.0, 425.0), False),  # 6 % apart: a CV of 4.3 %, a 95 % CI of ±38 % (two repeats say little)
+        ((400.0, 440.0), True),  # 10 % apart: a CV of 6.7 %
+        ((400.0, 412.0, 388.0, 430.0, 370.0), True),  # five repeats with a CV of 5.6 %: a CI of ±7 %
+        ((400.0, 404.0, 396.0, 402.0, 398.0), False),
+    ],
+)
+def test_the_validity_check_and_the_summary_agree_on_what_is_noisy(
+    quiet: SystemRoot, tmp_path: Path, bandwidths: tuple[float, ...], flagged: bool
+) -> None:
+    saved = [clean(quiet, point=1, repeat=r, fio_bw=bw * MiB) for r, bw in enumerate(bandwidths, 1)]
+    run = saved_run(tmp_path, saved)
+    out = verdicts(run)
+    summary = iobench.summarize(iobench.load(run.path))
+    assert bool(summary["noisy"].iloc[0]) is flagged
+    assert ("noisy" in codes(out.loc[(1, 1)])) is flagged, out.loc[(1, 1), "validity_detail"]
 
 
 def test_a_point_that_was_not_steady(quiet: SystemRoot, tmp_path: Path) -> None:
@@ -550,8 +573,12 @@ def test_the_end_of_a_run_lists_the_points_with_findings(quiet: SystemRoot, tmp_
 
     frame = iobench.load(saved_run(tmp_path, [clean(quiet), clean(quiet, stderr="fio: odd\n")]).path)
     lines = validity_lines(frame)
-    assert lines[0].startswith("validity: 1 of 2 points with findings")
-    assert lines[1] == '  0002-r1  fio-warning: fio said on stderr: "fio: odd".'
+    assert lines[0].startswith("validity: 1 of 2 points with findings (fio-warning 1); details: --verbose, ")
+    assert lines[1:] == ["  point 2: fio-warning"]
+    assert validity_lines(frame, verbose=True)[1:] == [
+        "  point 2: fio-warning",
+        '      fio-warning: fio said on stderr: "fio: odd".',
+    ]
     assert validity_lines(frame.assign(validity="")) == [
         "validity: no check found a trap in the 2 points judged"
     ]

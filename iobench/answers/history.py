@@ -140,14 +140,14 @@ def run_rows(run: str | os.PathLike[str]) -> RunRows:
     """
     from iobench.results.loading import load
     from iobench.results.points import summarize
-    from iobench.store.records import Manifest, read_record
+    from iobench.store.rundir import RunDir
 
     folder = Path(run)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             frame = load(folder)
-        manifest = read_record(Manifest, folder / "manifest.json")
+        manifest = RunDir.open(folder).manifest()
     except IobenchError as err:
         raise HistoryError(f"{folder}: cannot be read: {err}") from None
     state = frame.attrs.get("run") or {}
@@ -223,12 +223,13 @@ def run_rows(run: str | os.PathLike[str]) -> RunRows:
 
 
 def _params(folder: Path, frame: pd.DataFrame) -> set[str]:
-    from iobench.store.records import PointMeta, read_record
+    from iobench.store.rundir import RunDir
 
     names: set[str] = set()
-    for meta in sorted((folder / "points").glob("*/meta.json"))[:1]:
-        with contextlib.suppress(IobenchError, OSError):
-            names |= set(read_record(PointMeta, meta).params)
+    with contextlib.suppress(IobenchError, OSError):
+        for _, meta in RunDir(folder).point_metas():
+            names |= set(meta.params)
+            break
     return names or {c for c in ("bs", "iodepth", "numjobs", "rw", "binding", "placement") if c in frame}
 
 

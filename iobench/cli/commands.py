@@ -15,9 +15,12 @@ from typer.core import TyperGroup
 
 from iobench.cli.history_commands import add_runs, history_app
 from iobench.errors import FULL, EnvironmentFault, IobenchError, NextStep, RunStorageError
+from iobench.words import counted
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from iobench.system.locks import LockWait
 
 
 class _Commands(TyperGroup):
@@ -32,6 +35,23 @@ class _Commands(TyperGroup):
 
             reader_gone(sys.stdout)
             raise typer.Exit(0) from None
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """``run --wait`` with no SECONDS after it (an option or the matrix next) waits without limit."""
+        if args[:1] == ["run"]:
+            end = args.index("--") if "--" in args else len(args)
+            for i in range(1, end):
+                if args[i] == "--wait" and (i + 1 == end or not _is_number(args[i + 1])):
+                    args = [*args[:i], "--wait=inf", *args[i + 1 :]]
+        return super().parse_args(ctx, args)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 app = typer.Typer(
@@ -105,7 +125,7 @@ def _step_text(step: NextStep, run_options: list[str]) -> str:
         if step.does:
             does = step.does
         elif step.left is not None:
-            does = f"runs the {step.left} point{'' if step.left == 1 else 's'} left"
+            does = f"runs the {counted(step.left, 'point')} left"
         else:
             does = "runs what is left"
         return f"`{shlex.join(argv)}` {does}"
@@ -154,6 +174,26 @@ def _warn(warnings: Any) -> None:
         _err().print(f"[yellow]warning:[/] {_escape(str(warning))}", markup=True, soft_wrap=True)
 
 
+def _lock_wait(seconds: float | None) -> LockWait | None:
+    """``--wait``'s :class:`~iobench.system.locks.LockWait`, which says on stderr whose run it waits for."""
+    import math
+
+    from iobench.system.locks import LockWait
+
+    if seconds is None:
+        return None
+    limit = "until it ends" if math.isinf(seconds) else f"up to {seconds:g} s"
+
+    def waiting(disk: str, holder: str) -> None:
+        _err().print(
+            f"iobench: waiting for another iobench run ({holder}) to let go of {disk}, {limit}",
+            markup=False,
+            soft_wrap=True,
+        )
+
+    return LockWait(seconds, waiting)
+
+
 @app.command()
 def run(
     matrix: MatrixArg,
@@ -165,6 +205,9 @@ def run(
     allow_write: AllowWriteOpt = None,
     fail_fast: Annotated[bool, typer.Option("--fail-fast", help="Stop at the first failed point.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the run directory.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="End with each finding's details under its point.")
+    ] = False,
     figures: Annotated[
         bool,
         typer.Option(
@@ -176,6 +219,15 @@ def run(
     history: Annotated[
         Path | None,
         typer.Option("--history", help="Add the run to this history store when it ends (`iobench history`)."),
+    ] = None,
+    wait: Annotated[
+        float | None,
+        typer.Option(
+            "--wait",
+            min=0,
+            metavar="[SECONDS]",
+            help="When another run holds a disk, wait for it (up to SECONDS; without them, until it ends).",
+        ),
     ] = None,
 ) -> None:
     """Validate the matrix, run every point, save the results (and, with --figures, the default figures).
@@ -204,6 +256,7 @@ def run(
     else:
         progress = PlainProgress(sys.stdout)
     try:
+        lock_wait = _lock_wait(wait)
         m = load_matrix(matrix, targets=target or [], allow_write=allow_write or [])
         if history is not None:
             from iobench.answers.history import check_store
@@ -216,6 +269,7 @@ def run(
             allow_write=allow_write or [],
             fail_fast=fail_fast,
             progress=progress,
+            lock_wait=lock_wait,
         )
         drawn: list[Path] = []
         if figures:
@@ -227,7 +281,7 @@ def run(
         again = shlex.join(["iobench", "run", str(matrix), *options, "--resume", str(exc.result.run_dir)])
         saved = exc.result.counts.get("ok", 0)
         _err().print(
-            f"iobench: interrupted: {saved} points finished and were saved in {exc.result.run_dir}; "
+            f"iobench: interrupted: {counted(saved, 'point')} finished and were saved in {exc.result.run_dir}; "
             f"continue with `{again}`",
             markup=False,
             soft_wrap=True,
@@ -249,17 +303,19 @@ def run(
             _warn(result.plan.warnings)
             print(result.run_dir)
         else:
-            counts = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
-            print(f"results: {result.run_dir}  ({counts})")
+            from iobench.cli.console import result_counts, validity_lines
+
+            print(f"results: {result.run_dir}  ({result_counts(result)})")
             print(f"frame:   {result.run_dir / 'results.parquet'}")
             if drawn:
                 print("figures: " + "  ".join(str(f) for f in drawn))
             elif not figures:
                 print(f"figures: `iobench report {result.run_dir}` draws them (or run with --figures)")
-            from iobench.cli.console import validity_lines
+            from iobench.results.steady import unjudged_line
 
-            for line in validity_lines(result.frame):
-                print(line)
+            for line in [*validity_lines(result.frame, verbose=verbose), unjudged_line(result.frame)]:
+                if line:
+                    print(line)
             if result.plan.matrix.slo is not None:
                 from iobench.answers.slo import answer_lines
 
@@ -304,7 +360,7 @@ def _describe_hosts(the_plan: Any) -> list[str]:
 def _show_plan(the_plan: Any, *, jobfiles: bool) -> None:
     m = the_plan.matrix
     print(
-        f"{m.name}: {len(m.combos)} points × {m.repeat} repeats, order {m.order}"
+        f"{m.name}: {counted(len(m.combos), 'point')} × {counted(m.repeat, 'repeat')}, order {m.order}"
         + (f" (seed {the_plan.seed})" if the_plan.seed is not None else "")
     )
     if the_plan.hosts:
@@ -333,11 +389,27 @@ def _show_points(the_plan: Any) -> None:
     firsts: dict[int, Any] = {}
     for r in the_plan.runs:
         firsts.setdefault(r.point, r)
-    skipped = sum(1 for r in firsts.values() if r.status == "skipped")
-    print(f"\n{len(firsts) - skipped} points to run" + (f", {skipped} skipped:" if skipped else ":"))
+    same = [r for r in firsts.values() if r.same_as is not None]
+    skipped = sum(1 for r in firsts.values() if r.status == "skipped") - len(same)
+    to_run = len(firsts) - skipped - len(same)
+    print(
+        f"\n{counted(to_run, 'point')} to run"
+        + (f", {skipped} skipped" if skipped else "")
+        + (f", {len(same)} the same as another here (not run again)" if same else "")
+        + ":"
+    )
+    if same:
+        print("placements that coincide here, so each such point runs once:")
+        for why in dict.fromkeys((r.reason or "").partition(": ")[2] for r in same):
+            print(f"  {why}")
     width = len(str(max(firsts, default=0)))
     for point, r in sorted(firsts.items()):
-        where = f"skipped: {r.reason}" if r.status == "skipped" else "; ".join(map(_placement, r.processes))
+        if r.same_as is not None:
+            where = f"same as point {r.same_as}"
+        elif r.status == "skipped":
+            where = f"skipped: {r.reason}"
+        else:
+            where = "; ".join(map(_placement, r.processes))
         print(f"  {point:>{width}}  {describe_params(r.params)}  {where}")
     print("\nfio's command lines and job files: add --jobfiles (all of it as JSON: --json)")
 
@@ -444,24 +516,31 @@ def parse(
     files: Annotated[list[Path], typer.Argument(help="fio output files (JSON, terse, normal, mixed).")],
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write .parquet or .csv.")] = None,
 ) -> None:
-    """Read any fio output into the tidy frame."""
+    """Read any fio output into the tidy frame, with a column per job option fio states (bs, iodepth, ...).
+
+    Each row's source is its file, relative to the folder common to all the files (said first).
+    """
     from iobench.results.fioout import FRAME_HISTOGRAMS, parse_fio
+    from iobench.results.fioout.parse import relative_sources
 
     if output is not None and output.suffix not in (".parquet", ".csv"):
         _err().print(f"iobench: {output}: use a .parquet or .csv file name for -o")
         raise typer.Exit(code=2)
     from iobench.store.rundir import replacing
+    from iobench.store.untrusted import csv_safe
 
     try:
-        frame = parse_fio(list(files))
+        frame, root = relative_sources(parse_fio(list(files)))
         if output is None:
+            print(f"source: relative to {root}")
             print(frame.drop(columns=list(FRAME_HISTOGRAMS)).to_string(max_rows=60))
             return
         with replacing(output) as tmp:
             if output.suffix == ".parquet":
                 frame.to_parquet(tmp, index=False)
             else:
-                frame.to_csv(tmp, index=False)
+                csv_safe(frame).to_csv(tmp, index=False)
+        print(f"{output}: {counted(len(frame), 'row')}; source: relative to {root}")
     except IobenchError as exc:
         raise _fail(exc) from None
 
@@ -795,7 +874,7 @@ def system_tune(
     changed on it; the others were tuned).
     """
     from iobench.system.hostfs import SystemRoot
-    from iobench.system.stability import tune
+    from iobench.system.stability import left_alone, tune
 
     specs = _system_hosts(hosts, host, fsroot)
     if specs is not None:
@@ -805,7 +884,11 @@ def system_tune(
             outcomes = tune_hosts(specs, names or ())
         except IobenchError as exc:
             raise _fail(exc) from None
-        _host_lines(outcomes, "nothing to tune: every setting asked for is already as a benchmark wants it")
+        _host_lines(
+            outcomes,
+            "nothing to tune: each setting asked for is as a benchmark wants it, or not on the host "
+            "(`iobench system show --hosts` says which)",
+        )
         if any(o.done for o in outcomes):
             print(
                 f"`iobench system reset --hosts {shlex.quote(str(hosts))}` (or `iobench restore`) puts them back"
@@ -820,8 +903,12 @@ def system_tune(
         print(line)
     if done:
         print("`iobench system reset` (or `iobench restore`) puts them back")
-    else:
-        print("nothing to tune: every setting asked for is already as a benchmark wants it")
+        return
+    for state in left_alone(names or (), system=SystemRoot(fsroot or "/")):
+        if state.verdict == "n/a":
+            print(f"{state.name}: not on this machine, nothing to tune ({state.note})")
+        else:
+            print(f"{state.name}: already as a benchmark wants it ({state.value})")
 
 
 @system_app.command("reset")

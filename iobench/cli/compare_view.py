@@ -9,6 +9,7 @@ from rich.table import Table
 
 from iobench.report.compare_page import (
     comparison_rows,
+    condition_lines,
     correction_text,
     machine_rows,
     run_notes,
@@ -39,6 +40,8 @@ def show_comparison(console: Console, comparison: pd.DataFrame) -> None:
     console.print(f"[bold]A[/] {escape(str(a))}  →  [bold]B[/] {escape(str(b))}   (ratio = B / A)")
     for side, lines in run_notes(comparison):
         console.print(f"[bold yellow]{side}:[/] " + escape("\n  ".join(lines)))
+    for line in condition_lines(comparison):
+        console.print(f"[bold yellow]{escape(line)}[/]")
     differ, same = machine_rows(comparison)
     if differ:
         facts = Table(title="what differs between the runs", title_justify="left", box=None, padding=(0, 2))

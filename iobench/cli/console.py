@@ -15,6 +15,7 @@ from iobench.planner.plans import Plan, PlannedRun
 from iobench.runner.sweep import PointOutcome, RunResult
 from iobench.system.pcie import format_bandwidth, format_link
 from iobench.system.topology import Topology
+from iobench.words import counted
 
 
 def reader_gone(stream: TextIO) -> None:
@@ -49,6 +50,35 @@ def headline(outcome: PointOutcome) -> str:
     if outcome.lat_mean_us is not None:
         parts.append(f"{outcome.lat_mean_us:,.1f} µs")
     return " · ".join(parts) or "ok"
+
+
+def _not_run(runs: Sequence[PlannedRun]) -> list[str]:
+    """``12 points skipped``, ``12 points the same as another here``: points not run, each counted once."""
+    same = len({r.point for r in runs if r.same_as is not None})
+    skipped = len({r.point for r in runs if r.status == "skipped"}) - same
+    return [f"{counted(skipped, 'point')} skipped"] * bool(skipped) + [
+        f"{counted(same, 'point')} the same as another here"
+    ] * bool(same)
+
+
+def run_header(plan: Plan, todo: Sequence[PlannedRun]) -> str:
+    """``72 runs of demo, 12 points skipped`` for a run's start: points not run counted once, not per repeat."""
+    ran = sum(1 for r in todo if r.status == "run")
+    not_run = _not_run(todo)
+    return f"{counted(ran, 'run')} of {plan.matrix.name}" + (
+        f", {', '.join(not_run)} (`iobench plan` says why)" if not_run else ""
+    )
+
+
+def result_counts(result: RunResult) -> str:
+    """``70 ok, 2 failed; 12 points skipped``: the runs by status, then the points not run, once each."""
+    runs = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()) if s != "skipped")
+    return "; ".join([runs or "no runs", *_not_run(result.plan.runs)])
+
+
+def run_headline(run: PlannedRun, outcome: PointOutcome) -> str:
+    """:func:`headline`, or ``same as point 3`` for a point that coincides with one that runs (the plan says why)."""
+    return f"same as point {run.same_as}" if run.same_as is not None else headline(outcome)
 
 
 def pcie_lines(topology: Topology) -> list[str]:
@@ -116,6 +146,7 @@ class PlainProgress:
         self.out = out
         self.total = 0
         self.index = 0
+        self.skipped: set[int] = set()
 
     def _say(self, line: str) -> None:
         try:
@@ -128,31 +159,42 @@ class PlainProgress:
         self.total = len(todo)
         for warning in plan.warnings:
             self._say(f"warning: {warning}")
-        self._say(f"iobench: {len(todo)} runs of {plan.matrix.name} -> {run_dir}")
+        self._say(f"iobench: {run_header(plan, todo)} -> {run_dir}")
 
     def point_started(self, run: PlannedRun, index: int) -> None:
         """Remember the position."""
         self.index = index
 
     def point_finished(self, run: PlannedRun, outcome: PointOutcome) -> None:
-        """One line."""
+        """One line; a skipped point's once, not once per repeat."""
+        if outcome.status == "skipped":
+            if run.point in self.skipped:
+                return
+            self.skipped.add(run.point)
         width = len(str(self.total))
         self._say(
             f"[{self.index + 1:>{width}}/{self.total}] {run.key} {outcome.status:<7} "
-            f"{describe_params(run.params)}  {headline(outcome)}  ({outcome.duration_s:.1f} s)"
+            f"{describe_params(run.params)}  {run_headline(run, outcome)}  ({outcome.duration_s:.1f} s)"
         )
 
     def finished(self, result: RunResult) -> None:
         """Nothing more: the CLI prints the summary."""
 
 
-def validity_lines(frame: Any) -> list[str]:
+def validity_lines(frame: Any, *, verbose: bool = False) -> list[str]:
     """The end of ``iobench run``: the points whose numbers a validity check doubts, one line each.
+
+    A line names the point, its varying parameters, its findings and in how
+    many of its repeats each was found; the head counts the points per
+    finding. ``verbose`` adds each finding's words under its point, once
+    however many repeats said them (the report and the frame have them too).
 
     Parameters
     ----------
     frame
         The run's tidy frame (with its ``validity`` columns), or None.
+    verbose
+        Add the findings' details.
 
     Returns
     -------
@@ -163,18 +205,42 @@ def validity_lines(frame: Any) -> list[str]:
 
     if frame is None or "validity" not in frame or "point" not in frame:
         return []
-    judged = frame[frame["validity"].notna()].drop_duplicates(["point", "repeat"])
-    if judged.empty:
+    judged = frame.loc[frame["validity"].notna(), "point"].nunique()
+    if not judged:
         return []
     found = findings(frame)
     if found.empty:
-        return [f"validity: no check found a trap in the {len(judged)} points judged"]
+        return [f"validity: no check found a trap in the {counted(judged, 'point')} judged"]
+    repeats = frame.loc[frame["validity"].notna()].groupby("point")["repeat"].nunique()
+    axes = [c for c in found.columns if c not in ("point", "repeat", "validity", "validity_detail")]
+    per_point: dict[int, dict[str, int]] = {}
+    details: dict[int, dict[str, None]] = {}
+    for point_value, codes_text, detail in zip(
+        found["point"].tolist(), found["validity"].tolist(), found["validity_detail"].tolist(), strict=True
+    ):
+        point = int(point_value)
+        for code in str(codes_text).split():
+            per_point.setdefault(point, {})
+            per_point[point][code] = per_point[point].get(code, 0) + 1
+        details.setdefault(point, {})[str(detail)] = None
+    by_code: dict[str, int] = {}
+    for codes in per_point.values():
+        for code in codes:
+            by_code[code] = by_code.get(code, 0) + 1
+    tally = ", ".join(f"{code} {n}" for code, n in sorted(by_code.items(), key=lambda kv: (-kv[1], kv[0])))
     lines = [
-        f"validity: {len(found)} of {len(judged)} points with findings "
-        "(the frame's validity columns; `iobench report` shows them beside the numbers; docs/validity.md)"
+        f"validity: {len(per_point)} of {counted(judged, 'point')} with findings ({tally}); "
+        + ("" if verbose else "details: --verbose, ")
+        + "`iobench report`, the frame's validity columns (docs/validity.md)"
     ]
-    for point, repeat, detail in zip(found["point"], found["repeat"], found["validity_detail"], strict=True):
-        lines.append(f"  {int(point):04d}-r{int(repeat)}  {detail}")
+    params = found.drop_duplicates("point").set_index("point")
+    for point, codes in sorted(per_point.items()):
+        shown = describe_params({a: params.at[point, a] for a in axes}) if axes else ""
+        of = int(repeats.get(point, 1))
+        said = ", ".join(code if of == 1 else f"{code} ({n} of {of} repeats)" for code, n in codes.items())
+        lines.append(f"  point {point}{f'  {shown}' if shown else ''}: {said}")
+        if verbose:
+            lines.extend(f"      {detail}" for detail in details[point])
     return lines
 
 

@@ -11,7 +11,7 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from iobench.cli.console import Eta, describe_params, eta_text, headline
+from iobench.cli.console import Eta, describe_params, eta_text, run_header, run_headline
 from iobench.planner.plans import Plan, PlannedRun
 from iobench.runner.sweep import PointOutcome, RunResult
 
@@ -42,7 +42,7 @@ class RichProgress:
         self.eta = Eta(todo)
         for warning in plan.warnings:
             self.console.print(Text.assemble(("warning: ", "yellow"), str(warning)))
-        self.console.print(f"[bold]{plan.matrix.name}[/]: {len(todo)} runs -> {run_dir}")
+        self.console.print(f"{run_header(plan, todo)} -> {run_dir}", markup=False)
         eta = self.eta.seconds()
         self.bar.update(self.task, description=plan.matrix.name, total=len(todo), eta=eta_text(eta))
         self.live.start()
@@ -58,7 +58,7 @@ class RichProgress:
         self.eta.finish(self.eta.done, time.monotonic() - self.point_start)
         style = "green" if outcome.status in ("ok", "skipped") else "red"
         self.last = Text.assemble(
-            ("last: ", "dim"), (f"{run.key} {outcome.status} ", style), headline(outcome)
+            ("last: ", "dim"), (f"{run.key} {outcome.status} ", style), run_headline(run, outcome)
         )
         self.live.update(Group(self.bar, self.current, self.last))
         self.bar.update(self.task, advance=1, eta=eta_text(self.eta.seconds()))

@@ -46,7 +46,7 @@ from iobench.matrix.values import (
     fio_text,
     option_value,
 )
-from iobench.matrix.yamlsource import YamlSyntaxError, load_yaml, locate, locate_key
+from iobench.matrix.yamlsource import YamlSyntaxError, load_yaml, locate, locate_key, read_matrix
 from iobench.system.fleet import MAX_HOSTS, too_many_hosts
 from iobench.system.sshoptions import destination_problem, host_ssh_options_problem, ssh_option_problem
 
@@ -875,7 +875,7 @@ def load_matrix(
     """
     source = os.fspath(path)
     try:
-        text = Path(source).read_text()
+        text = read_matrix(source)
     except OSError as exc:
         raise MatrixError(source, [f"{source}: cannot read the matrix: {exc.strerror}"]) from None
     except UnicodeDecodeError:

@@ -14,7 +14,18 @@ from iobench.matrix.values import PLACEMENTS, binding_node, parse_binding
 from iobench.system.cpulist import format_cpulist
 from iobench.system.topology import Core, Node, Topology
 
-__all__ = ["Placement", "Skip", "job_binding", "resolve_placement"]
+__all__ = [
+    "SAME_AS",
+    "Placement",
+    "Skip",
+    "coinciding_reason",
+    "job_binding",
+    "memory_nodes",
+    "resolve_placement",
+]
+
+#: How the reason of a point skipped as the same placement as another starts: ``same as point 3: …``.
+SAME_AS = "same as point "
 
 
 @dataclass(frozen=True)
@@ -292,3 +303,44 @@ def job_binding(placed: Placement) -> dict[str, str]:
     if placed.mem_node is not None:
         options["numa_mem_policy"] = f"bind:{placed.mem_node}"
     return options
+
+
+# --- placements that are the same here ----------------------------------------
+
+
+def memory_nodes(mem_node: int | None, topology: Topology) -> tuple[int, ...]:
+    """The nodes a process's memory may come from: its bound node, else any node of the machine."""
+    return (mem_node,) if mem_node is not None else tuple(node.id for node in topology.nodes)
+
+
+def coinciding_reason(axis: str, first: str, second: str, numjobs: int, topology: Topology) -> str:
+    """Why ``axis`` = ``second`` placed a point on the same CPUs and memory as ``first`` on this machine.
+
+    Parameters
+    ----------
+    axis : str
+        ``binding`` or ``placement``.
+    first, second : str
+        The two values (the point that runs has ``first``).
+    numjobs : int
+        The point's jobs.
+    topology : Topology
+        The machine.
+
+    Returns
+    -------
+    str
+        One clause for the user (``one NUMA node (node 0): binding local runs where none does``).
+    """
+    if axis == "binding":
+        nodes = _nodes_with_cpus(topology)
+        lead = f"one NUMA node (node {nodes[0].id})" if len(nodes) == 1 else "on this machine"
+        return f"{lead}: binding {second} runs on the same CPUs and memory as {first}"
+    threads = max((len(core.cpus) for core in topology.cores), default=1)
+    if numjobs == 1:
+        lead = "one job"
+    elif threads == 1:
+        lead = "no SMT"
+    else:
+        lead = "on this machine"
+    return f"{lead}: placement {second} pins the jobs to the same CPUs as {first}"

@@ -23,7 +23,15 @@ from iobench.matrix.model import Matrix, point_writes
 from iobench.matrix.targets import Target
 from iobench.matrix.values import IOBENCH_AXES, Duration, Value, fio_text
 from iobench.planner.jobfile import opened_problems, render_jobfile
-from iobench.planner.placement import Placement, Skip, job_binding, resolve_placement
+from iobench.planner.placement import (
+    SAME_AS,
+    Placement,
+    Skip,
+    coinciding_reason,
+    job_binding,
+    memory_nodes,
+    resolve_placement,
+)
 from iobench.planner.timelogs import host_log_options
 from iobench.system.cpulist import format_cpulist
 from iobench.system.fleet import Fleet, HostFacts, HostSpec
@@ -94,6 +102,8 @@ class PlannedRun:
     timeout_s: float
     expected_s: float | None
     runtime_s: float | None
+    same_as: int | None = None
+    """Skipped because it would run exactly as this point does here (same CPUs, memory, everything else)."""
 
     @property
     def key(self) -> str:
@@ -109,6 +119,7 @@ class PlannedRun:
             "params": dict(self.params),
             "status": self.status,
             "reason": self.reason,
+            **({"same_as": self.same_as} if self.same_as is not None else {}),
             "settings": self.settings,
             "writes": self.writes,
             "timeout_s": self.timeout_s,
@@ -510,6 +521,66 @@ def _merge(index: int, combo: Combo, per_site: dict[str | None, list[PlannedRun]
     return merged
 
 
+_PLACING = ("binding", "placement")
+
+
+def _run_once(
+    points: list[list[PlannedRun]], planners: Mapping[str | None, _Planner]
+) -> list[list[PlannedRun]]:
+    """Points that differ only in ``binding``/``placement`` and place every fio process alike run once.
+
+    On one NUMA node ``binding: local`` and ``none`` run on the same CPUs with
+    the same memory; with one job (or no SMT) ``same-core`` and ``diff-cores``
+    pin to the same CPU. The later such point is skipped, its reason naming the
+    point that runs and why (:func:`~iobench.planner.placement.coinciding_reason`),
+    so no figure contrasts two labels of one placement.
+    """
+    runs_first: dict[tuple[Any, ...], PlannedRun] = {}
+    out = []
+    for runs in points:
+        head = runs[0]
+        if head.status != "run" or not set(_PLACING) & set(head.params):
+            out.append(runs)
+            continue
+        rest = tuple(sorted((k, repr(v)) for k, v in head.params.items() if k not in _PLACING))
+        where = tuple(
+            (
+                p.host,
+                p.targets,
+                p.cpus,
+                p.job_cpus,
+                memory_nodes(p.mem_node, planners[p.host].topology),
+            )
+            for p in head.processes
+        )
+        first = runs_first.setdefault((rest, where), head)
+        if first is head:
+            out.append(runs)
+            continue
+        planner = planners[head.processes[0].host]
+        why = "; ".join(
+            coinciding_reason(
+                axis,
+                str(first.params.get(axis, "none" if axis == "binding" else "node")),
+                str(head.params.get(axis, "none" if axis == "binding" else "node")),
+                planner.numjobs(head.params),
+                planner.topology,
+            )
+            for axis in _PLACING
+            if first.params.get(axis) != head.params.get(axis)
+        )
+        hosts = [p.host for p in head.processes if p.host is not None]
+        here = f" on {'each host' if len(hosts) > 1 else f'host {hosts[0]}'}" if hosts else ""
+        reason = f"{SAME_AS}{first.point}{here}: {why}"
+        out.append(
+            [
+                dataclasses.replace(r, status="skipped", reason=reason, processes=(), same_as=first.point)
+                for r in runs
+            ]
+        )
+    return out
+
+
 def _settings_problems(
     site: SiteFacts, planner: _Planner, points: list[list[PlannedRun]], drop: bool
 ) -> set[str]:
@@ -586,6 +657,7 @@ def plan_points(
         else:
             chosen = list(planners)
         points.append(_merge(index, combo, {name: planners[name].point(index, combo) for name in chosen}))
+    points = _run_once(points, planners)
     for planner in planners.values():
         refuse_unsafe(planner)
     check_opened(matrix, points, [t for site in sites for t in site.targets])

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial
 
-import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -44,7 +43,7 @@ def _draw_bars(
             continue
         at = group["_at"].tolist()
         heights = group[metric].to_numpy(dtype=float) * factor
-        yerr = np.nan_to_num(group[f"{metric}_ci95"].to_numpy(dtype=float) * factor)
+        yerr = st.error_bars(heights, group[f"{metric}_ci95"].to_numpy(dtype=float) * factor)
         bars = axis.bar(
             [p + (index - (len(hue_combos) - 1) / 2) * width for p in at],
             heights,
@@ -55,7 +54,7 @@ def _draw_bars(
             error_kw={"elinewidth": 1.1, "ecolor": "0.2"},
             label=st.describe(hues, hue_values) if hues else None,
         )
-        for bar, height, top in zip(bars, heights, heights + yerr, strict=True):
+        for bar, height, top in zip(bars, heights, heights + yerr[1], strict=True):
             axis.annotate(
                 st.metric_text(metric, height),
                 (bar.get_x() + bar.get_width() / 2, top),
@@ -178,6 +177,7 @@ def cpu_per_io(
     )
     for panel, (axis,) in zip(grid.panels, grid.stacks, strict=True):
         draw(axis, dt.select(summary, panel_columns, panel))
+    st.share_y([axis for (axis,) in grid.stacks])
     title = f"{st.short_label(y)} by {st.in_sentence(st.short_label(x))}"
     st.finish(grid.fig, df, title, [st.repeats_note(summary, [y]), *notes, grid.note])
     return grid.fig

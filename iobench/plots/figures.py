@@ -70,8 +70,9 @@ def figures_for(df: pd.DataFrame, telemetry: pd.DataFrame | None = None) -> dict
     ================================  ==================================================
     name                              drawn when
     ================================  ==================================================
-    ``local-vs-remote``               ``binding`` varies
+    ``local-vs-remote``               ``binding`` and another axis vary
     ``smt``                           ``placement`` has same-core or diff-cores points
+                                      and another axis varies
     ``sweep-<x>``                     something varies and neither of the above is drawn
     ``heatmap-iops``                  ``iodepth`` and ``numjobs`` both vary
                                       (``heatmap-bw-bytes`` for large I/O)
@@ -131,11 +132,12 @@ def _chosen(df: pd.DataFrame, telemetry: pd.DataFrame | None) -> dict[str, Calla
     axes = dt.splitting_axes(totals, [])
     figures: dict[str, Callable[[], Figure]] = {}
     y = dt.throughput_metric(totals)
-    if dt.varies(totals, "binding"):
-        figures["local-vs-remote"] = functools.partial(local_vs_remote, df, x=_x(axes, "binding"), y=y)
+    # Lines per binding (placement) need an x of their own: when it is the only axis, the sweep draws it.
+    if dt.varies(totals, "binding") and (x := _x(axes, "binding")) != "binding":
+        figures["local-vs-remote"] = functools.partial(local_vs_remote, df, x=x, y=y)
     placements = set(totals["placement"].dropna().astype(str)) if "placement" in totals else set()
-    if placements & {"same-core", "diff-cores"}:
-        figures["smt"] = functools.partial(smt, df, x=_x(axes, "placement", "numjobs"), y=y)
+    if placements & {"same-core", "diff-cores"} and (x := _x(axes, "placement", "numjobs")) != "placement":
+        figures["smt"] = functools.partial(smt, df, x=x, y=y)
     if dt.varies(totals, "host_count"):
         figures["scale-out"] = functools.partial(scale_out, df)
     if axes and not figures:

@@ -4,9 +4,10 @@ A point on several hosts is one number in every other figure and table, the
 cluster's (:func:`iobench.point_totals`). This figure shows what it is made
 of: each host's IOPS (and p99 below) by fio's rule on its own jobs
 (``point_totals(df, by=["host"])``), the mean over repeats, a dot per host at
-each point, the hosts' median as a bar, and the hosts the frame names in
-``host_outliers`` (:mod:`iobench.results.hostoutliers`) in red with their
-names.
+each point, the hosts' median as a bar, and in red, with their names, the
+hosts far from the others by :mod:`iobench.results.hostoutliers`' rule
+judged on the means drawn — not the frame's ``host_outliers``, which judges
+each repeat: a host flagged in one repeat can sit on the median of the means.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from iobench.plots import plotdata as dt
 from iobench.plots import plotstyle as st
 from iobench.plots.lineplots import main_axis
 from iobench.results import points
-from iobench.results.hostoutliers import METRICS, named
+from iobench.results.hostoutliers import METRICS, RULE, judge_hosts
 
 #: Panels per row before the figure wraps.
 MAX_COLS = 3
@@ -35,12 +36,9 @@ HOST_COLOUR = "#1f77b4"
 
 
 def host_totals(df: pd.DataFrame, *, several: bool = True) -> pd.DataFrame:
-    """Each host's numbers at every point × repeat × direction that ran on several hosts, with ``outlier_<m>``.
+    """Each host's numbers at every point × repeat × direction that ran on several hosts.
 
-    ``outlier_<m>`` (per metric of :data:`~iobench.results.hostoutliers.METRICS`)
-    is True where the frame's ``host_outliers_detail`` of that point × repeat
-    × direction names the host for that metric. ``several=False`` keeps the
-    points that ran on one host too.
+    ``several=False`` keeps the points that ran on one host too.
     """
     rows = dt.data_rows(df)
     if "host" not in rows or rows.empty:
@@ -51,27 +49,7 @@ def host_totals(df: pd.DataFrame, *, several: bool = True) -> pd.DataFrame:
         rows = rows[many.to_numpy()]
     if rows.empty:
         return pd.DataFrame()
-    per_host = points.point_totals(rows, by=["host"])
-    details = (
-        per_host["host_outliers_detail"] if "host_outliers_detail" in per_host else [None] * len(per_host)
-    )
-    found = [named(d) for d in details]
-    for metric in METRICS:
-        per_host[f"outlier_{metric}"] = [
-            str(host) in names[metric] for host, names in zip(per_host["host"], found, strict=True)
-        ]
-    return per_host
-
-
-def outlier_column(metric: str) -> str | None:
-    """The column of :func:`host_totals` that marks a host far from the others in ``metric`` (None: not judged)."""
-    return f"outlier_{metric}" if metric in METRICS else None
-
-
-def outlier_flags(per_host: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
-    """Per ``keys`` (with ``host``): whether any repeat found the host far from the others, per metric."""
-    columns = [f"outlier_{m}" for m in METRICS]
-    return per_host.groupby(list(keys), dropna=False)[columns].any().reset_index()
+    return points.point_totals(rows, by=["host"])
 
 
 def draw_hosts(
@@ -85,13 +63,14 @@ def draw_hosts(
 ) -> None:
     """A dot per host at each ``x`` value (its mean over repeats), the hosts' median, outliers red and named.
 
-    ``data``: one row per ``x`` value × host with ``metric`` and, where the
-    metric is judged, its :func:`outlier_column`. ``numeric``: place ``x``
-    values at their numbers on a log2 axis (else evenly, as categories).
+    ``data``: one row per ``x`` value × host with ``metric``. A host is red
+    when :func:`~iobench.results.hostoutliers.judge_hosts` finds it far from
+    the others among the values drawn at its ``x`` (for the metrics it
+    judges). ``numeric``: place ``x`` values at their numbers on a log2 axis
+    (else evenly, as categories).
     """
     factor = st.scale(metric)
     where = {dt.key(v): (float(v) if numeric else float(i)) for i, v in enumerate(x_values)}  # type: ignore[arg-type]
-    flag = outlier_column(metric)
     top = 0.0
     for value in x_values:
         group = dt.select(data, [x], [value]).dropna(subset=[metric])
@@ -104,13 +83,15 @@ def draw_hosts(
         jitter = np.linspace(-0.12, 0.12, len(ys))[rank] if len(ys) > 1 else np.zeros(1)
         # On a log2 axis a spread is a factor: the same width at every count.
         xs = at * np.exp2(jitter) if numeric else at + jitter
-        far = group[flag].fillna(False).to_numpy(dtype=bool) if flag in group else np.zeros(len(ys), bool)
+        names = group["host"].astype(str).to_numpy()
+        judged = {h for h, *_ in judge_hosts(pd.Series(ys, index=names))} if metric in METRICS else set()
+        far = np.array([h in judged for h in names], dtype=bool)
         axis.scatter(xs[~far], ys[~far], s=16, color=HOST_COLOUR, alpha=0.75, label="a host", zorder=3)
         if far.any():
             axis.scatter(
                 xs[far], ys[far], s=28, color=OUTLIER_COLOUR, label="a host far from the others", zorder=4
             )
-            for px, py, host in zip(xs[far], ys[far], group["host"].astype(str).to_numpy()[far], strict=True):
+            for px, py, host in zip(xs[far], ys[far], names[far], strict=True):
                 axis.annotate(
                     host,
                     (px, py),
@@ -159,7 +140,7 @@ def hosts(
     y
         The metric of the upper row: each host's own, by fio's rule on its jobs.
     hue
-        Fixed: red marks the hosts the frame names in ``host_outliers``.
+        Fixed: red marks the hosts far from the others among the means drawn.
     col, row
         Categories whose values get a column, a row of panels each; other
         axes that vary get columns of their own.
@@ -190,18 +171,16 @@ def hosts(
             "hosts: no point ran on several hosts at once (a run with `hosts:` and no `host` axis)"
         )
     chosen = [c for c in (col, row) if c]
-    points_only = per_host.drop(columns=[f"outlier_{m}" for m in METRICS])  # what tells points apart
-    axes = [c for c in dt.splitting_axes(points_only, chosen) if c != "host"]
+    axes = [c for c in dt.splitting_axes(per_host, chosen) if c != "host"]
     if x is None:
-        params = [a for a in axes if a in dt.parameter_columns(points_only)]
+        params = [a for a in axes if a in dt.parameter_columns(per_host)]
         x = main_axis(params) or (axes[0] if axes else "point")
-    others = [c for c in dt.splitting_axes(points_only, [x, *chosen, "host"]) if c != "host"]
+    others = [c for c in dt.splitting_axes(per_host, [x, *chosen, "host"]) if c != "host"]
     rows_, cols = [row] if row else [], [*([col] if col else []), *others]
     if ax is not None:
         dt.one_panel("hosts", [*rows_, *cols])
     keys = [x, *rows_, *cols, "host"]
     summary = dt.over_repeats(per_host, keys, metrics)
-    summary = summary.merge(outlier_flags(per_host, keys), on=keys, how="left")
     every_x = dt.ordered(x, summary[x])
     x_values = limits.first(every_x)
     summary = limits.keep(summary, [x], [(v,) for v in x_values])
@@ -229,6 +208,6 @@ def hosts(
         f" and {st.in_sentence(st.short_label(latency))}" if len(metrics) > 1 and latency else ""
     )
     title += f" at the points on several hosts ({count} hosts)"
-    rule = "red: a host the frame names far from the others in that metric (host_outliers)"
+    rule = f"red: {RULE}, judged on the means drawn"
     st.finish(grid.fig, df, title, [st.repeats_note(summary, metrics, bars=False), rule, *notes, grid.note])
     return grid.fig

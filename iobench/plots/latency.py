@@ -56,22 +56,34 @@ def _draw_curves(
     curves: list[tuple[object, ...]],
     colours: list[Any],
 ) -> None:
-    """A curve per combination of ``lines`` through the mean of each percentile column."""
+    """A curve per combination of ``lines`` through the mean of each percentile column, with its 95 % CI.
+
+    Past as many curves as there are colours, the colours come round again with
+    the next line style and marker: no two curves look alike.
+    """
     ps = list(percentiles)
+    distinct = len(set(colours))
     for index, (curve, colour) in enumerate(zip(curves, colours, strict=True)):
         row = dt.select(data, lines, curve)
         if row.empty:
             continue
+        ys = row[list(percentiles.values())].iloc[0].to_numpy(dtype=float)
+        cis = row[[f"{c}_ci95" for c in percentiles.values()]].iloc[0].to_numpy(dtype=float)
+        turn = index // max(1, distinct)
         axis.plot(
             ps,
-            row[list(percentiles.values())].iloc[0].to_numpy(dtype=float),
+            ys,
             color=colour,
-            linestyle=st.LINESTYLES[index // len(st.CYCLE) % len(st.LINESTYLES)],
-            marker="o",
+            linestyle=st.LINESTYLES[turn % len(st.LINESTYLES)],
+            marker=st.MARKERS[turn % len(st.MARKERS)],
             markersize=4,
             linewidth=1.5,
             label=st.describe(lines, curve) if lines else None,
         )
+        if np.isfinite(cis).any():
+            axis.errorbar(
+                ps, ys, yerr=st.error_bars(ys, cis), fmt="none", ecolor=colour, elinewidth=1, capsize=2
+            )
     axis.set_xscale("function", functions=(nines, _from_nines))
     axis.set_xticks(ps, [f"p{p:g}" for p in ps])
     axis.set_xlim(float(_from_nines(nines(ps[0]) - 0.2)), float(_from_nines(nines(ps[-1]) + 0.2)))
@@ -192,7 +204,7 @@ def latency_percentiles(
     high = max(axis.get_ylim()[1] for axis in axes)
     for axis in axes:
         axis.set_ylim(low, high)
-    note = st.repeats_note(summary, columns, bars=False)
+    note = st.repeats_note(summary, columns)
     if "pct_exact" in totals and totals["pct_exact"].eq(False).any():
         note += "; approximate percentiles (no json+ histograms): jobs' percentiles weighted by their I/Os"
     st.finish(grid.fig, df, "Completion latency percentiles", [note, *notes, grid.note])

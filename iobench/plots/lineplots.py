@@ -177,7 +177,13 @@ def _draw_lines(
         )
         if np.isfinite(ci).any():
             axis.errorbar(
-                xs[order], ys, yerr=np.nan_to_num(ci), fmt="none", ecolor=colour, elinewidth=1.1, capsize=3
+                xs[order],
+                ys,
+                yerr=st.error_bars(ys, ci),
+                fmt="none",
+                ecolor=colour,
+                elinewidth=1.1,
+                capsize=3,
             )
         annotate(axis, xs[order], ys, line.iloc[order], marks)
     _setup_x(axis, layout.x, x_values, positions)
@@ -249,6 +255,8 @@ def lines_figure(
             draw(axis, dt.select(summary, layout.panel, panel), metric=metric)
         for axis in stack[:-1]:
             axis.set_xlabel("")
+    for place in range(len(metrics)):  # panels side by side compare one metric: one y range for it
+        st.share_y([stack[place] for stack in grid.stacks])
     st.finish(grid.fig, df, title, [st.repeats_note(summary, metrics), *notes, grid.note])
     return grid.fig
 

@@ -61,11 +61,6 @@ def metric_columns(totals: pd.DataFrame) -> list[str]:
     ]
 
 
-def several_hosts(df: pd.DataFrame) -> bool:
-    """Whether ``df`` holds rows of more than one host (a sweep across ``hosts:``)."""
-    return HOST in df and df[HOST].nunique(dropna=True) > 1
-
-
 _PERCENTILE = re.compile(r"clat_p(\d+)(?:_(\d+))?_us")
 
 

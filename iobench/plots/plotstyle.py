@@ -9,14 +9,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
+from matplotlib import rc_context
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter
 
 from iobench.matrix.display import format_value
 from iobench.plots.limits import MAX_PANELS, MAX_PIXELS
 from iobench.plots.plotdata import as_number, key, percentile_of
+from iobench.results.points import outcomes
+from iobench.words import counted
 
 #: Width and height of one panel, in inches; figures are saved at :data:`DPI`.
 PANEL_WIDTH = 6.5
@@ -161,6 +166,23 @@ def palette(columns: Sequence[str], combos: Sequence[tuple[object, ...]]) -> lis
     return out
 
 
+def error_bars(values: Any, half_widths: Any) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """``yerr`` of 95 % CI bars around ``values``: below, never past zero (no count, rate or time is
+    negative; an interval reaching zero is clipped there); NaN half-widths draw no bar."""
+    ys = np.asarray(values, dtype=float)
+    ci = np.nan_to_num(np.asarray(half_widths, dtype=float))
+    return np.vstack([np.minimum(ci, np.clip(ys, 0, None)), ci])
+
+
+def share_y(axes: Sequence[Axes]) -> None:
+    """Give ``axes`` (panels compared with one another: one metric) one y range, the union of theirs."""
+    if len(axes) > 1:
+        low = min(axis.get_ylim()[0] for axis in axes)
+        high = max(axis.get_ylim()[1] for axis in axes)
+        for axis in axes:
+            axis.set_ylim(low, high)
+
+
 def root_figure(axis: Axes) -> Figure:
     """The Figure ``axis`` belongs to."""
     fig = axis.get_figure(root=True)
@@ -169,10 +191,27 @@ def root_figure(axis: Axes) -> Figure:
     return fig
 
 
+class PlainTextFigure(Figure):
+    """A Figure whose texts are drawn as written, never as TeX.
+
+    Its texts come from run directories (a parameter's value, a target's
+    path, a host's name): a ``$…$`` in one would be parsed by mathtext, which
+    fails on what it cannot parse or draws something other than what was
+    written. Every text, those made while drawing (tick labels) included, is
+    drawn with ``text.parse_math`` off.
+    """
+
+    def draw(self, renderer: Any) -> None:
+        with rc_context({"text.parse_math": False}):
+            for text in self.findobj(Text):
+                text.set_parse_math(False)
+            super().draw(renderer)
+
+
 def new_figure(width: float, height: float) -> Figure:
     """A Figure of ``width`` × ``height`` inches, no side over :data:`~iobench.plots.limits.MAX_PIXELS` at :data:`DPI`."""
     limit = MAX_PIXELS / DPI
-    return Figure(figsize=(min(width, limit), min(height, limit)), dpi=DPI, layout="constrained")
+    return PlainTextFigure(figsize=(min(width, limit), min(height, limit)), dpi=DPI, layout="constrained")
 
 
 @dataclass(frozen=True)
@@ -327,12 +366,14 @@ def caption(df: pd.DataFrame, *, notes: Sequence[str] = ()) -> str:
         f"Linux {machine['kernel']}" if machine.get("kernel") else "",
         ", ".join(_distinct_text(df, "fio_version", machine.get("fio_version"))),
     ]
-    if "status" in df:
-        bad = df[df["status"].ne("ok").fillna(True)]
-        keys = [c for c in ("run_id", "point", "repeat") if c in bad]
-        failed = len(bad[keys].drop_duplicates()) if keys else len(bad)
-        if failed:
-            parts.append(f"{failed} run{'s' if failed != 1 else ''} not ok (not shown)")
+    counts = outcomes(df)
+    failed = sum(n for status, n in counts.items() if status not in ("ok", "skipped", "same"))
+    if failed:
+        parts.append(f"{counted(failed, 'run')} failed (not shown)")
+    if counts.get("skipped"):
+        parts.append(f"{counted(counts['skipped'], 'point')} skipped")
+    if counts.get("same"):
+        parts.append(f"{counted(counts['same'], 'point')} the same as another here (run once)")
     parts.append(validity_note(df))
     return " · ".join(p for p in (*parts, *notes) if p)
 

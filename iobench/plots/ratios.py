@@ -19,6 +19,8 @@ from iobench.results.compare import key_columns
 #: Marker colour per verdict; an untested point (NA) is drawn hollow in :data:`UNTESTED`.
 VERDICT_COLOURS = {"better": "#2ca02c", "worse": "#d62728", "no change": "#7f7f7f"}
 UNTESTED = "#b0b0b0"
+#: What a row whose interval has no bounds reads as, beside its hollow marker and the dashed arrow across the panel.
+UNBOUNDED = "CI unbounded"
 #: Ratios the x axis may label (log scale), nicest first: each is used unless a nicer one is too close.
 _TICKS = (1.0, 2.0, 0.5, 4.0, 0.25, 10.0, 0.1, 1.5, 0.8, 1.25, 0.9, 1.1, 0.95, 1.05, 0.98, 1.02, 0.99, 1.01)
 
@@ -38,7 +40,8 @@ def _ticks(low: float, high: float) -> list[float]:
     return sorted(kept) or [1.0]
 
 
-def _draw(axis: Axes, rows: pd.DataFrame, labels: Sequence[str], metric: str, min_effect: float) -> None:
+def _draw(axis: Axes, rows: pd.DataFrame, labels: Sequence[str], metric: str, min_effect: float) -> bool:
+    """Draw one metric's rows; whether any of them has an unbounded interval (the caption then says how it looks)."""
     ratio = rows["ratio"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
     low = rows["ratio_ci_low"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
     high = rows["ratio_ci_high"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
@@ -53,11 +56,41 @@ def _draw(axis: Axes, rows: pd.DataFrame, labels: Sequence[str], metric: str, mi
     left, right = lo / 1.08 ** (1 + wide), hi * 1.08 ** (2 + wide)
     axis.set_xscale("log")
     axis.set_xlim(left, right)
+    unbounded = False
     for index in range(len(rows)):
         if not math.isfinite(ratio[index]) or ratio[index] <= 0:
             continue
         colour = VERDICT_COLOURS.get(verdicts[index], UNTESTED)
         bounded = math.isfinite(low[index]) and math.isfinite(high[index])
+        if verdicts[index] and not bounded:
+            # Tested, but the interval has no ends: a bare dot would read as the most precise row.
+            unbounded = True
+            axis.annotate(
+                "",
+                xy=(left, y[index]),
+                xytext=(right, y[index]),
+                arrowprops={"arrowstyle": "<|-|>", "linestyle": "--", "color": colour, "linewidth": 1.2},
+                zorder=2,
+            )
+            axis.plot(
+                ratio[index],
+                y[index],
+                "o",
+                color=colour,
+                markerfacecolor="white",
+                markersize=7,
+                zorder=3,
+                label=f"{verdicts[index]}, {UNBOUNDED}",
+            )
+            axis.annotate(
+                f"{ratio[index]:.3f}, {UNBOUNDED}",
+                (ratio[index], y[index]),
+                xytext=(5, 3),
+                textcoords="offset points",
+                fontsize=st.SMALL,
+                va="bottom",
+            )
+            continue
         # a lower end at 0 cannot sit on a log axis: the bar runs off the left edge
         start = max(low[index], left) if bounded else ratio[index]
         axis.errorbar(
@@ -91,6 +124,7 @@ def _draw(axis: Axes, rows: pd.DataFrame, labels: Sequence[str], metric: str, mi
     axis.grid(True, axis="x", alpha=0.3)
     axis.set_axisbelow(True)
     axis.set_title(st.label(metric), fontsize=st.MEDIUM)
+    return unbounded
 
 
 #: The roles the figure fixes, and what each is.
@@ -125,7 +159,8 @@ def ratios(
     """Each point's ratio B/A with its 95 % CI, one panel per metric, coloured by verdict.
 
     Points sit on a log scale (×2 and ×½ equally far from 1; an interval reaching 0
-    runs off the left edge); the grey band is
+    runs off the left edge; a tested row whose interval has no bounds is a
+    hollow marker on a dashed arrow across the panel, labelled ``CI unbounded``); the grey band is
     the minimum effect around 1, inside which no change counts. Green: better,
     red: worse, grey: no change, hollow: not tested (fewer than two repeats).
     Points that ran on one side only are left out. Past
@@ -174,15 +209,21 @@ def ratios(
         rows = _largest(matched[matched["metric"] == chosen[0]], limits.MAX_CATEGORIES)
         _draw(ax, rows, _labels(rows, keys), chosen[0], min_effect)
         return st.root_figure(ax)
+    unbounded = False
     panels = [(m,) for m in chosen if (matched["metric"] == m).any()]
     counts = [int((matched["metric"] == m).sum()) for (m,) in panels]
     shown = min(max(counts), limits.MAX_CATEGORIES)
     grid = st.panel_grid(panels, [], max_cols=2, width=5.6, height=0.9 + 0.38 * shown)
     for (metric,), (axis,) in zip(grid.panels, grid.stacks, strict=True):
         rows = _largest(matched[matched["metric"] == metric], limits.MAX_CATEGORIES)
-        _draw(axis, rows, _labels(rows, keys), str(metric), min_effect)
+        unbounded |= _draw(axis, rows, _labels(rows, keys), str(metric), min_effect)
     a, b = comparison.attrs.get("a", "A"), comparison.attrs.get("b", "B")
     note = f"bars: 95 % CI of the ratio (Fieller); verdict: Welch's t-test at 5 % and a change of at least {min_effect:.0%}"
     kept = limits.shown(shown, max(counts), "points", "the largest changes")
+    if unbounded:
+        note += (
+            f"; hollow marker and dashed arrow across the panel: {UNBOUNDED} (A's mean not clear of zero: "
+            "the repeats cannot bound the ratio)"
+        )
     st.finish(grid.fig, comparison, f"{b} against {a}: ratio B / A", [note, kept, grid.note])
     return grid.fig

@@ -116,7 +116,9 @@ def cpu_where(
         raise ResultsError("cpu_where: the run has no CPU telemetry for its ok points (telemetry: false?)")
     data = data.assign(node=data["node"].astype("Float64"))
     kinds = list(CPU_KINDS)
-    summary = dt.over_repeats(data, [x, *panel_columns, "node"], kinds)
+    # The stack's height is a mean too: its CI comes from each repeat's total.
+    data = data.assign(total=data[kinds].sum(axis=1, min_count=1))
+    summary = dt.over_repeats(data, [x, *panel_columns, "node"], [*kinds, "total"])
     nodes = list(dt.ordered("node", summary["node"]))
     every_x = _x_labels(summary, x)
     xs = limits.first(every_x, max(1, limits.MAX_CATEGORIES // max(1, len(nodes))))
@@ -144,6 +146,11 @@ def cpu_where(
                     linewidth=0.5,
                 )
                 bottom += np.nan_to_num(heights)
+            spread = rows["total_ci95"].to_numpy(dtype=float)
+            if np.isfinite(spread).any():
+                axis.errorbar(
+                    offset, bottom, yerr=st.error_bars(bottom, spread), fmt="none", ecolor="0.2", capsize=3
+                )
             if len(nodes) > 1:
                 for at_x, top in zip(offset, bottom, strict=True):
                     axis.annotate(
@@ -173,7 +180,14 @@ def cpu_where(
     )
     for panel, (axis,) in zip(grid.panels, grid.stacks, strict=True):
         draw(axis, dt.select(summary, panel_columns, panel))
-    notes = ["bars per NUMA node, summed over its CPUs; idle and iowait left out", note, grid.note]
+    st.share_y([axis for (axis,) in grid.stacks])
+    notes = [
+        "bars per NUMA node, summed over its CPUs; idle and iowait left out",
+        st.repeats_note(summary, ["total"], bars=False)
+        + (", whiskers: the stack's 95 % CI" if summary["total_ci95"].notna().any() else ""),
+        note,
+        grid.note,
+    ]
     st.finish(grid.fig, df, f"Where the CPU went vs {st.in_sentence(st.short_label(x))}", notes)
     return grid.fig
 
@@ -249,14 +263,25 @@ def device_vs_fio(
             positions = np.array([at[dt.key(v)] for v in rows[x]], dtype=float)
             order = np.argsort(positions)
             for metric, style, name in (("iops", "-", "fio"), ("dev_iops", "--", "device")):
+                ys = rows[metric].to_numpy(dtype=float)[order]
                 axis.plot(
                     positions[order],
-                    rows[metric].to_numpy(dtype=float)[order],
+                    ys,
                     linestyle=style,
                     marker="o" if metric == "iops" else "s",
                     color=colour,
                     label=f"{name} {direction}",
                 )
+                spread = rows[f"{metric}_ci95"].to_numpy(dtype=float)[order]
+                if np.isfinite(spread).any():
+                    axis.errorbar(
+                        positions[order],
+                        ys,
+                        yerr=st.error_bars(ys, spread),
+                        fmt="none",
+                        ecolor=colour,
+                        capsize=3,
+                    )
         axis.set_xticks(range(len(xs)), [format_value(x, v) for v in xs])
         axis.set_xlabel(st.label(x))
         axis.set_ylabel("IOPS")
@@ -271,11 +296,12 @@ def device_vs_fio(
     grid = st.panel_grid(dt.combos(summary, panel_columns), panel_columns, rows=len(rows), max_cols=MAX_COLS)
     for panel, (axis,) in zip(grid.panels, grid.stacks, strict=True):
         draw(axis, dt.select(summary, panel_columns, panel))
+    st.share_y([axis for (axis,) in grid.stacks])
     st.finish(
         grid.fig,
         df,
         f"Device vs fio IOPS vs {st.in_sentence(st.short_label(x))}",
-        [st.repeats_note(summary, ["iops"], bars=False), note, grid.note],
+        [st.repeats_note(summary, ["iops"]), note, grid.note],
     )
     return grid.fig
 
@@ -351,10 +377,12 @@ def busiest_threads(
     summary = limits.keep(summary, columns, combos)
     threads = list(summary.groupby("thread")["cpu_pct"].max().sort_values(ascending=False).index)
     cells = np.full((len(threads), len(combos)), np.nan)
+    spread = np.full((len(threads), len(combos)), np.nan)
     row_of = {name: i for i, name in enumerate(threads)}
     col_of = {tuple(dt.key(v) for v in combo): i for i, combo in enumerate(combos)}
-    for values in summary[[*columns, "thread", "cpu_pct"]].itertuples(index=False, name=None):
-        cells[row_of[values[-2]], col_of[tuple(dt.key(v) for v in values[:-2])]] = values[-1]
+    for values in summary[[*columns, "thread", "cpu_pct", "cpu_pct_ci95"]].itertuples(index=False, name=None):
+        at = row_of[values[-3]], col_of[tuple(dt.key(v) for v in values[:-3])]
+        cells[at], spread[at] = values[-2], values[-1]
     if ax is None:
         fig = st.new_figure(max(5.0, 1.6 + 0.75 * len(combos)), max(2.6, 1.4 + 0.38 * len(threads)))
         axis = fig.add_subplot()
@@ -363,7 +391,8 @@ def busiest_threads(
     image = axis.imshow(np.nan_to_num(cells), aspect="auto", cmap="Reds", vmin=0)
     for (i, j), value in np.ndenumerate(cells):
         if np.isfinite(value):
-            axis.text(j, i, f"{value:.0f}", ha="center", va="center", fontsize=st.SMALL)
+            ci = f"±{spread[i, j]:.0f}" if np.isfinite(spread[i, j]) else ""
+            axis.text(j, i, f"{value:.0f}{ci}", ha="center", va="center", fontsize=st.SMALL)
     axis.set_yticks(range(len(threads)), threads, fontsize=st.SMALL)
     axis.set_xticks(
         range(len(combos)),
@@ -375,5 +404,7 @@ def busiest_threads(
     bar = fig.colorbar(image, ax=axis)
     bar.set_label("CPU share (% of one CPU)", fontsize=st.SMALL)
     if ax is None:
-        st.finish(fig, df, "Busiest threads per point", ["summed over the threads of each name", note])
+        shown = "± 95 % CI" if summary["cpu_pct_ci95"].notna().any() else ""
+        notes = ["summed over the threads of each name", st.repeats_note(summary, ["cpu_pct"], bars=False)]
+        st.finish(fig, df, "Busiest threads per point", [*notes, shown, note])
     return fig

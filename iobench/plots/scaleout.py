@@ -14,7 +14,6 @@ once. Three rows of panels, ``host_count`` along x (log2 when it doubles):
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -23,7 +22,7 @@ from iobench.errors import ResultsError
 from iobench.plots import limits, options
 from iobench.plots import plotdata as dt
 from iobench.plots import plotstyle as st
-from iobench.plots.hostvalues import draw_hosts, host_totals, outlier_flags
+from iobench.plots.hostvalues import draw_hosts, host_totals
 
 #: The axis this figure is about.
 AXIS = "host_count"
@@ -49,7 +48,7 @@ def _cluster(
             continue
         xs = line[AXIS].to_numpy(dtype=float)
         ys = line[metric].to_numpy(dtype=float) * factor
-        ci = np.nan_to_num(line[f"{metric}_ci95"].to_numpy(dtype=float) * factor)
+        ci = st.error_bars(ys, line[f"{metric}_ci95"].to_numpy(dtype=float) * factor)
         name = st.describe(hues, combo) if hues else "the cluster"
         axis.errorbar(xs, ys, yerr=ci if ci.any() else None, color=colour, marker="o", capsize=3, label=name)
         if ideal and len(xs) > 1 and xs[0] > 0:
@@ -160,9 +159,7 @@ def scale_out(
             per_host = dt.select(per_host, hues, combos[0])
             notes.append(f"each host at {st.describe(hues, combos[0], bare=frozenset())}")
         keys = [AXIS, *rows_, *cols, "host"]
-        host_summary = dt.over_repeats(per_host, keys, [y]).merge(
-            outlier_flags(per_host, keys), on=keys, how="left"
-        )
+        host_summary = dt.over_repeats(per_host, keys, [y])
     panel_columns = [*rows_, *cols]
     grid = st.panel_grid(
         dt.combos(summary, panel_columns),

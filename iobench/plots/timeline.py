@@ -24,7 +24,9 @@ THROUGHPUT = ("iops", "bw_bytes")
 LATENCY = ("lat_mean_us", "clat_mean_us", "slat_mean_us")
 RAMP_COLOUR = "0.85"
 SS_RAMP_COLOUR = "#fdd49e"
-JUDGED_COLOURS = {True: "#c7e9c0", False: "#fcbba1", None: "#e0e0e0"}
+#: Judged windows by verdict: steady, not steady, not judged. Every shade is opaque and drawn under the
+#: lines, a point's spans not steady last, so overlapping spans show one of these colours, never a blend.
+JUDGED_COLOURS = {True: "#c7e9c0", False: "#fcbba1", None: "#c6dbef"}
 #: Each host's own line, under the hosts' sum, at a point on several hosts.
 HOST_COLOUR = "0.6"
 #: The roles the figure fixes, and what each is.
@@ -60,10 +62,11 @@ def _label(series: pd.DataFrame, point: int, params: list[str]) -> str:
 def _verdict_text(found: pd.DataFrame) -> str:
     if found.empty:
         return ""
-    values = found["steady"]
-    unsteady = int(values.eq(False).fillna(False).sum())
-    if unsteady:
-        return f": not steady in {unsteady} of {len(found)} repeats"
+    values = found["steady"].astype("boolean")
+    bad = sorted(int(r) for r in found.loc[values.eq(False).fillna(False).to_numpy(), "repeat"])
+    if bad:
+        which = f"repeat {bad[0]}" if len(bad) == 1 else f"repeats {', '.join(map(str, bad))}"
+        return f": not steady in {which} (of {len(found)})"
     if values.isna().all():
         return ": not judged"
     return ": steady"
@@ -92,6 +95,7 @@ def _choose(
 
 
 def _shade(axis: Axes, timing: dict[str, Any] | None, span: tuple[float, float] | None, steady: Any) -> None:
+    """The ramps and the judged windows as opaque spans under the lines (a span not steady above the rest)."""
     if timing:
         ramp = float(timing.get("ramp_s") or 0.0)
         if ramp > 0:
@@ -101,7 +105,7 @@ def _shade(axis: Axes, timing: dict[str, Any] | None, span: tuple[float, float] 
             axis.axvspan(0, ss_ramp, color=SS_RAMP_COLOUR, zorder=0, lw=0)
     if span is not None:
         key = None if steady is None or pd.isna(steady) else bool(steady)
-        axis.axvspan(span[0], span[1], color=JUDGED_COLOURS[key], alpha=0.6, zorder=0, lw=0)
+        axis.axvspan(span[0], span[1], color=JUDGED_COLOURS[key], zorder=0.2 if key is False else 0.1, lw=0)
 
 
 def _draw(
@@ -332,9 +336,12 @@ def _legend(fig: Figure, timing: dict[tuple[int, int], dict[str, Any]], found: p
     if any(float(t.get("steadystate_ramp_s") or 0) > 0 for t in timing.values()):
         axis.plot([], [], color=SS_RAMP_COLOUR, linewidth=8, label="steadystate_ramp_time")
     spans = found[found["judged_from_s"].notna()] if found is not None else pd.DataFrame({"steady": []})
+    verdicts = spans["steady"].astype("boolean")
     for verdict, text in ((True, "judged: steady"), (False, "judged: not steady")):
-        if spans["steady"].astype("boolean").eq(verdict).fillna(False).any():
+        if verdicts.eq(verdict).fillna(False).any():
             axis.plot([], [], color=JUDGED_COLOURS[verdict], linewidth=8, label=text)
+    if verdicts.isna().any():
+        axis.plot([], [], color=JUDGED_COLOURS[None], linewidth=8, label="judged: no verdict")
 
 
 def unsteady_points(frame: pd.DataFrame) -> list[int]:

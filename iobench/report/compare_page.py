@@ -28,8 +28,9 @@ from iobench.matrix.display import format_value
 from iobench.plots.files import save_figure_file
 from iobench.report.html import inline_png, template
 from iobench.report.runstate import run_lines
-from iobench.results.compare import VERDICTS, key_columns
+from iobench.results.compare import VERDICTS, detectable_text, drift_text, key_columns
 from iobench.store.rundir import replacing, storage
+from iobench.store.untrusted import csv_safe, own_directory
 
 #: Figure file name, without its suffix.
 FIGURE = "compare-ratios"
@@ -147,9 +148,9 @@ def _p_text(value: object) -> str:
     return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def _detectable_text(value: object) -> str:
-    share = _float(value)
-    return "–" if share is None else f"±{share:.1%}"
+def _detectable_text(down: object, up: object) -> str:
+    low, high = (math.nan if v is None or v is pd.NA else float(v) for v in (down, up))  # type: ignore[arg-type]
+    return detectable_text(low, high)
 
 
 def correction_text(comparison: pd.DataFrame) -> str:
@@ -167,8 +168,8 @@ def correction_text(comparison: pd.DataFrame) -> str:
     )
     return (
         f"verdict: Welch's t-test, {adjusted} < 0.05, and a change of at least {min_effect:.0%}; "
-        f"CI: Fieller's 95 % interval of the ratio; detectable: the smallest change the repeats could show "
-        f"with {float(attrs.get('power', 0.8)):.0%} power at that level"
+        f"CI: Fieller's 95 % interval of the ratio; detectable: the smallest drop and rise (B/A) Welch's test "
+        f"finds with {float(attrs.get('power', 0.8)):.0%} power at that level, with these repeats"
     )
 
 
@@ -229,7 +230,7 @@ def comparison_rows(comparison: pd.DataFrame, limit: int | None = None) -> Rows:
                 p=_p_text(row["p_value"]),
                 verdict=UNTESTED if verdict is None or verdict is pd.NA else str(verdict),
                 p_adjusted=_p_text(row.get("p_adjusted")),
-                detectable=_detectable_text(row.get("detectable")),
+                detectable=_detectable_text(row.get("detectable_down"), row.get("detectable_up")),
                 reason=_plain(row["reason"]) if row["reason"] else "",
                 match="both",
             )
@@ -246,14 +247,32 @@ def comparison_rows(comparison: pd.DataFrame, limit: int | None = None) -> Rows:
 
 
 def verdict_counts(comparison: pd.DataFrame) -> list[tuple[str, dict[str, int]]]:
-    """Per metric, how many matched points are better, worse, no change and not tested."""
+    """Per metric, how many matched points are better, worse, no change and not tested.
+
+    A metric whose points all moved together (``attrs["drifts"]``) is counted as one run-level change.
+    """
     matched = comparison[comparison["match"] == "both"]
     out = []
+    drifting = {str(d["metric"]) for d in comparison.attrs.get("drifts") or []}
     for metric in dict.fromkeys(matched["metric"]):
         verdicts = matched.loc[matched["metric"] == metric, "verdict"].fillna(UNTESTED)
         counts = Counter(str(v) for v in verdicts)
-        out.append((str(metric), {v: counts.get(v, 0) for v in (*VERDICTS, UNTESTED) if counts.get(v)}))
+        found = {v: counts.get(v, 0) for v in (*VERDICTS, UNTESTED) if counts.get(v)}
+        if str(metric) in drifting:  # one change of the run, not one per point
+            found = {"moved together (one run-level change)": sum(found.values())}
+        out.append((str(metric), found))
     return out
+
+
+def condition_lines(comparison: pd.DataFrame) -> list[str]:
+    """What the terminal and the page say first: how the runs' conditions differ, and the metrics that moved
+    as one run (each a sentence; empty when the conditions match and no metric drifted)."""
+    attrs = comparison.attrs
+    lines = [f"the runs' conditions differ: {text}" for text in attrs.get("conditions") or []]
+    for drift in attrs.get("drifts") or []:
+        title = metric_title(str(drift["metric"]))
+        lines.append(f"{title}: {drift_text(drift)}" + ("; see how the conditions differ" if lines else ""))
+    return lines
 
 
 def machine_rows(comparison: pd.DataFrame) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
@@ -299,10 +318,10 @@ def write_compare(
     key_columns(comparison)
     target = Path(out)
     with storage(target):
-        target.mkdir(parents=True, exist_ok=True)
+        own_directory(target)
     table = target / "compare.csv"
     with replacing(table) as tmp:
-        comparison.to_csv(tmp, index=False)
+        csv_safe(comparison).to_csv(tmp, index=False)
     written: list[Path] = []
     inline = ""
     has_ratios = bool((comparison["match"].eq("both").fillna(False) & comparison["ratio"].notna()).any())
@@ -338,6 +357,7 @@ def render_compare(comparison: pd.DataFrame, figure: str = "") -> str:
     attrs: dict[Any, Any] = comparison.attrs
     return template("compare.html.j2").render(
         runs=run_notes(comparison),
+        conditions=condition_lines(comparison),
         a=str(attrs.get("a", "A")),
         b=str(attrs.get("b", "B")),
         min_effect=f"{float(attrs.get('min_effect', 0.01)):.0%}",

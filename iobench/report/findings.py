@@ -29,6 +29,32 @@ def validity_flags(frame: pd.DataFrame) -> dict[object, list[str]]:
     return flags
 
 
+#: The columns :func:`with_validity` adds to a summary (``summary.csv``).
+VALIDITY_COLUMNS = ("validity", "validity_judged")
+
+
+def with_validity(summary: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
+    """``summary`` with each point's validity: what the checks found, and over how many repeats they ran.
+
+    ``validity``: the codes found in any repeat of the point, space-separated,
+    empty when none was found (docs/validity.md); ``validity_judged``: the
+    repeats the checks judged (0 for a frame without validity columns, as from
+    ``iobench parse``: nothing was checked, so an empty ``validity`` there
+    says nothing).
+    """
+    if summary.empty or "point" not in summary:
+        return summary
+    flags = validity_flags(frame)
+    judged: dict[object, int] = {}
+    if {"validity", "point", "repeat"} <= set(frame.columns):
+        rows = frame.drop_duplicates(["point", "repeat"])
+        judged = rows[rows["validity"].notna()].groupby("point").size().to_dict()
+    return summary.assign(
+        validity=[" ".join(flags.get(p, [])) for p in summary["point"]],
+        validity_judged=[int(judged.get(p, 0)) for p in summary["point"]],
+    )
+
+
 def validity_section(frame: pd.DataFrame) -> dict[str, Any]:
     """The report's validity section: each point × repeat with a finding, and what could not be checked.
 

@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 
 from iobench.matrix.display import format_value
-from iobench.results.hostoutliers import MIN_HOSTS, OUTLIER_MADS, OUTLIER_MIN_PCT
+from iobench.results.hostoutliers import RULE
 from iobench.results.points import parameter_columns
 
 
@@ -30,11 +30,7 @@ def outlier_section(frame: pd.DataFrame) -> dict[str, Any]:
         :data:`~iobench.results.hostoutliers.MIN_HOSTS` hosts or more were
         judged; ``rule``: the rule in words.
     """
-    rule = (
-        f"a host whose IOPS or p99 lies more than {OUTLIER_MADS:g} MADs (median absolute deviations of "
-        f"the hosts) from the hosts' median, and at least {OUTLIER_MIN_PCT:g} % away from it; judged on "
-        f"points that ran on {MIN_HOSTS} hosts or more"
-    )
+    rule = f"in IOPS or p99, {RULE}; judged per repeat"
     if "host_outliers" not in frame:
         return {"rows": [], "judged": 0, "rule": rule}
     keys = [c for c in ("point", "repeat", "direction") if c in frame]

@@ -7,7 +7,10 @@ the command that finishes an incomplete one), the notes made while loading it
 (mean ± 95 % CI per point), the points that did not run or failed and why, the
 points that were not steady (with their throughput and latency over time), the
 machine (host, kernel, CPU, software versions, NUMA nodes), each target's
-devices with their original settings, and the matrix as given.
+devices with their original settings, and the matrix as given. Per-point
+tables are summarised (counted per status, finding or verdict) with their rows
+folded in ``<details>``, so a sweep reads in a 1,400-px window; a figure the
+run does not fit is left out with a line saying why (docs/figures.md).
 
 The summary is data first: :func:`iobench.summarize` of the run, written as
 ``summary.csv`` beside the page, whose table shows those same numbers. A
@@ -35,17 +38,20 @@ import pandas as pd
 from iobench.errors import NextStep, ResultsError, RunStorageError
 from iobench.matrix.display import format_value
 from iobench.plots.files import save_figure_file
-from iobench.report.findings import validity_flags, validity_section
+from iobench.report.findings import VALIDITY_COLUMNS, validity_flags, validity_section, with_validity
 from iobench.report.hostnotes import outlier_section, summed_by
 from iobench.report.html import inline_png, template
 from iobench.report.runstate import run_lines
 from iobench.report.verdicts import HEADER as VERDICT_HEADER
-from iobench.report.verdicts import verdict_groups
+from iobench.report.verdicts import folded, verdict_groups
 from iobench.results.loading import Loaded, open_run
-from iobench.results.points import parameter_columns, shared_totals, summarize
+from iobench.results.points import outcomes, parameter_columns, shared_totals, summarize
+from iobench.results.steady import unjudged_line
 from iobench.results.telemetry import telemetry
 from iobench.store.records import Manifest
 from iobench.store.rundir import RunDir, remedy, replacing, storage
+from iobench.store.untrusted import MATRIX, csv_safe, own_directory, read_text
+from iobench.words import counted
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -67,7 +73,8 @@ class Report:
     """What :func:`write_report` wrote: the HTML page, the figure files and the summary table.
 
     ``run``: how far the run got (:meth:`RunState.facts <iobench.store.inventory.RunState.facts>`);
-    ``notes``: what was noted while loading it (as on the page).
+    ``notes``: what was noted while loading it (as on the page); ``left_out``: ``(name, why)`` of
+    each figure that does not fit the run (the page says why, the other figures are drawn).
     """
 
     html: Path
@@ -75,6 +82,7 @@ class Report:
     summary: Path | None = None
     run: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    left_out: list[tuple[str, str]] = field(default_factory=list)
 
 
 def write_report(
@@ -137,23 +145,28 @@ def _write(
     builders["timeline-not-steady"] = lambda: unsteady_timeline(run.path, frame)
     written: list[Path] = []
     inline: list[tuple[str, str]] = []
+    left_out: list[tuple[str, str]] = []
     try:
         with storage(target):
-            target.mkdir(parents=True, exist_ok=True)
+            own_directory(target)
         for name, build in builders.items():
-            fig = build()  # one figure at a time: drawn, written, inlined, let go
+            try:
+                fig = build()  # one figure at a time: drawn, written, inlined, let go
+            except ResultsError as refused:  # a figure that does not fit this run is one line, not the end
+                left_out.append((name, str(refused)))
+                continue
             if fig is None:
                 continue
             files = [save_figure_file(fig, target / f"{name}.{fmt}") for fmt in formats]
             written += files
             png = next((f for f in files if f.suffix == ".png"), None)
             inline.append((name, base64.b64encode(png.read_bytes()).decode() if png else inline_png(fig)))
-        summary = summarize(frame, by=_split_by(frame))
+        summary = with_validity(summarize(frame, by=_split_by(frame)), frame)
         table = target / "summary.csv"
         with replacing(table) as tmp:
-            summary.to_csv(tmp, index=False)
+            csv_safe(summary).to_csv(tmp, index=False)
         page = target / "report.html"
-        text = render_page(run, frame, inline, summary, loaded=loaded, out=target)
+        text = render_page(run, frame, inline, summary, loaded=loaded, out=target, left_out=left_out)
         with replacing(page) as tmp:
             tmp.write_text(text, encoding="utf-8")
     except RunStorageError as fault:
@@ -163,7 +176,7 @@ def _write(
         fault.remedy = remedy(fault)
         fault.steps = [NextStep("report", run_dir=str(run.path), out=None if out is None else os.fspath(out))]
         raise
-    return Report(page, written, table, loaded.state.facts(), list(loaded.notes))
+    return Report(page, written, table, loaded.state.facts(), list(loaded.notes), left_out)
 
 
 def render_page(
@@ -174,6 +187,7 @@ def render_page(
     *,
     loaded: Loaded | None = None,
     out: Path | None = None,
+    left_out: Iterable[tuple[str, str]] = (),
 ) -> str:
     """The HTML text: title, counts, how far the run got, figures (base64 PNG), summary, problems, machine, matrix.
 
@@ -191,30 +205,48 @@ def render_page(
         What :func:`~iobench.results.loading.open_run` gave for the run (read when omitted).
     out
         Where the page goes: the full tables too long for the page are written there as CSV.
+    left_out
+        ``(name, why)`` of each figure that does not fit the run, said on the page.
     """
     manifest = run.manifest()
     loaded = loaded if loaded is not None else open_run(run.path)
-    matrix_path = run.path / "matrix.yaml"
-    matrix_text = matrix_path.read_text(errors="replace") if matrix_path.is_file() else ""
+    try:
+        matrix_text = read_text(run.path / "matrix.yaml", MATRIX, run.path)
+    except FileNotFoundError:
+        matrix_text = ""
+    except OSError as exc:  # not read (a link, a FIFO, too large): the page says why in its place
+        matrix_text = f"(not shown: {exc.filename}: {exc.strerror})"
     facts = loaded.state.facts()
-    full = summarize(frame, by=_split_by(frame)) if summary is None else summary
+    full = with_validity(summarize(frame, by=_split_by(frame)), frame) if summary is None else summary
     bottlenecks = verdict_groups(frame)
     problems = _problems(frame)
     unsteady = _unsteady(frame)
+    validity = validity_section(frame)
     return template("report.html.j2").render(
         title=run.path.name,
         description=_description(manifest, matrix_text),
-        counts=sorted(loaded.state.saved.items()),
+        counts=_counts(frame),
+        skipped=_skipped(frame),
         when=" → ".join(str(when) for when in (manifest.started, manifest.finished) if when),
         state=run_lines(facts, []),
-        notes=list(loaded.notes),
+        notes=[*loaded.notes, *filter(None, [unjudged_line(frame)])],
         figures=list(figures),
-        summary=summary_table(full, validity_flags(frame)),
+        left_out=list(left_out),
+        summary=summary_table(full, validity_flags(frame), _repeats_of(unsteady)),
         verdicts=_bounded_groups(bottlenecks, out),
         verdict_header=VERDICT_HEADER,
-        problems=_bounded(problems, ("point", "repeat", "status", "reason"), out, "problems.csv"),
-        unsteady=_bounded(unsteady, ("point", "repeat", "parameters", "why"), out, "unsteady.csv"),
-        validity=validity_section(frame),
+        problems={
+            **_bounded(problems, ("point", "repeat", "status", "reason"), out, "problems.csv"),
+            "grouped": _grouped(problems, lambda r: (r[2], r[3])),
+        },
+        unsteady={
+            **_bounded(unsteady, ("point", "repeat", "parameters", "why"), out, "unsteady.csv"),
+            "points": len({r[0] for r in unsteady}),
+        },
+        validity={
+            **validity,
+            "grouped": _grouped(validity["rows"], lambda r: (r[3],)),
+        },
         outliers=outlier_section(frame),
         machine=_machine_rows(manifest),
         targets=_target_rows(manifest),
@@ -228,7 +260,7 @@ def _write_csv(out: Path | None, name: str, rows: pd.DataFrame) -> str | None:
     if out is None:
         return None
     with replacing(out / name) as tmp:
-        rows.to_csv(tmp, index=False)
+        csv_safe(rows).to_csv(tmp, index=False)
     return name
 
 
@@ -250,6 +282,7 @@ def _bounded_groups(groups: list[dict[str, Any]], out: Path | None) -> dict[str,
                 "group": g["title"],
                 g["x"]: r["label"],
                 **dict(zip(VERDICT_HEADER, [*r["cells"], r["verdict"], r["why"]], strict=True)),
+                "note": r["note"],
             }
             for g in groups
             for r in g["rows"]
@@ -261,7 +294,7 @@ def _bounded_groups(groups: list[dict[str, Any]], out: Path | None) -> dict[str,
             break
         shown.append({**group, "rows": group["rows"][:left]})
         left -= len(group["rows"])
-    return {"groups": shown, "total": total, "shown": min(total, MAX_ROWS), "csv": csv}
+    return {**folded(shown), "total": total, "shown": min(total, MAX_ROWS), "csv": csv}
 
 
 def _description(manifest: Manifest, matrix_text: str) -> str:
@@ -283,15 +316,30 @@ def _mean_ci(row: pd.Series, metric: str, scale: float) -> str:
     return text
 
 
-def summary_table(summary: pd.DataFrame, validity: dict[object, list[str]] | None = None) -> dict[str, Any]:
+def summary_table(
+    summary: pd.DataFrame,
+    validity: dict[object, list[str]] | None = None,
+    not_steady: dict[str, list[str]] | None = None,
+) -> dict[str, Any]:
     """The summary's rows as the page shows them: identifying columns, then mean ± CI per metric.
 
-    ``validity``: per point, the validity codes found in its repeats, shown among its flags.
+    ``validity``: per point, the validity codes found in its repeats, shown among its flags;
+    ``not_steady``: per point (as text), its repeats judged not steady, named in its flag.
     """
     if summary.empty:
         return {"rows": []}
     stats = [c for c in summary.columns if c.endswith(("_mean", "_std", "_ci95", "_cv"))]
-    fixed = {"n", "pct_exact", "noisy", "short_runtime", "unsteady", "hosts", "host_outliers", *stats}
+    fixed = {
+        "n",
+        "pct_exact",
+        "noisy",
+        "short_runtime",
+        "unsteady",
+        "hosts",
+        "host_outliers",
+        *VALIDITY_COLUMNS,
+    }
+    fixed |= set(stats)
     # A point's numbers that add up several hosts say so, and how many, in a column of their own.
     summed = "hosts" in summary and bool(summary["hosts"].fillna(1).gt(1).any())
     keys = [
@@ -307,8 +355,10 @@ def summary_table(summary: pd.DataFrame, validity: dict[object, list[str]] | Non
             flags.append("approx. percentiles")
         unsteady = row.get("unsteady")
         if unsteady is not None and not pd.isna(unsteady) and int(unsteady) > 0:
-            flags.append(f"not steady ({int(unsteady)} of {int(row['n'])})")
-        flags += (validity or {}).get(row.get("point"), [])
+            which = (not_steady or {}).get(_plain(row.get("point")), [])
+            named = f"repeat{'s' if len(which) > 1 else ''} {', '.join(which)}" if which else int(unsteady)
+            flags.append(f"not steady ({named} of {int(row['n'])})")
+        flags += [c for c in (validity or {}).get(row.get("point"), []) if c not in flags]
         outliers = row.get("host_outliers")
         if isinstance(outliers, str) and outliers.strip():
             flags.append(f"hosts differ: {outliers}")
@@ -349,8 +399,53 @@ def _plain(value: object) -> str:
 def _problems(frame: pd.DataFrame) -> list[tuple[str, str, str, str]]:
     if "status" not in frame:
         return []
-    bad = frame[frame["status"] != "ok"].drop_duplicates(["point", "repeat"])
+    bad = frame[~frame["status"].isin(["ok", "skipped"])].drop_duplicates(["point", "repeat"])
     return [(_plain(r.point), _plain(r.repeat), _plain(r.status), _plain(r.reason)) for r in bad.itertuples()]
+
+
+def _skipped(frame: pd.DataFrame) -> list[Any]:
+    """Points never run, once each whatever their repeats: ``(reason, points, point list)`` per reason."""
+    if "status" not in frame:
+        return []
+    never = frame[frame["status"].eq("skipped")].drop_duplicates(["point"])
+    return _grouped([(_plain(r.point), _plain(r.reason)) for r in never.itertuples()], lambda r: (r[1],))
+
+
+def _counts(frame: pd.DataFrame) -> list[tuple[str, str]]:
+    """The header's counts: runs by status, then points skipped and points run once as another's twin."""
+    labels = {"skipped": "skipped", "same": "same as another here (run once)"}
+    return [
+        (labels.get(status, status), counted(n, "point" if status in labels else "run"))
+        for status, n in outcomes(frame).items()
+    ]
+
+
+def _grouped(rows: Sequence[tuple[str, ...]], key: Callable[[tuple[str, ...]], tuple[str, ...]]) -> list[Any]:
+    """Per-point rows summarised: ``(*key, points × repeats, points)`` per distinct key, most frequent first.
+
+    A sweep's per-point tables repeat one status, reason or finding for many
+    points; the page shows this summary and folds the rows themselves.
+    """
+    runs: dict[tuple[str, ...], list[str]] = {}
+    for row in rows:
+        runs.setdefault(key(row), []).append(row[0])
+    ordered = sorted(runs.items(), key=lambda item: -len(item[1]))
+    return [(*k, len(points), _point_list(points)) for k, points in ordered]
+
+
+def _point_list(points: Sequence[str]) -> str:
+    """``1, 2, 5`` for the distinct points named, or ``1, 2, 5 … (40 points)`` past ten."""
+    distinct = list(dict.fromkeys(points))
+    text = ", ".join(distinct[:10])
+    return text if len(distinct) <= 10 else f"{text} … ({len(distinct)} points)"
+
+
+def _repeats_of(rows: Sequence[tuple[str, ...]]) -> dict[str, list[str]]:
+    """Per point, the repeats of ``rows`` (``(point, repeat, ...)``), in order."""
+    found: dict[str, list[str]] = {}
+    for point, repeat, *_ in rows:
+        found.setdefault(point, []).append(repeat)
+    return found
 
 
 def _unsteady(frame: pd.DataFrame) -> list[tuple[str, str, str, str]]:

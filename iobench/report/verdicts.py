@@ -8,6 +8,7 @@ IOPS from :func:`iobench.point_totals`.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pandas as pd
@@ -48,7 +49,11 @@ def _ranks(column: str, values: pd.Series) -> list[int]:
 
 
 def verdict_groups(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """The section's tables: ``[{"title", "x", "rows": [{"label", "cells", "verdict"}]}]``; empty without telemetry.
+    """The section's tables: ``[{"title", "x", "rows": [{"label", "cells", "verdict", "why", "note"}]}]``.
+
+    Empty without telemetry. ``why`` is the verdict's reason, ``note`` what the
+    telemetry noted about the point (often the same for every point of a run:
+    :func:`folded` writes each once).
 
     Parameters
     ----------
@@ -103,10 +108,44 @@ def verdict_groups(frame: pd.DataFrame) -> list[dict[str, Any]]:
                     "label": format_value(x, row[x]),
                     "cells": cells,
                     "verdict": verdict or "–",
-                    "why": reason + (f" (note: {note})" if note else ""),
+                    "why": reason,
+                    "note": note,
                 }
             )
         groups.append(
             {"title": st.describe(others, combo) if others else "all points", "x": st.label(x), "rows": rows}
         )
     return groups
+
+
+def folded(groups: list[dict[str, Any]]) -> dict[str, Any]:
+    """The section as the page folds it: verdicts counted, each distinct note once, a group per fold.
+
+    Returns
+    -------
+    dict
+        ``counts``: ``(verdict, points × repeats, groups)`` most frequent first;
+        ``notes``: the distinct notes, numbered on the page from 1; ``groups``:
+        each group with ``summary`` (its verdicts counted) and each row's
+        ``note`` replaced by its number (0 for none).
+    """
+    notes: dict[str, int] = {}
+    counts: Counter[str] = Counter()
+    where: dict[str, set[int]] = {}
+    shown = []
+    for index, group in enumerate(groups):
+        mine = Counter(str(r["verdict"]) for r in group["rows"])
+        counts.update(mine)
+        for verdict in mine:
+            where.setdefault(verdict, set()).add(index)
+        rows = [
+            {**r, "note": notes.setdefault(r["note"], len(notes) + 1) if r["note"] else 0}
+            for r in group["rows"]
+        ]
+        summary = ", ".join(f"{verdict} × {n}" for verdict, n in mine.most_common())
+        shown.append({**group, "rows": rows, "summary": summary})
+    return {
+        "counts": [(verdict, n, len(where[verdict])) for verdict, n in counts.most_common()],
+        "notes": list(notes),
+        "groups": shown,
+    }

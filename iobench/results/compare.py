@@ -18,8 +18,11 @@ column                     meaning
                            ``equal_var=False``); NA below two repeats on a side
 ``p_adjusted``             ``p_value`` adjusted over every test of the comparison
                            (:mod:`iobench.results.discoveries`: Holm by default)
-``detectable``             the smallest change (a fraction of A's mean) the repeats could
-                           show with 80 % power at the family's level; NA when untested
+``detectable_down``,       the smallest drop and rise of the mean, as ratios B/A, that
+``detectable_up``          Welch's test at the family's level, with these repeat counts
+                           and spreads, finds with 80 % power
+                           (:func:`~iobench.results.discoveries.detectable`); 0 / inf
+                           when no drop / rise would be found; NA when untested
 ``verdict``                ``better`` / ``worse`` / ``no change`` (:data:`VERDICTS`); NA when
                            nothing can be judged (a point on one side only, a side without
                            a value, fewer than two repeats)
@@ -64,7 +67,7 @@ from iobench.results.discoveries import (
     CORRECTIONS,
     POWER,
     adjust,
-    detectable_change,
+    detectable,
     family_alpha,
 )
 from iobench.results.fioout.jobstats import PERCENTILES
@@ -78,8 +81,11 @@ from iobench.results.points import (
     percentile_column,
     point_totals,
 )
+from iobench.results.validity import CONTENTION_MEAN_PCT
 from iobench.store.rundir import RunDir
+from iobench.store.untrusted import MATRIX, read_text
 from iobench.system.stability import setting_facts
+from iobench.words import counted
 
 #: Significance level of the test; the CI is the matching 95 %.
 ALPHA = 0.05
@@ -87,8 +93,6 @@ ALPHA = 0.05
 VERDICTS: tuple[str, ...] = ("better", "worse", "no change")
 #: Metrics compared when none are named (those both runs have).
 DEFAULT_METRICS: tuple[str, ...] = ("iops", "bw_bytes", "lat_mean_us", "clat_p99_us")
-#: ``match`` values: the point ran in both runs, or in one only.
-MATCHES: tuple[str, ...] = ("both", "A only", "B only")
 #: The columns after the key columns, in order.
 RESULT_COLUMNS: tuple[str, ...] = (
     "metric",
@@ -106,12 +110,17 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "ratio_ci_high",
     "p_value",
     "p_adjusted",
-    "detectable",
+    "detectable_down",
+    "detectable_up",
     "verdict",
     "reason",
 )
 
 HIGHER, LOWER = 1, -1
+#: A metric whose tested points (at least this many) all moved together is one change of the run.
+DRIFT_POINTS = 3
+#: ... together: every ratio beyond the minimum effect on one side of 1, within this factor of each other.
+DRIFT_SPREAD = 1.25
 
 
 def _direction_table() -> dict[str, int]:
@@ -137,6 +146,8 @@ DIRECTION: dict[str, int] = _direction_table()
 # A side's repeats count as having no spread below this std / |mean|: identical values can
 # come out of a mean with a rounding error, which is not variance.
 _NO_SPREAD = 1e-9
+# Metrics that are one test at a point whose every I/O moved the same number of bytes.
+_ONE_TEST = ("iops", "bw_bytes")
 # Sides of a comparison, as labels in messages and in ``match``.
 _A, _B = "A", "B"
 
@@ -249,7 +260,10 @@ def compare(
         ``machines``: a list of ``{"fact", "a", "b", "differs"}`` for the
         machines and settings of both runs, and ``runs``: per side given as a
         run directory (``"A"``, ``"B"``), how far that run got (as a loaded
-        frame's ``attrs["run"]``) with its ``notes``.
+        frame's ``attrs["run"]``) with its ``notes``; ``conditions``: the
+        sentences that say how the runs' conditions differ
+        (:func:`conditions`); ``drifts``: per metric whose points all moved
+        together, ``{"metric", "points", "ratio", "low", "high"}`` (:func:`_drifts`).
 
     Raises
     ------
@@ -287,6 +301,7 @@ def compare(
     tests = _correct(rows, correction, min_effect)
     if not any(row["match"] == "both" for row in rows):
         raise ResultsError(_no_common_points(sides, keys, groups))
+    drifts = _drifts(rows, chosen, min_effect)
     out = _frame(rows, keys)
     labels = [side.label for side in sides]
     if labels[0] == labels[1]:
@@ -301,9 +316,11 @@ def compare(
         correction=correction,
         tests=tests,
         power=POWER,
-        machines=_machine_facts(sides[0], sides[1]),
+        machines=[*_machine_facts(sides[0], sides[1]), *_condition_facts(sides[0], sides[1])],
         runs={side.name: side.run for side in sides if side.run is not None},
+        drifts=drifts,
     )
+    out.attrs["conditions"] = conditions(out.attrs["machines"])
     return out
 
 
@@ -478,7 +495,7 @@ def _matrix_data(run: RunDir) -> Mapping[str, Any]:
     from iobench.matrix.yamlsource import YamlSyntaxError, load_yaml
 
     try:
-        data, _ = load_yaml((run.path / "matrix.yaml").read_text(errors="replace"))
+        data, _ = load_yaml(read_text(run.path / "matrix.yaml", MATRIX, run.path))
     except (OSError, YamlSyntaxError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -585,6 +602,8 @@ class _Group:
     counted: int = 0
     hosts: int | None = None
     """How many hosts the point's numbers sum (the most over its repeats); None: not known."""
+    total: int = 0
+    """Its repeats, judged for steady state or not (``counted``: those judged)."""
 
 
 def _groups(side: _Side, keys: Sequence[str], metrics: Sequence[str]) -> dict[tuple[str, ...], _Group]:
@@ -623,7 +642,8 @@ def _groups(side: _Side, keys: Sequence[str], metrics: Sequence[str]) -> dict[tu
         totals["steady"].astype("boolean") if "steady" in totals else pd.Series(pd.NA, index=totals.index)
     )
     unsteady = np.bincount(ids, weights=steady.eq(False).fillna(False).to_numpy(dtype=float), minlength=count)
-    counted = np.bincount(ids, weights=steady.notna().to_numpy(dtype=float), minlength=count)
+    judged = np.bincount(ids, weights=steady.notna().to_numpy(dtype=float), minlength=count)
+    sizes = np.bincount(ids, minlength=count)
     key_values = [
         {str(k): v for k, v in r.items()} for r in totals[list(keys)].iloc[first].to_dict("records")
     ]
@@ -646,8 +666,9 @@ def _groups(side: _Side, keys: Sequence[str], metrics: Sequence[str]) -> dict[tu
             [number[index]],
             repeats,
             int(unsteady[index]),
-            int(counted[index]),
+            int(judged[index]),
             hosts[index],
+            int(sizes[index]),
         )
     return out
 
@@ -684,6 +705,7 @@ def _rows(
         shown = ga or gb
         assert shown is not None
         match = "both" if ga and gb else "A only" if ga else "B only"
+        size = _fixed_size(ga, gb) if ga and gb else None
         for metric in metrics:
             row: dict[str, Any] = dict(shown.values)
             row.update(
@@ -713,15 +735,40 @@ def _rows(
                     ga.repeats[metric], gb.repeats[metric], direction=DIRECTION[metric], min_effect=min_effect
                 )
                 row.update({c: getattr(judged, c) for c in RESULT_COLUMNS if hasattr(judged, c)})
-                row["_repeats"] = (ga.repeats[metric], gb.repeats[metric])
-                settling = [
-                    f"{g.unsteady} of {g.counted} repeats of {name} not steady"
-                    for name, g in ((_A, ga), (_B, gb))
-                    if g.unsteady
-                ]
+                row.update(_repeats=(ga.repeats[metric], gb.repeats[metric]), _key=text, _size=size)
+                settling = [_settling(name, g) for name, g in ((_A, ga), (_B, gb))]
                 row["reason"] = "; ".join(filter(None, [row["reason"], *settling]))
             rows.append(row)
     return rows
+
+
+def _settling(name: str, group: _Group) -> str:
+    """``1 of 3 repeats of A not steady (1 could not be judged)``; empty when every repeat judged was steady.
+
+    A repeat the steady-state check could not judge (too short, no log) is said
+    once some repeats of the point were judged: it is neither steady nor not.
+    """
+    unjudged = group.total - group.counted if group.counted else 0
+    of = f"of {counted(group.total, 'repeat')} of {name}"
+    if group.unsteady:
+        tail = f" ({unjudged} could not be judged)" if unjudged else ""
+        return f"{group.unsteady} {of} not steady{tail}"
+    if unjudged:
+        return f"{unjudged} {of} could not be judged steady or not"
+    return ""
+
+
+def _fixed_size(a: _Group, b: _Group) -> float | None:
+    """The bytes per I/O of every repeat of both sides when it is one number (a fixed ``bs``), else None."""
+    sizes = []
+    for group in (a, b):
+        iops, bw = group.repeats.get("iops"), group.repeats.get("bw_bytes")
+        if iops is None or bw is None or iops.n != bw.n or not iops.n or not (iops.values > 0).all():
+            return None
+        sizes.append(bw.values / iops.values)
+    every = np.concatenate(sizes)
+    size = float(every[0])
+    return size if np.allclose(every, size, rtol=1e-6, atol=0.0) else None
 
 
 def _apart(a: _Group, b: _Group) -> bool:
@@ -756,36 +803,136 @@ def _unjudged_hosts(a: _Group, b: _Group, metric: str) -> dict[str, Any]:
 def _correct(rows: list[dict[str, Any]], correction: str, min_effect: float) -> int:
     """Adjust the p-values of every test made, judge by them, say what each point could detect.
 
-    Returns the number of tests. A ``better``/``worse`` whose adjusted p is not
-    below :data:`ALPHA` becomes ``no change`` with the reason; a ``no change``
-    whose repeats could not show the minimum effect says so.
+    Returns the number of tests: :func:`_one_test` rows (``iops`` and
+    ``bw_bytes`` of a point whose block size is fixed) are one test, counted
+    once and sharing its adjusted p. A ``better``/``worse`` whose adjusted p
+    is not below :data:`ALPHA` becomes ``no change`` with the reason; a ``no
+    change`` whose repeats could not show the minimum effect says so.
     """
     tested = [row for row in rows if "_repeats" in row and _finite(row.get("p_value"))]
-    adjusted = adjust([float(row["p_value"]) for row in tested], correction)
+    ids: dict[tuple[Any, ...], int] = {}
+    test_of = []
+    for index, row in enumerate(tested):
+        shared = _one_test(row)
+        test_of.append(ids.setdefault(shared if shared is not None else ("row", index), len(ids)))
+    p_of: dict[int, float] = {}
+    for t, row in zip(test_of, tested, strict=True):
+        p_of.setdefault(t, float(row["p_value"]))
+    tests = len(p_of)
+    adjusted_of = adjust([p_of[t] for t in range(tests)], correction).tolist()
     name = CORRECTION_NAMES[correction]
-    level = family_alpha(ALPHA, len(tested), correction)
-    after = "" if correction == "none" or len(tested) < 2 else f", after {name} over {len(tested)} tests"
-    for row, p in zip(tested, adjusted, strict=True):
-        row["p_adjusted"] = float(p)
+    level = family_alpha(ALPHA, tests, correction)
+    after = "" if correction == "none" or tests < 2 else f", after {name} over {tests} tests"
+    repeats = [row["_repeats"] for row in tested]
+    down, up = detectable(
+        [a.n for a, _ in repeats],
+        [b.n for _, b in repeats],
+        [_cv(a) for a, _ in repeats],
+        [_cv(b, a.mean) for a, b in repeats],
+        alpha=level,
+    )
+    for index, (row, t) in enumerate(zip(tested, test_of, strict=True)):
+        p = adjusted_of[t]
+        row["p_adjusted"] = p
         notes = [row["reason"]] if row.get("reason") else []
         if row["verdict"] in ("better", "worse") and p >= ALPHA:
             notes.insert(
                 0,
                 f"p = {float(row['p_value']):.3f} is not significant after {name}'s correction over "
-                f"{len(tested)} tests (adjusted p {p:.3f})",
+                f"{tests} tests (adjusted p {p:.3f})",
             )
             row["verdict"] = "no change"
         a, b = row["_repeats"]
-        row["detectable"] = detectable_change(a, b, alpha=level)
-        if row["verdict"] == "no change" and row["detectable"] > min_effect:
+        row["detectable_down"], row["detectable_up"] = float(down[index]), float(up[index])
+        known = not (math.isnan(row["detectable_down"]) or math.isnan(row["detectable_up"]))
+        if (
+            row["verdict"] == "no change"
+            and known
+            and not (
+                row["detectable_down"] >= 1 / (1 + min_effect) and row["detectable_up"] <= 1 + min_effect
+            )
+        ):
             notes.append(
-                f"too few repeats for the minimum effect: {a.n} and {b.n} repeats could detect ±{row['detectable']:.1%} "
-                f"({POWER:.0%} power{after}), more than ±{min_effect:.1%}"
+                f"too few repeats for the minimum effect: {a.n} and {b.n} repeats could detect "
+                f"{detectable_text(row['detectable_down'], row['detectable_up'])} ({POWER:.0%} power{after}), "
+                f"not ±{min_effect:.1%}"
             )
         row["reason"] = "; ".join(notes)
     for row in rows:
-        row.pop("_repeats", None)
-    return len(tested)
+        for private in ("_repeats", "_key", "_size"):
+            row.pop(private, None)
+    return tests
+
+
+def detectable_text(down: float, up: float) -> str:
+    """``×0.81 or ×1.24``; ``no drop`` (0) or ``no rise`` (inf) where none would be found; ``–`` when NA."""
+    if math.isnan(down) or math.isnan(up):
+        return "–"
+    low = f"×{down:.2f}" if down > 0 else "no drop"
+    high = f"×{up:.2f}" if math.isfinite(up) else "no rise"
+    return f"{low} or {high}"
+
+
+def _cv(repeats: Repeats, mean: float | None = None) -> float:
+    """``std / |mean|`` of a side's repeats (of ``mean`` when the side's own is 0); 0 without spread."""
+    scale = abs(repeats.mean) or abs(mean or 0.0)
+    return _spread(repeats.std, repeats.mean) / scale if scale else math.nan
+
+
+def _one_test(row: dict[str, Any]) -> tuple[Any, ...] | None:
+    """The key of the test ``row`` shares with another metric's row, or None when it is a test of its own.
+
+    ``iops`` and ``bw_bytes`` of one point are one test when every repeat of
+    both runs moved bytes in the same size per I/O (a fixed ``bs``): the
+    bandwidth is then the IOPS times a constant, Welch's statistic is the same,
+    and counting it twice would tighten the correction for nothing.
+    """
+    if row["metric"] not in _ONE_TEST:
+        return None
+    size = row.get("_size")
+    return None if size is None else ("size", row["_key"], size)
+
+
+def _drifts(rows: list[dict[str, Any]], metrics: Sequence[str], min_effect: float) -> list[dict[str, Any]]:
+    """The metrics whose tested points all moved together: one change of the run, not one per point.
+
+    A metric drifts when at least :data:`DRIFT_POINTS` points were tested,
+    every one of their ratios lies beyond the minimum effect on the same side
+    of 1, the largest is within a factor :data:`DRIFT_SPREAD` of the smallest,
+    and at least one point's verdict is a change. Each of its rows' reason
+    then begins with the run's ratio.
+    """
+    found = []
+    for metric in metrics:
+        tested = [r for r in rows if r["metric"] == metric and r.get("verdict") in VERDICTS]
+        ratios = np.array([float(r["ratio"]) for r in tested if _finite(r.get("ratio"))])
+        if len(tested) < DRIFT_POINTS or len(ratios) < len(tested) or (ratios <= 0).any():
+            continue
+        same_side = bool((ratios >= 1 + min_effect).all() or (ratios <= 1 / (1 + min_effect)).all())
+        changed = any(r["verdict"] in ("better", "worse") for r in tested)
+        if not (same_side and changed and ratios.max() <= DRIFT_SPREAD * ratios.min()):
+            continue
+        ratio = float(np.exp(np.log(ratios).mean()))
+        drift = {
+            "metric": metric,
+            "points": len(tested),
+            "ratio": ratio,
+            "low": float(ratios.min()),
+            "high": float(ratios.max()),
+        }
+        found.append(drift)
+        for row in tested:
+            row["reason"] = "; ".join(filter(None, [drift_text(drift), row.get("reason")]))
+    return found
+
+
+def drift_text(drift: Mapping[str, Any]) -> str:
+    """``every one of the 12 points moved together, ×0.70 (×0.68 to ×0.72): one change of the whole run``."""
+    return (
+        f"every one of the {drift['points']} points moved together, ×{drift['ratio']:.2f} "
+        f"(×{drift['low']:.2f} to ×{drift['high']:.2f}): one change of the whole run, not "
+        f"{drift['points']} changes of their own"
+    )
 
 
 def _finite(value: object) -> bool:
@@ -965,6 +1112,88 @@ def _machine_facts(a: _Side, b: _Side) -> list[dict[str, Any]]:
     for fact in dict.fromkeys([*fa, *fb]):
         va, vb = fa.get(fact, "–"), fb.get(fact, "–")
         out.append({"fact": fact, "a": va, "b": vb, "differs": va != vb})
+    return out
+
+
+def _condition_facts(a: _Side, b: _Side) -> list[dict[str, Any]]:
+    """What the runs' own measurements say of their conditions: other processes' CPU, validity findings.
+
+    ``{"fact", "a", "b", "differs"}`` as :func:`_machine_facts`. Other
+    processes' CPU (the telemetry's ``cpu_other_pct``, mean over the points ×
+    repeats) differs when the means are :data:`~iobench.results.validity.CONTENTION_MEAN_PCT`
+    points apart or more — the share the ``cpu-contention`` check flags; a
+    validity check's findings differ when it found something in one run and
+    not in the other, or at a different count.
+    """
+    out = []
+    loads = [_other_cpu(side.frame) for side in (a, b)]
+    if any(load is not None for load in loads):
+        texts = ["–" if load is None else f"{load[0]:.1f} % (most {load[1]:.0f} %)" for load in loads]
+        known = [load for load in loads if load is not None]
+        differs = len(known) == 2 and abs(known[0][0] - known[1][0]) >= CONTENTION_MEAN_PCT
+        out.append({"fact": OTHER_CPU, "a": texts[0], "b": texts[1], "differs": differs})
+    counts = [_findings(side.frame) for side in (a, b)]
+    if all(c is not None for c in counts):
+        judged = [c[1] for c in counts if c is not None]
+        found = [c[0] for c in counts if c is not None]
+        for code in dict.fromkeys([*found[0], *found[1]]):
+            texts = [f"{f.get(code, 0)} of {n}" for f, n in zip(found, judged, strict=True)]
+            differs = (found[0].get(code, 0) > 0) != (found[1].get(code, 0) > 0) or texts[0] != texts[1]
+            out.append({"fact": f"{FINDINGS}{code}", "a": texts[0], "b": texts[1], "differs": differs})
+    return out
+
+
+#: The condition facts' names (:func:`_condition_facts`).
+OTHER_CPU = "other processes' share of the points' CPUs (mean, most)"
+FINDINGS = "points × repeats with the validity finding "
+
+
+def _other_cpu(frame: pd.DataFrame) -> tuple[float, float] | None:
+    """The mean and the largest ``cpu_other_pct`` over a run's points × repeats; None without telemetry."""
+    if "cpu_other_pct" not in frame or "point" not in frame:
+        return None
+    keys = [c for c in ("run_id", "point", "repeat") if c in frame]
+    values = frame.drop_duplicates(keys)["cpu_other_pct"].astype("Float64").dropna()
+    return (float(values.mean()), float(values.max())) if len(values) else None
+
+
+def _findings(frame: pd.DataFrame) -> tuple[dict[str, int], int] | None:
+    """Per validity code, the points × repeats it found, and how many were judged; None without verdicts."""
+    if "validity" not in frame or "point" not in frame:
+        return None
+    keys = [c for c in ("run_id", "point", "repeat") if c in frame]
+    codes = frame.drop_duplicates(keys)["validity"].dropna().astype(str)
+    counted: dict[str, int] = {}
+    for text in codes:
+        for code in text.split():
+            counted[code] = counted.get(code, 0) + 1
+    return counted, len(codes)
+
+
+def conditions(facts: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The sentences that say the runs were measured under different conditions (empty when none differ).
+
+    Other processes' CPU and each validity finding that differs get a
+    sentence of their own; the machine and settings facts that differ are
+    counted in one.
+    """
+    out = []
+    settings = 0
+    for fact in facts:
+        if not fact.get("differs"):
+            continue
+        name = str(fact["fact"])
+        if name == OTHER_CPU:
+            out.append(f"other processes took {fact['a']} of the points' CPUs in A, {fact['b']} in B")
+        elif name.startswith(FINDINGS):
+            code = name.removeprefix(FINDINGS)
+            out.append(f"the validity check {code} found {fact['a']} points × repeats in A, {fact['b']} in B")
+        else:
+            settings += 1
+    if settings:
+        out.append(
+            f"{settings} fact{'s' if settings > 1 else ''} of the machines and settings differ (listed)"
+        )
     return out
 
 

@@ -9,9 +9,12 @@ are compared with the other hosts', metric by metric (:data:`METRICS`):
   which one odd host cannot move, as it moves a mean and a standard deviation;
 - a host is far when its distance from the median is more than
   :data:`OUTLIER_MADS` MADs (5 MADs is Iglewicz and Hoaglin's modified
-  z-score of 3.4, about 3.4 standard deviations of a normal spread) **and** at
-  least :data:`OUTLIER_MIN_PCT` % of the median: hosts that agree to within
-  a fraction of a percent have a MAD near 0, and a host 1 % off them is no
+  z-score of 3.4, about 3.4 standard deviations of a normal spread), the MAD
+  taken as at least :data:`MIN_SPREAD_PCT` % of the median: hosts that agree
+  to within a fraction of a percent have a MAD near 0 — with three hosts, two
+  that agree make it 0 — and the spread hosts show between repeats is a few
+  percent. So no host is far for lying less than 15 % from the median,
+  whatever the number of hosts: with three, one 10 % off the other two is no
   finding.
 
 Fewer than :data:`MIN_HOSTS` hosts cannot be judged (with two, each is as far
@@ -31,10 +34,16 @@ from iobench.results.points import data_rows, point_totals
 
 #: Far: more than this many MADs from the hosts' median ...
 OUTLIER_MADS = 5.0
-#: ... and at least this far from it, in % of the median.
-OUTLIER_MIN_PCT = 10.0
+#: ... the MAD taken as at least this % of the median (so far is more than 15 % from it).
+MIN_SPREAD_PCT = 3.0
 #: Fewer hosts in a point cannot be judged.
 MIN_HOSTS = 3
+#: The rule in words, for the report and the figures' captions.
+RULE = (
+    f"a host more than {OUTLIER_MADS:g} MADs from the hosts' median (the MAD: the median of the hosts' "
+    f"distances from it, taken as at least {MIN_SPREAD_PCT:g} % of the median, so more than "
+    f"{OUTLIER_MADS * MIN_SPREAD_PCT:g} % from it), on {MIN_HOSTS} hosts or more"
+)
 #: The metrics compared, with the words a detail uses.
 METRICS: dict[str, tuple[str, str]] = {"iops": ("IOPS", ""), "clat_p99_us": ("p99", " µs")}
 #: The columns :func:`outliers` gives, per point × repeat × direction.
@@ -44,19 +53,20 @@ COLUMNS: tuple[str, ...] = ("host_outliers", "host_outliers_detail")
 def judge_hosts(values: pd.Series) -> list[tuple[str, float, float, float]]:
     """The far hosts among ``values`` (host → a metric's value): ``(host, value, median, MADs)`` each.
 
-    ``MADs`` is the distance from the median in MADs (infinite when the MAD is 0).
+    ``MADs`` is the distance from the median in MADs, the MAD taken as at least
+    :data:`MIN_SPREAD_PCT` % of the median (infinite when both are 0).
     """
     known = values.dropna().astype(float)
     if len(known) < MIN_HOSTS:
         return []
     median = float(known.median())
     distance = (known - median).abs()
-    mad = float(distance.median())
+    mad = max(float(distance.median()), MIN_SPREAD_PCT / 100.0 * abs(median))
     far = []
     for host, value in known.items():
         gap = abs(float(value) - median)
         mads = gap / mad if mad > 0 else (np.inf if gap > 0 else 0.0)
-        if mads > OUTLIER_MADS and median != 0 and 100.0 * gap / abs(median) >= OUTLIER_MIN_PCT:
+        if mads > OUTLIER_MADS:
             far.append((str(host), float(value), median, mads))
     return far
 
@@ -74,20 +84,6 @@ def _detail(host: str, metric: str, value: float, median: float, mads: float) ->
         f"{host}: {label} {_number(value)}{unit}, {abs(change):.0f} % {'above' if change > 0 else 'below'} "
         f"the hosts' median of {_number(median)}{unit} ({spread})"
     )
-
-
-def named(detail: object) -> dict[str, set[str]]:
-    """The hosts a ``host_outliers_detail`` names, by metric (``{"iops": {"h3"}, "clat_p99_us": set()}``)."""
-    found: dict[str, set[str]] = {metric: set() for metric in METRICS}
-    if not isinstance(detail, str):
-        return found
-    labels = {label: metric for metric, (label, _) in METRICS.items()}
-    for sentence in detail.split("; "):
-        host, _, rest = sentence.partition(": ")
-        metric = labels.get(rest.split(" ", 1)[0])
-        if metric is not None:
-            found[metric].add(host)
-    return found
 
 
 def outliers(frame: pd.DataFrame) -> pd.DataFrame:

@@ -57,6 +57,7 @@ import numpy as np
 import pandas as pd
 
 from iobench.errors import ResultsError
+from iobench.planner.placement import SAME_AS
 from iobench.results import schema
 from iobench.results.fioout.bins import decode
 from iobench.results.fioout.frame import FRAME_HISTOGRAMS, FRAME_IDENTITY, FRAME_METRICS
@@ -84,6 +85,9 @@ HOSTS_SUMMARY: tuple[str, ...] = ("window_s", "start_skew_ms", "overlap_pct", "h
 #: The steady-state verdict of each point × repeat (:mod:`iobench.results.steady`), and the
 #: count :func:`summarize` makes of it: not parameters.
 STEADY: tuple[str, ...] = schema.group("steady")
+#: A point whose IOPS (bandwidth without IOPS) vary over its repeats by a CV above this is noisy:
+#: the summary's ``noisy`` and the validity check of that name (docs/validity.md). Two repeats judge it.
+NOISY_CV = 0.05
 #: How ``steady_reason`` begins when fio's own steady-state detection (``steadystate=``) judged.
 FIO_STEADY = "fio steadystate"
 #: The telemetry summary of a point (:mod:`iobench.results.telemetry`, docs/telemetry.md), in frame
@@ -235,6 +239,38 @@ def data_rows(df: pd.DataFrame) -> pd.DataFrame:
     if "status" in df:
         df = df[df["status"].eq("ok").fillna(False)]
     return df[df["direction"].notna()] if "direction" in df else df
+
+
+def outcomes(df: pd.DataFrame) -> dict[str, int]:
+    """What became of a frame's point-runs, each counted once.
+
+    Returns
+    -------
+    dict of str to int
+        Runs (point × repeat) by status, ``ok``, ``failed``, ``timeout``, …;
+        then points, not runs, for what was never run: ``skipped`` (could not
+        be placed, with a reason) and ``same`` (skipped as the same placement
+        as another point here, its reason ``same as point N: why``). Statuses
+        with no run are left out; empty for a frame without ``status``.
+    """
+    if "status" not in df:
+        return {}
+    keys = [c for c in ("run_id", "point", "repeat") if c in df]
+    runs = df.drop_duplicates(keys) if keys else df
+    status = runs["status"].astype("string").fillna("unknown")
+    skipped = status.eq("skipped")
+    counts = {str(s): int(n) for s, n in status[~skipped].value_counts(sort=False).items()}
+    never = runs[skipped.to_numpy()]
+    same = (
+        never["reason"].astype("string").str.startswith(SAME_AS).fillna(False).to_numpy(dtype=bool)
+        if "reason" in never
+        else np.zeros(len(never), dtype=bool)
+    )
+    points = [c for c in ("run_id", "point") if c in never]
+    for name, part in (("skipped", never[~same]), ("same", never[same])):
+        if len(part):
+            counts[name] = len(part.drop_duplicates(points)) if points else len(part)
+    return counts
 
 
 def _point_keys(rows: pd.DataFrame) -> list[str]:
@@ -760,7 +796,7 @@ def summarize(
     df: pd.DataFrame,
     *,
     by: Sequence[str] | None = None,
-    noisy_cv: float = 0.05,
+    noisy_cv: float = NOISY_CV,
     steady_only: bool = False,
 ) -> pd.DataFrame:
     """Summarise each point over its repeats.
@@ -772,7 +808,7 @@ def summarize(
         are ignored. Without a ``repeat`` column every row is repeat 0.
     by : sequence of str, optional
         Columns that split a point further, as in :func:`point_totals`.
-    noisy_cv : float, default 0.05
+    noisy_cv : float, default :data:`NOISY_CV` (0.05)
         A point is ``noisy`` when the CV of its IOPS over repeats (of its
         bandwidth where IOPS is absent) exceeds this.
     steady_only : bool, default False

@@ -11,26 +11,21 @@ Two sources, one column:
 2. **The time series** otherwise (:func:`iobench.timeseries`): the point's
    IOPS per window (its jobs and directions summed,
    :func:`iobench.results.points.window_totals`; bandwidth where there is no
-   IOPS log), over the last :data:`LAST_WINDOWS` windows that every job logged
-   (SNIA's steady-state test judges five rounds; here a round is one of fio's
-   windows). Steady when both hold:
+   IOPS log), over the last :data:`WINDOWS` (5) windows that every job logged,
+   judged by the steady-state rule of SNIA's Solid State Storage Performance
+   Test Specification (PTS), one of fio's windows being one of its rounds.
+   Steady when both hold:
 
-   - *level*: the mean of each pair of consecutive judged windows lies within
-     ±:data:`MAX_DEVIATION` (20 %) of the median of those means. Pairs, because
-     a window that a busy host slowed down is repaid in the next one (fio's
-     rate limiter catches up, a queue drains): the pair's mean is unmoved,
-     while a change that lasts moves the pairs it spans by at least half of
-     its size.
-   - *trend*, judged over :data:`TREND_WINDOWS` (5) windows or more: the
-     least-squares line through the judged windows changes by at most
-     :data:`MAX_DRIFT` (10 %) of their median across them, or its slope is not
-     significant (``|t| <`` Student's t at 97.5 %, ``n - 2`` degrees of
-     freedom): noise does not make a trend, and three or four windows cannot
-     tell one from it.
+   - *range*: the largest minus the smallest of the 5 windows is at most
+     :data:`MAX_RANGE` (20 %) of their mean;
+   - *slope*: the least-squares line through the 5 windows moves at most
+     :data:`MAX_EXCURSION` (10 %) of their mean from the first window to the
+     last.
 
-   Fewer than :data:`MIN_WINDOWS` complete windows cannot be judged: ``steady``
-   is NA and the reason says why (the run was shorter than three windows of
-   ``log_avg_msec``).
+   Fewer than :data:`WINDOWS` complete windows cannot be judged: ``steady``
+   is NA, "too short to judge (N windows, 5 needed)", with what would make
+   the point judgeable (a longer ``runtime`` or a shorter ``log_avg_msec``).
+   :func:`unjudged_line` counts such points in one line.
 
 ``steady`` is NA for points that did not finish ``ok`` and for points without
 logs (runs made before iobench asked fio for them). docs/timeseries.md
@@ -49,22 +44,22 @@ import numpy as np
 import pandas as pd
 
 from iobench.results.fioout import detect
-from iobench.results.points import FIO_STEADY, t975, window_totals
+from iobench.results.points import FIO_STEADY, window_totals
 from iobench.results.timeseries import RunLogs, read_run_logs, run_dir_of
 from iobench.store.records import PointMeta
 from iobench.store.rundir import RunDir
+from iobench.store.untrusted import FIO_TEXT, read_bytes, run_of
 
-#: Judge the last this many complete windows (fewer when the run has fewer).
-LAST_WINDOWS = 5
-#: Below this many complete windows a point × repeat is not judged.
-MIN_WINDOWS = 3
-#: Largest distance of a pair of windows' mean from the median of those means, relative to it.
-MAX_DEVIATION = 0.20
-#: Largest change of a significant fitted line across the judged windows, relative to their median.
-MAX_DRIFT = 0.10
-#: The trend is judged only over this many windows or more.
-TREND_WINDOWS = 5
+#: SNIA PTS's measurement window: the last this many complete windows, and the fewest judged.
+WINDOWS = 5
+#: The largest ``max - min`` of the judged windows, relative to their mean.
+MAX_RANGE = 0.20
+#: The largest excursion of their least-squares line (first to last window), relative to their mean.
+MAX_EXCURSION = 0.10
+#: The start of a reason that says a point × repeat was too short to judge.
+TOO_SHORT = "too short to judge"
 NO_LOGS = "no fio logs in the point directory (a run made before iobench wrote them)"
+EMPTY_LOGS = "fio's logs hold no sample (the job ended before its first log window, e.g. inside ramp_time)"
 #: The verdict frame's columns.
 VERDICT_COLUMNS: tuple[str, ...] = (
     "point",
@@ -89,12 +84,11 @@ def judge_windows(
     timing: pd.DataFrame | None = None,
     *,
     by: Sequence[str] = (),
-    last: int = LAST_WINDOWS,
-    min_windows: int = MIN_WINDOWS,
-    max_deviation: float = MAX_DEVIATION,
-    max_drift: float = MAX_DRIFT,
+    last: int = WINDOWS,
+    max_range: float = MAX_RANGE,
+    max_excursion: float = MAX_EXCURSION,
 ) -> pd.DataFrame:
-    """Judge each point × repeat from its window totals (the criterion of the module docstring).
+    """Judge each point × repeat from its window totals (the rule of the module docstring).
 
     Parameters
     ----------
@@ -107,8 +101,10 @@ def judge_windows(
     by : sequence of str, optional
         The columns ``windows`` were split by (``window_totals(series, by=["host"])``):
         each of their values is judged on its own, and named in the result.
-    last, min_windows, max_deviation, max_drift
-        The criterion's settings (the module's constants by default).
+    last, max_range, max_excursion
+        The rule's settings (the module's constants by default): how many
+        windows are judged (and needed), the largest range and the largest
+        excursion of the fitted line, as fractions of the windows' mean.
 
     Returns
     -------
@@ -143,29 +139,30 @@ def judge_windows(
         for start, end in zip(starts.tolist(), [*starts[1:].tolist(), len(points)], strict=True):
             key = (int(points[start]), int(repeats[start]))
             x, y = times[start:end][-last:], values[start:end][-last:]
-            row = _verdict(
-                key, x, y, end - start, metric, window_s.get(key), min_windows, max_deviation, max_drift
-            )
+            row = _verdict(key, x, y, last, metric, window_s.get(key), max_range, max_excursion)
             rows.append({**row, **{c: v[start] for c, v in zip(split, extra, strict=True)}})
     if not split:
         seen = {(r["point"], r["repeat"]) for r in rows}
         for key in sorted(set(window_s) - seen):
-            rows.append(_unjudged(key, 0, window_s[key], min_windows, metric))
+            rows.append(_unjudged(key, 0, window_s[key], last, metric))
     columns = [*keys, *VERDICT_COLUMNS[2:]]
     return _typed(pd.DataFrame(rows, columns=columns))
 
 
+def too_short(n: int, needed: int = WINDOWS, window: float | None = None) -> str:
+    """The reason of a point × repeat with ``n`` complete windows, and what would make it judgeable."""
+    size = f" of {_secs(window)}" if window else ""
+    longer = f" ({_secs(needed * window)} at these windows)" if window else ""
+    return (
+        f"{TOO_SHORT} ({n} window{'' if n == 1 else 's'}{size}, {needed} needed): run each point for "
+        f"{needed} windows of log_avg_msec after ramp_time{longer}, or lower log_avg_msec"
+    )
+
+
 def _unjudged(
-    key: tuple[int, int], n: int, window: float | None, min_windows: int, metric: str | None
+    key: tuple[int, int], n: int, window: float | None, needed: int, metric: str | None
 ) -> dict[str, Any]:
-    if metric is None:
-        reason = "no IOPS or bandwidth log to judge from"
-    else:
-        size = f" of {_secs(window)}" if window else ""
-        reason = (
-            f"{n} complete window{'' if n == 1 else 's'}{size}, {min_windows} needed to judge: "
-            "run longer or lower log_avg_msec"
-        )
+    reason = "no IOPS or bandwidth log to judge from" if metric is None else too_short(n, needed, window)
     return {
         "point": key[0],
         "repeat": key[1],
@@ -176,65 +173,51 @@ def _unjudged(
     }
 
 
-def _trend(x: np.ndarray, y: np.ndarray) -> tuple[float, bool]:
-    """The least-squares slope of ``y`` over ``x``, and whether it is significant at 95 % (two-sided)."""
+def _slope(x: np.ndarray, y: np.ndarray) -> float:
+    """The least-squares slope of ``y`` over ``x`` (0 when every ``x`` is the same)."""
     dx = x - x.mean()
     sxx = float(dx @ dx)
-    if sxx <= 0:
-        return 0.0, False
-    slope = float(dx @ (y - y.mean())) / sxx
-    residual = y - y.mean() - slope * dx
-    if len(x) < 3:
-        return slope, False
-    variance = float(residual @ residual) / (len(x) - 2)
-    if variance <= 0:
-        return slope, slope != 0
-    return slope, abs(slope) / math.sqrt(variance / sxx) > t975(len(x) - 2)
+    return float(dx @ (y - y.mean())) / sxx if sxx > 0 else 0.0
 
 
 def _verdict(
     key: tuple[int, int],
     x: np.ndarray,
     y: np.ndarray,
-    complete: int,
+    needed: int,
     metric: str,
     window: float | None,
-    min_windows: int,
-    max_deviation: float,
-    max_drift: float,
+    max_range: float,
+    max_excursion: float,
 ) -> dict[str, Any]:
     n = len(y)
-    if n < min_windows:
-        return _unjudged(key, complete, window, min_windows, metric)
+    if n < needed:
+        return _unjudged(key, n, window, needed, metric)
     name = "IOPS" if metric == "iops" else "bandwidth"
     # A window's time stamp is its end: the judged span begins one window before the first.
     begin = max(0.0, float(x[0]) - (window or 0.0))
     base = {"point": key[0], "repeat": key[1], "judged_from_s": begin, "judged_to_s": float(x[-1])}
-    pairs = (y[1:] + y[:-1]) / 2
-    centre = float(np.median(pairs))
-    if not centre > 0:
+    mean = float(y.mean())
+    if not mean > 0:
         return {**base, "steady": None, "steady_reason": f"no I/O in the last {n} windows"}
-    deviation = float(np.max(np.abs(pairs - centre))) / centre
-    slope, significant = _trend(x, y)
-    drift = abs(slope) * float(x[-1] - x[0]) / centre
-    judged = n >= TREND_WINDOWS
+    spread = float(y.max() - y.min()) / mean
+    slope = _slope(x, y)
+    excursion = abs(slope) * float(x[-1] - x[0]) / mean
     size = f" of {_secs(window)}" if window else ""
     over = f"over the last {n} windows{size}"
-    if deviation > max_deviation:
+    if spread > max_range:
+        reason = f"{name} moved {_pct(spread)} of its mean (max − min; limit {_pct(max_range)}) {over}"
+        return {**base, "steady": False, "steady_reason": reason}
+    if excursion > max_excursion:
+        trend = "rose" if slope > 0 else "fell"
         reason = (
-            f"{name} moved {_pct(deviation)} from its median (means of window pairs; "
-            f"limit {_pct(max_deviation)}) {over}"
+            f"{name} {trend} {_pct(excursion)} of its mean along its fitted line "
+            f"(limit {_pct(max_excursion)}) {over}"
         )
         return {**base, "steady": False, "steady_reason": reason}
-    if judged and significant and drift > max_drift:
-        trend = "rose" if slope > 0 else "fell"
-        reason = f"{name} {trend} {_pct(drift)} along a significant trend (limit {_pct(max_drift)}) {over}"
-        return {**base, "steady": False, "steady_reason": reason}
-    if not judged:
-        trend_text = f"trend not judged (fewer than {TREND_WINDOWS} windows)"
-    else:
-        trend_text = f"trend {_pct(drift)}" + ("" if significant else " (not significant)")
-    reason = f"{name} within {_pct(deviation)} of its median (means of window pairs), {trend_text} {over}"
+    reason = (
+        f"{name} within {_pct(spread)} of its mean (max − min), fitted line moved {_pct(excursion)} {over}"
+    )
     return {**base, "steady": True, "steady_reason": reason}
 
 
@@ -258,7 +241,7 @@ def fio_verdict(point_dir: Path, meta: PointMeta) -> tuple[bool | None, str] | N
     entries: list[dict[str, Any]] = []
     for name in outputs:
         try:
-            data = (point_dir / str(name)).read_bytes()
+            data = read_bytes(point_dir / str(name), FIO_TEXT, run_of(point_dir))
         except OSError:
             continue
         if b'"steadystate"' not in data:
@@ -353,7 +336,8 @@ def verdicts(
         elif key in logs.problems:
             row.update(steady=None, steady_reason=f"not judged: {logs.problems[key]}")
         elif key not in has_logs:
-            row.update(steady=None, steady_reason=NO_LOGS)
+            written = any(point_dir.glob("*_iops.*log*")) or any(point_dir.glob("*_bw.*log*"))
+            row.update(steady=None, steady_reason=EMPTY_LOGS if written else NO_LOGS)
         else:
             row.update(by_key[key])
         rows.append(row)
@@ -421,6 +405,34 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 _TYPES = ("Int64", "Int64", "boolean", "string", "float64", "float64")
+
+
+def unjudged_line(frame: pd.DataFrame | None) -> str | None:
+    """How many points × repeats of ``frame`` steady state could not judge, and what would: one line, or None.
+
+    Said at the end of ``iobench run`` and in the report, so a run of short
+    points does not read as steady for want of a ``not-steady`` finding.
+    """
+    if frame is None or frame.empty or "steady" not in frame or "point" not in frame:
+        return None
+    rows = frame.drop_duplicates([c for c in ("run_id", "point", "repeat") if c in frame])
+    if "status" in rows:
+        rows = rows[rows["status"].eq("ok").fillna(False).to_numpy()]
+    unjudged = rows[rows["steady"].isna().to_numpy()]
+    if unjudged.empty:
+        return None
+    reasons = unjudged["steady_reason"].astype("string").fillna("")
+    short = int(reasons.str.startswith(TOO_SHORT).sum())
+    other = len(unjudged) - short
+    parts = []
+    if short:
+        parts.append(
+            f"{short} {TOO_SHORT} (fewer than {WINDOWS} complete windows): give each point a runtime of "
+            f"at least {WINDOWS} × log_avg_msec after ramp_time, or lower log_avg_msec"
+        )
+    if other:
+        parts.append(f"{other} for other reasons (the frame's steady_reason)")
+    return f"steady state: {len(unjudged)} of {len(rows)} points × repeats not judged: " + "; ".join(parts)
 
 
 def with_steady(

@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,10 +49,11 @@ import pandas as pd
 from iobench.errors import IobenchError
 from iobench.matrix.units import parse_seconds
 from iobench.planner.timelogs import DEFAULT_LOG_AVG_MSEC
-from iobench.results.points import VALIDITY, over_repeats, parameter_columns, rate_totals
+from iobench.results.points import NOISY_CV, VALIDITY, over_repeats, parameter_columns, rate_totals
 from iobench.results.telemetry import MISMATCH
 from iobench.store.records import PointMeta
 from iobench.store.rundir import RunDir
+from iobench.store.untrusted import FIO_TEXT, open_regular, read_text, run_of
 from iobench.system.cpulist import format_cpulist, parse_cpulist
 from iobench.system.pointfacts import MEMORY_FS, NOT_LAID_OUT
 
@@ -70,7 +72,7 @@ CODES: tuple[str, ...] = (
     "throttled",
     "compressible-writes",
     "not-steady",
-    "wide-ci",
+    "noisy",
     "host-overlap",
     "behind",
     "fio-warning",
@@ -88,8 +90,6 @@ CONTENTION_MEAN_PCT = 5.0
 CONTENTION_ONE_CPU_PCT = 20.0
 #: A CPU clock that moved by this much (%) between the start and the end of the point.
 FREQ_MOVE_PCT = 10.0
-#: A 95 % confidence half-width over repeats of at least this % of the mean.
-WIDE_CI_PCT = 10.0
 #: The hosts of a point ran together for less than this share (%) of the longest-running host's span.
 MIN_OVERLAP_PCT = 90.0
 #: Device models known to compress what they store (matched in the model name).
@@ -118,7 +118,7 @@ THRESHOLDS: tuple[str, ...] = (
     "CONTENTION_MEAN_PCT",
     "CONTENTION_ONE_CPU_PCT",
     "FREQ_MOVE_PCT",
-    "WIDE_CI_PCT",
+    "NOISY_CV",
     "MIN_OVERLAP_PCT",
     "COMPRESSING_MODELS",
     "DEVICE_COUNT_PCT",
@@ -230,9 +230,10 @@ CHECKS: tuple[Check, ...] = (
         "the frame's `steady` and `steady_reason`",
     ),
     Check(
-        "wide-ci",
-        "the repeats of the point lie far apart",
-        f"95 % CI half-width ≥ {WIDE_CI_PCT:g} % of the mean IOPS",
+        "noisy",
+        "the repeats of the point lie far apart: their IOPS vary by a CV above the "
+        "limit, the summary's `noisy`; the detail gives the 95 % CI of the mean too",
+        f"CV above {100 * NOISY_CV:g} %, judged from 2 repeats",
         "`over_repeats` of the point totals",
     ),
     Check(
@@ -313,7 +314,7 @@ class PointView:
     telemetry: dict[str, Any]
     jobs: list[dict[str, Any]]
     """The point's rows (job × direction) with :data:`JOB_COLUMNS`."""
-    spread: dict[str, tuple[float, float, float]]
+    spread: dict[str, tuple[float, float, float, float]]
     run: RunView
     fio_iops: dict[str, float] = field(default_factory=dict)
     dev_iops: dict[str, float] = field(default_factory=dict)
@@ -1073,27 +1074,25 @@ def not_steady(p: PointView, v: Verdict) -> None:
         v.na("not-steady", str(reason or "no steady-state verdict"))
 
 
-def wide_ci(p: PointView, v: Verdict) -> None:
-    """``wide-ci``: the point's repeats lie far apart (95 % CI of IOPS relative to the mean)."""
+def noisy(p: PointView, v: Verdict) -> None:
+    """``noisy``: the point's repeats vary by a CV of its rate above :data:`NOISY_CV` (the summary's rule)."""
     if not p.spread:
         return
     parts = []
     counts = []
-    for direction, (mean, half, n) in sorted(p.spread.items()):
+    for direction, (mean, cv, half, n) in sorted(p.spread.items()):
         counts.append(n)
-        if n < 2 or not math.isfinite(half) or mean <= 0:
+        if n < 2 or not math.isfinite(cv) or mean <= 0 or cv <= NOISY_CV:
             continue
-        share = 100.0 * half / mean
-        if share >= WIDE_CI_PCT:
-            label = "IOPS" if len(p.spread) == 1 else f"{direction} IOPS"
-            parts.append(
-                f"the 95 % CI of {label} over {n:.0f} repeats is ±{share:.1f} % of the mean "
-                f"({mean:,.0f} ± {half:,.0f})"
-            )
+        label = "IOPS" if len(p.spread) == 1 else f"{direction} IOPS"
+        parts.append(
+            f"{label} over {n:.0f} repeats vary by a CV of {100 * cv:.1f} % (limit {100 * NOISY_CV:g} %); "
+            f"the 95 % CI of the mean is ±{100 * half / mean:.1f} % ({mean:,.0f} ± {half:,.0f})"
+        )
     if parts:
-        v.finding("wide-ci", "; ".join(parts))
+        v.finding("noisy", "; ".join(parts))
     elif counts and max(counts) < 2:
-        v.na("wide-ci", "one repeat, no interval to judge")
+        v.na("noisy", "one repeat: the spread of repeats needs 2 or more")
 
 
 def host_overlap(p: PointView, v: Verdict) -> None:
@@ -1242,11 +1241,8 @@ def fio_warning(p: PointView, v: Verdict) -> None:
     """``fio-warning``: what fio printed on stderr, or before its results in its output file."""
     stderr = p.directory / "stderr.txt"
     try:
-        said = [
-            line.strip()
-            for line in stderr.read_text(errors="replace").splitlines()
-            if not informational(line)
-        ]
+        text = read_text(stderr, FIO_TEXT, run_of(p.directory))
+        said = [line.strip() for line in text.splitlines() if line.strip() and not informational(line)]
     except FileNotFoundError:
         v.na("fio-warning", "no stderr.txt saved with the point")
         said = []
@@ -1257,7 +1253,8 @@ def fio_warning(p: PointView, v: Verdict) -> None:
     # The fio processes of a point on hosts share one output file: read each file once.
     for output in dict.fromkeys(process.output for process in p.meta.processes):
         with contextlib.suppress(OSError):
-            with (p.directory / output).open("rb") as handle:
+            fd = open_regular(p.directory / output, FIO_TEXT, run_of(p.directory))
+            with os.fdopen(fd, "rb") as handle:
                 head = handle.read(65536).decode(errors="replace")
             start = head.find("{")
             if start > 0:
@@ -1285,7 +1282,7 @@ FUNCTIONS = (
     throttled,
     compressible_writes,
     not_steady,
-    wide_ci,
+    noisy,
     host_overlap,
     behind,
     fio_warning,
@@ -1345,7 +1342,7 @@ def _options(directory: Path, meta: PointMeta) -> tuple[dict[str, str] | None, s
     for process in meta.processes:
         path = directory / process.jobfile_name
         try:
-            options.update(read_options(path.read_text(errors="replace")))
+            options.update(read_options(read_text(path, FIO_TEXT, run_of(directory))))
         except OSError as exc:
             return None, f"{path.name} cannot be read ({exc.strerror})"
     return (options, None) if meta.processes else (None, "no fio process recorded")
@@ -1454,12 +1451,13 @@ def judge_run(
         "overlap_pct",
     )
     per_point = _firsts(rows, ["point", "repeat"], point_columns)
-    spread: dict[tuple[Any, ...], tuple[float, float, float]] = {}
+    spread: dict[tuple[Any, ...], tuple[float, float, float, float]] = {}
     if "iops" in totals and "direction" in totals:
         stats = over_repeats(totals, ["point", "direction"], ["iops"])
-        columns = [stats[c].to_numpy() for c in ("point", "direction", "iops_mean", "iops_ci95", "iops_n")]
-        for point, direction, mean, half, n in zip(*columns, strict=True):
-            spread[(_value(point), _value(direction))] = (float(mean), float(half), float(n))
+        names = ("point", "direction", "iops_mean", "iops_cv", "iops_ci95", "iops_n")
+        columns = [stats[c].to_numpy() for c in names]
+        for point, direction, mean, cv, half, n in zip(*columns, strict=True):
+            spread[(_value(point), _value(direction))] = (float(mean), float(cv), float(half), float(n))
     listed = run.point_metas() if points is None else points
     saved = {(meta.point, meta.repeat): (directory, meta) for directory, meta in listed}
     run_view = _run_view(run)

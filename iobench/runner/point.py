@@ -43,7 +43,7 @@ from iobench.system.cpulist import parse_cpulist
 from iobench.system.hostfs import SystemRoot
 from iobench.system.observe import GroupWatcher, Observed, check_placement
 from iobench.system.process import CommandNotFound, Completed, minimal_env
-from iobench.system.remote import EXIT_SCRIPT, descendants_in, proc_table
+from iobench.system.remote import descendants_in, proc_table
 from iobench.system.sampler import Snapshot, Watch, keep_thread_off
 from iobench.system.topology import TargetLocation
 from iobench.system.tuning import DeviceTuner
@@ -267,6 +267,8 @@ class Share:
     lost: str | None = None
     client: str | None = None
     """The name a host's server puts before its lines in the client's output (its hostname)."""
+    elsewise: str | None = None
+    """What fio says the host ran that was not planned for it (or did not run that was)."""
 
 
 class Launch(Protocol):
@@ -464,11 +466,10 @@ def _remote_killed(host: HostSite, pids: list[int]) -> str:
     """``fio worker (pid N) killed by signal 9 (out of memory?)`` from the host's ``/proc``."""
     codes = {}
     with contextlib.suppress(IobenchError):
-        done = host.node.run(["sh", "-c", EXIT_SCRIPT, "sh", *map(str, pids)])
-        for line in done.stdout.splitlines():
-            word, _, code = line.partition(" ")
-            if word.isdigit() and code.strip().isdigit():
-                codes[int(word)] = int(code) & 0x7F
+        found = host.node.call("exits", pids=pids)
+        for word, code in found.items() if isinstance(found, dict) else ():
+            if str(word).isdigit() and type(code) is int:
+                codes[int(word)] = code & 0x7F
     signum = codes.get(pids[0], 0)
     return f"fio worker (pid {pids[0]}) " + (killed_words(signum) if signum else "died and was never reaped")
 
@@ -482,7 +483,7 @@ def _stop_jobs(hosts: Sequence[HostSite]) -> None:
         if server is None or site.node.down is not None:
             return
         with contextlib.suppress(IobenchError):
-            children = descendants_in(proc_table(site.node.connection), server.pid)
+            children = descendants_in(proc_table(site.node), server.pid)
             kill_trees(site.node, [pid for pid, depth in children.items() if depth == 1])
 
     each(stop, hosts)
@@ -527,7 +528,8 @@ def _said(*texts: str) -> str:
 
 def _client_shares(run: PlannedRun, sites: Sequence[Site], done: Completed, cwd: Path) -> list[Share]:
     """Each host's share of the client's output, parsed once for every host."""
-    from iobench.results.fioout.clients import client_key, client_rows, host_share
+    from iobench.matrix.fiooptions import fio_filename
+    from iobench.results.fioout.clients import Ran, client_key, client_results, host_share, ran_elsewise
 
     output = cwd / CLIENT_OUTPUT
     missing: str | None = None
@@ -537,12 +539,18 @@ def _client_shares(run: PlannedRun, sites: Sequence[Site], done: Completed, cwd:
         text, missing = "", exc.strerror or "cannot be read"
     clients = {client_key(f"sock:host-{p.host}"): str(p.host) for p in run.processes}
     everything = None
+    ran: dict[str, Ran] = {}
     problem = missing
     if text and not done.timed_out:
         try:
-            everything = client_rows(text, clients, origin=str(output))
+            everything, ran = client_results(text, clients, origin=str(output))
         except ResultsError as exc:
             problem = str(exc)
+    # What each host was to run: its processes' sections, each on its target (the job file's filename=).
+    planned: dict[str, Ran] = {}
+    for process in run.processes:
+        jobs = zip(process.sections, process.targets, strict=True)
+        planned.setdefault(str(process.host), set()).update((s, fio_filename(t)) for s, t in jobs)
     said = _said(text, done.stdout, done.stderr)
     shares = []
     for process, site in zip(run.processes, sites, strict=True):
@@ -557,7 +565,9 @@ def _client_shares(run: PlannedRun, sites: Sequence[Site], done: Completed, cwd:
         if not site.alive():
             share.lost = site.down_reason()
         if everything is not None:
-            share.rows = host_share(everything, str(process.host), process.sections) or None
+            host = str(process.host)
+            share.elsewise = ran_elsewise(ran.get(host, set()), planned[host])
+            share.rows = host_share(everything, host, process.sections) or None
             if share.rows is None:
                 share.unreadable = "fio reported no results"
         else:
@@ -888,6 +898,8 @@ class PointRunner:
             return "failed", f"fio aborted: {aborted['line'].strip()}"
         if share.lost is not None:
             return "failed", f"lost during the point ({share.lost})"
+        if share.elsewise is not None:
+            return "failed", f"fio on this host {share.elsewise}, not what was planned for it"
         if done.timed_out:
             return "timeout", f"fio did not finish within {run.timeout_s:g} s and was stopped"
         if done.returncode < 0:

@@ -1,4 +1,4 @@
-"""Where a point's fio runs: this machine, or a host through its fio server — one interface for both.
+"""Where a point's fio runs: this machine, or a host through its agent and fio server — one interface for both.
 
 The runner (:mod:`iobench.runner.point`) asks a :class:`Site` for everything a
 point needs of a machine and never asks which kind it has: lock its disks,
@@ -18,17 +18,18 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from iobench.errors import SafetyError, TuningError
+from iobench.errors import IobenchError, SafetyError, TuningError
 from iobench.planner.plans import SiteFacts
 from iobench.system.fleet import Host
+from iobench.system.hostagent import AgentRefused
 from iobench.system.hostfs import SystemRoot, devno_text
 from iobench.system.hostmonitor import HostMonitor
-from iobench.system.locks import device_lock
+from iobench.system.locks import LockWait, device_lock
 from iobench.system.remote import RemoteRoot
 from iobench.system.remoteguard import RemoteMachine
 from iobench.system.safety import LOCAL, Machine, remember_created
 from iobench.system.sampler import Snapshot, Watch
-from iobench.system.ssh import HostUnreachable, end_session, first_line
+from iobench.system.ssh import HostUnreachable
 from iobench.system.topology import parse_scheduler
 from iobench.system.tuning import DeviceTuner, Settings, drop_caches, read_settings
 
@@ -106,8 +107,10 @@ class Site(Protocol):
     def down_reason(self) -> str:
         """Why it cannot (empty while it can)."""
 
-    def lock(self, disks: Sequence[str]) -> contextlib.AbstractContextManager[object]:
-        """Hold each disk's iobench lock there for the block; a held one is refused at once."""
+    def lock(
+        self, disks: Sequence[str], wait: LockWait | None = None
+    ) -> contextlib.AbstractContextManager[object]:
+        """Hold each disk's iobench lock there for the block; a held one is refused (after ``wait``)."""
 
     def tuner(self, run_dir: str) -> DeviceTuner:
         """A tuner of its disks, journalling there or here for ``iobench restore``."""
@@ -161,9 +164,11 @@ class LocalSite:
         """Never down."""
         return ""
 
-    def lock(self, disks: Sequence[str]) -> contextlib.AbstractContextManager[object]:
+    def lock(
+        self, disks: Sequence[str], wait: LockWait | None = None
+    ) -> contextlib.AbstractContextManager[object]:
         """The per-disk ``flock`` of :mod:`iobench.system.locks`."""
-        return device_lock(disks)
+        return device_lock(disks, wait)
 
     def tuner(self, run_dir: str) -> DeviceTuner:
         """A tuner of this machine's sysfs."""
@@ -212,49 +217,6 @@ def _sectors(devno: str, system: SystemRoot) -> int | None:
 
 
 # --- a host ------------------------------------------------------------------------------------
-
-# $1: the file just locked ("" at first); $2...: lock files still to take. $0 is this script: each
-# level holds one lock through `flock FILE sh -c SCRIPT ...`, writes who holds it into the file, and
-# passes the rest on; the last prints "locked" and holds every lock until its input ends. A lock
-# held by another run makes flock exit 75 at once.
-LOCK_SCRIPT = r"""
-if [ -n "$1" ]; then printf '%s %s\n' "$$" "$(date +%Y-%m-%dT%H:%M:%S%z)" >"$1"; fi
-shift
-if [ "$#" -eq 0 ]; then echo locked; exec cat >/dev/null; fi
-f=$1; shift
-exec flock -n -E 75 "$f" sh -c "$0" "$0" "$f" "$@"
-"""
-
-# $1...: disk names. The folder of the lock files (made), then "busy <disk> <holder>" for each
-# disk another process holds the lock of.
-LOCK_FOLDER_SCRIPT = r"""
-dir=${XDG_STATE_HOME:-$HOME/.local/state}/iobench/locks
-mkdir -p -- "$dir" || exit 1
-command -v flock >/dev/null 2>&1 || { echo "error flock is not installed there (util-linux)"; exit 1; }
-echo "dir $dir"
-for d; do
-  f="$dir/$d.lock"
-  : >>"$f" || exit 1
-  flock -n -E 75 "$f" true || printf 'busy %s %s\n' "$d" "$(head -n 1 "$f" 2>/dev/null)"
-done
-exit 0
-"""
-
-# $1...: target paths. One line each: "- " when missing, "E <words>" when it cannot be looked at,
-# else "<mode hex> <major hex> <minor hex> <dev> <inode> <sectors or ->".
-STATES_SCRIPT = r"""
-for p; do
-  if ! s=$(stat -L -c '%f %t %T %d %i' -- "$p" 2>&1); then
-    case "$s" in *"No such file"*) echo "-";; *) echo "E ${s##*: }";; esac
-    continue
-  fi
-  set -- $s "$@"
-  n=-
-  case "$1" in 6???) n=$(cat "/sys/dev/block/$(printf '%d:%d' "0x$2" "0x$3")/size" 2>/dev/null || echo 0);; esac
-  echo "$1 $2 $3 $4 $5 $n"
-  shift 5
-done
-"""
 
 
 @dataclass
@@ -306,8 +268,10 @@ class HostSite:
         return self.node.down or ""
 
     @contextlib.contextmanager
-    def lock(self, disks: Sequence[str]) -> Iterator[object]:
-        """Each disk's lock on the host (``flock``, as a run on the host itself takes them), held by an SSH session.
+    def lock(self, disks: Sequence[str], wait: LockWait | None = None) -> Iterator[object]:
+        """Each disk's lock on the host (``flock``, as a run on the host itself takes them), held by its agent.
+
+        A held one is refused at once: ``wait`` is for this machine's disks.
 
         Raises
         ------
@@ -318,54 +282,35 @@ class HostSite:
         if not names:
             yield ()
             return
-        done = self.node.run(["sh", "-c", LOCK_FOLDER_SCRIPT, "sh", *names])
-        lines = done.stdout.splitlines()
-        folder = next((line[4:] for line in lines if line.startswith("dir ")), None)
-        said = next((line[6:] for line in lines if line.startswith("error ")), "")
-        busy = [line.split(" ", 2) for line in lines if line.startswith("busy ")]
+        try:
+            answer = self.node.call("lock", disks=names, timeout=LOCK_TIMEOUT_S)
+        except AgentRefused as exc:
+            raise SafetyError(f"{self.label}cannot lock its disks: {str(exc).split(': ', 1)[-1]}") from None
+        busy = answer.get("busy") or {}
         if busy:
             raise SafetyError(
                 "; ".join(
-                    f"{self.label}another iobench run ({_holder(b[2] if len(b) > 2 else '')}) is using {b[1]}; "
-                    "wait for it or stop it"
-                    for b in busy
+                    f"{self.label}another iobench run ({_holder(str(holder))}) is using {disk}; wait for it or stop it"
+                    for disk, holder in sorted(busy.items())
                 )
             )
-        if done.returncode != 0 or folder is None:
-            raise SafetyError(
-                f"{self.label}cannot lock its disks: {said or done.stderr.strip() or 'no answer'}"
-            )
-        files = [f"{folder}/{name}.lock" for name in names]
-        session = self.node.stream(["sh", "-c", LOCK_SCRIPT, LOCK_SCRIPT, "", *files], stdin=True)
         try:
-            line = first_line(session, LOCK_TIMEOUT_S)
-            if line != "locked":
-                session.wait(timeout=5) if session.poll() is None else None
-                code = session.returncode
-                raise SafetyError(
-                    f"{self.label}another iobench run took a lock of {', '.join(names)} just now"
-                    if code == 75
-                    else f"{self.label}cannot lock its disks (flock exited {code})"
-                )
             yield tuple(names)
         finally:
-            end_session(session, 10)
+            with contextlib.suppress(IobenchError):
+                self.node.call("unlock", disks=names)
 
     def tuner(self, run_dir: str) -> DeviceTuner:
         """A tuner of the host's sysfs, journalled here under the host's record."""
         return DeviceTuner(run_dir=run_dir, system=self.system, host=self.journal_host)
 
     def states(self, paths: Sequence[str]) -> dict[str, TargetState]:
-        """One remote command for all the paths."""
-        done = self.node.run(["sh", "-c", STATES_SCRIPT, "sh", *paths])
-        lines = done.stdout.splitlines()
-        found = {}
-        for path, line in zip(paths, lines + [""] * (len(paths) - len(lines)), strict=True):
-            found[path] = _remote_state(line)
-        return found
+        """One request to the host's agent for all the paths."""
+        found = self.node.call("states", targets=list(paths))
+        return {path: _remote_state(found.get(path) if isinstance(found, dict) else None) for path in paths}
 
     def edge(self, paths: Sequence[str], disks: Sequence[str], watch: Watch | None) -> PointEdge:
-        """The host's agent answers (:meth:`~iobench.system.hostmonitor.HostMonitor.edge`): no new command.
+        """One request to the host's agent (:meth:`~iobench.system.hostmonitor.HostMonitor.edge`).
 
         Raises
         ------
@@ -377,17 +322,18 @@ class HostSite:
         seen = self.monitor.edge()
         settings: dict[str, Settings] = {}
         for disk in disks:
-            scheduler, readahead = seen.schedulers.get(disk, ""), seen.readahead_kb.get(disk, "")
+            read = seen.settings.get(disk, {})
+            scheduler, readahead = str(read.get("scheduler", "")), str(read.get("readahead_kb", ""))
             if scheduler and readahead.isdigit():
                 settings[disk] = {
                     "scheduler": parse_scheduler(scheduler)[0] or "",
                     "readahead_kb": int(readahead),
                 }
-        states = {path: _remote_state(seen.targets.get(path, "")) for path in paths}
+        states = {path: _remote_state(seen.targets.get(path)) for path in paths}
         return PointEdge(states, settings, seen.sample if watch is not None else None)
 
     def start_monitor(self, watch: Watch | None, interval: float) -> None:
-        """Start the host's agent for the whole run (:class:`~iobench.system.hostmonitor.HostMonitor`)."""
+        """Start the host's watch for the whole run (:class:`~iobench.system.hostmonitor.HostMonitor`)."""
         if self.monitor is None:
             self.monitor = HostMonitor(
                 self.node,
@@ -406,7 +352,7 @@ class HostSite:
 
     def drop_caches(self) -> None:
         """``sync`` and ``/proc/sys/vm/drop_caches`` on the host."""
-        self.node.run(["sync"], timeout=600)
+        self.node.call("sync", timeout=600)
         self.system.write_attribute("/proc/sys/vm/drop_caches", "3")
 
     def remember_created(self, paths: Sequence[str]) -> None:
@@ -421,26 +367,21 @@ def _holder(text: str) -> str:
     return f"pid {pid} there, started {started}" if started else f"pid {pid} there"
 
 
-def _remote_state(line: str) -> TargetState:
-    if line == "-":
+def _remote_state(seen: object) -> TargetState:
+    """A target's state as the agent read it (:func:`iobench.agent.probe.target_state`)."""
+    if not isinstance(seen, dict):
+        return TargetState(exists=True, error=f"unreadable answer {seen!r}"[:200])
+    if seen.get("exists") is False:
         return TargetState(exists=False)
-    if line.startswith("E "):
-        return TargetState(exists=True, error=line[2:].strip())
-    words = line.split()
-    try:
-        mode, major, minor, dev, ino = (
-            int(words[0], 16),
-            int(words[1], 16),
-            int(words[2], 16),
-            int(words[3]),
-            int(words[4]),
-        )
-    except (ValueError, IndexError):
-        return TargetState(exists=True, error=f"unreadable answer {line!r}")
-    if stat.S_ISBLK(mode):
-        sectors = int(words[5]) if len(words) > 5 and words[5].isdigit() else None
-        return TargetState(True, True, (os.makedev(major, minor),), sectors)
-    return TargetState(True, False, (dev, ino))
+    if seen.get("error") is not None:
+        return TargetState(exists=True, error=str(seen["error"]))
+    identity = seen.get("identity")
+    if not isinstance(identity, list) or not all(type(i) is int for i in identity) or not identity:
+        return TargetState(exists=True, error=f"unreadable answer {seen!r}"[:200])
+    if seen.get("block") is True:
+        sectors = seen.get("sectors")
+        return TargetState(True, True, tuple(identity), sectors if type(sectors) is int else None)
+    return TargetState(True, False, tuple(identity))
 
 
 def site_disks(site: Site, paths: Sequence[str] | None = None) -> list[str]:

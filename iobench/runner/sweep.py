@@ -49,7 +49,7 @@ from iobench.runner.sites import HostSite, LocalSite, Site, site_disks
 from iobench.store.records import MachineFacts, Manifest
 from iobench.store.rundir import RunDir, describe_counts, now
 from iobench.system.fleet import Connector, Fleet, ssh_connector
-from iobench.system.locks import exclusive_hold
+from iobench.system.locks import LockWait, exclusive_hold
 from iobench.system.metadata import collect_metadata
 from iobench.system.process import run_process
 from iobench.system.topology import discover_topology
@@ -219,6 +219,7 @@ def run(
     progress: Progress | None = None,
     executor: Executor | None = None,
     connector: Connector = ssh_connector,
+    lock_wait: LockWait | None = None,
 ) -> RunResult:
     """Run every point of ``matrix`` and save the results.
 
@@ -241,6 +242,8 @@ def run(
         Runs each fio argv here (default :func:`iobench.system.process.run_process`).
     connector
         With ``hosts:``, makes each host's connection (default OpenSSH; tests pass fakes).
+    lock_wait
+        Wait this long for a disk another run holds (None: refuse at once).
 
     Returns
     -------
@@ -283,7 +286,7 @@ def run(
             }
             check_no_pending(sorted(tuned), host=site.journal_host)
         for site in sites.values():
-            stack.enter_context(site.lock(site_disks(site)))
+            stack.enter_context(site.lock(site_disks(site), lock_wait))
         if None in sites:
             stack.enter_context(exclusive_hold(written_devices(the_plan, sites[None])))
         if fleet is not None:

@@ -42,8 +42,9 @@ from iobench.system.fioserver import (
     stop_by_pid,
     stop_stale,
 )
-from iobench.system.process import Completed, signals_held
-from iobench.system.remote import Snapshot, descendants_in, fetch_snapshot, proc_table
+from iobench.system.hostagent import HostAgent
+from iobench.system.process import signals_held
+from iobench.system.remote import Snapshot, fetch_snapshot
 from iobench.system.remoteguard import RemoteMachine
 from iobench.system.safety import Target, check_targets
 from iobench.system.ssh import (
@@ -77,38 +78,6 @@ def too_many_hosts(count: int) -> str:
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 """What a host's frame name may be (it names files): the matrix's rule for ``name:``, also for a hostname."""
 
-# $1: fio. What the host has of what a run needs, one line each: fio's version, numactl, NUMA in fio.
-PROBE_SCRIPT = r"""
-v=$("$1" --version 2>/dev/null) || v=
-printf 'fio %s\n' "$v"
-if command -v numactl >/dev/null 2>&1 && numactl --show >/dev/null 2>&1; then echo 'numactl yes'; else echo 'numactl no'; fi
-if [ -n "$v" ] && "$1" --cmdhelp=numa_mem_policy >/dev/null 2>&1; then echo 'numa yes'; else echo 'numa no'; fi
-"""
-
-# $1: the folder of a given server's socket. "<this user's uid> <the folder's owner uid> <its octal mode>".
-SERVER_FOLDER_SCRIPT = r"""
-printf '%s ' "$(id -u)"
-stat -L -c '%u %a' -- "$1" 2>/dev/null || echo '- -'
-"""
-
-# $1: tenths of a second to wait; $2...: pids. SIGTERM, wait until none runs (zombies count as
-# gone), then SIGKILL whatever is left.
-KILL_SCRIPT = r"""
-n=$1; shift
-kill -TERM "$@" 2>/dev/null
-i=0
-while [ "$i" -lt "$n" ]; do
-  alive=
-  for p; do
-    case "$(cat "/proc/$p/stat" 2>/dev/null)" in "" | *") Z "* | *") X "*) ;; *) alive=1; break;; esac
-  done
-  [ -z "$alive" ] && exit 0
-  sleep 0.1; i=$((i + 1))
-done
-kill -KILL "$@" 2>/dev/null
-exit 0
-"""
-
 
 class HostsRefused(IobenchError):
     """Some hosts cannot run the sweep; nothing ran and nothing changed. ``problems`` lists them."""
@@ -130,9 +99,6 @@ class Connection(Protocol):
 
     def wait_ready(self, timeout: float | None = None) -> None:
         """Wait until connected; raise :class:`~iobench.system.ssh.HostUnreachable` otherwise."""
-
-    def run(self, argv: Sequence[str], *, timeout: float = COMMAND_TIMEOUT_S) -> Completed:
-        """Run argv on the host."""
 
     def stream(self, argv: Sequence[str], *, stdin: bool = False) -> subprocess.Popen[bytes]:
         """Start argv on the host, its output (and, with ``stdin``, its input) a pipe here."""
@@ -247,6 +213,7 @@ class Host:
     connection: Connection
     facts: HostFacts | None = None
     server: FioServer | None = None
+    agent: HostAgent | None = None
     forward: str | None = None
     down: str | None = None
     lost: str | None = None
@@ -294,24 +261,26 @@ class Host:
             return f"host {self.name} ({target.destination})"
         return f"host {self.name}"
 
-    def run(self, argv: Sequence[str], *, timeout: float = COMMAND_TIMEOUT_S) -> Completed:
-        """Run argv on the host; a lost connection marks the host down.
+    def stream(self, argv: Sequence[str], *, stdin: bool = False) -> subprocess.Popen[bytes]:
+        """Start argv on the host through its connection (see :meth:`~iobench.system.ssh.Ssh.stream`)."""
+        return self.connection.stream(argv, stdin=stdin)
+
+    def call(self, op: str, *, timeout: float = COMMAND_TIMEOUT_S, **args: Any) -> Any:
+        """One request to the host's agent; a lost or failing agent marks the host down.
 
         Raises
         ------
         HostUnreachable
-            When the connection is (or just went) down.
+            When the agent is not running, fails or does not answer in time.
         """
+        if self.agent is None:
+            raise HostUnreachable(f"{self.describe()}: its agent is not running")
         try:
-            return self.connection.run(argv, timeout=timeout)
+            return self.agent.call(op, timeout=timeout, **args)
         except HostUnreachable as exc:
             self.down = self.down or str(exc)
             self.alive()
             raise
-
-    def stream(self, argv: Sequence[str], *, stdin: bool = False) -> subprocess.Popen[bytes]:
-        """Start argv on the host through its connection (see :meth:`~iobench.system.ssh.Ssh.stream`)."""
-        return self.connection.stream(argv, stdin=stdin)
 
     def alive(self) -> bool:
         """Whether the host still answers: its connection stands and its server (if any) runs."""
@@ -319,8 +288,10 @@ class Host:
             said = getattr(self.connection, "lost_reason", lambda: "")()
             self.lost = f"{self.describe()}: the SSH connection dropped" + (f" ({said})" if said else "")
             self.down = self.down or self.lost
+        if self.down is None and self.agent is not None and not self.agent.alive():
+            self.down = self.agent.broken or f"{self.describe()}: its agent ended"
         if self.down is None and self.server is not None and not self.server.alive():
-            self.down = f"{self.describe()}: its fio server ended (or its SSH session did)"
+            self.down = f"{self.describe()}: its fio server ended"
         return self.down is None
 
 
@@ -332,19 +303,12 @@ def host_problem(who: str, why: str) -> str:
 def kill_trees(host: Host, pids: Iterable[int]) -> None:
     """Stop processes on a host and everything below them: SIGTERM, a grace period, then SIGKILL.
 
-    The tree is read from the host's ``/proc`` (fio's job processes leave their
-    parent's process group), so nothing the server started survives it; the
-    signals, the wait and the SIGKILL are one remote command (:data:`KILL_SCRIPT`).
+    The host's agent reads the tree from its ``/proc`` (fio's job processes
+    leave their parent's process group), so nothing the server started survives it.
     """
-    roots = set(pids)
-    if not roots:
-        return
-    table = proc_table(host.connection)
-    doomed = {p for p in roots if p in table}
-    for root in roots:
-        doomed |= set(descendants_in(table, root))
-    if doomed:
-        host.run(["sh", "-c", KILL_SCRIPT, "sh", str(int(STOP_WAIT_S * 10)), *map(str, sorted(doomed))])
+    roots = sorted(set(pids))
+    if roots:
+        host.call("kill", pids=roots, grace=STOP_WAIT_S, timeout=STOP_WAIT_S + 60)
 
 
 class Fleet:
@@ -460,7 +424,7 @@ class Fleet:
         return [host.facts for host in self.hosts if host.facts is not None]
 
     def connect(self, host: Host) -> None:
-        """Open the host's connection and wait for it: what every use of a host starts with.
+        """Open the host's connection, wait for it and start its agent: what every use of a host starts with.
 
         Called from the work given to :meth:`each`, so no more than
         :data:`MAX_PARALLEL` handshakes run at once.
@@ -468,17 +432,19 @@ class Fleet:
         Raises
         ------
         HostUnreachable
-            Saying what ssh said: a refused login, an untrusted host key, or unreachable.
+            Saying what ssh said: a refused login, an untrusted host key, or unreachable;
+            or that the host has no python3 (3.9 or newer) for the agent.
         """
         try:
             host.connection.start()
             host.connection.wait_ready()
+            host.agent = HostAgent(host.connection).start()
         except HostUnreachable as exc:
             host.down = str(exc)
             raise
 
     def snapshot(self, host: Host, paths: Sequence[str] = ()) -> Snapshot:
-        """Copy the connected host's sysfs and procfs into a folder of the fleet's (one remote command).
+        """Copy the connected host's sysfs and procfs into a folder of the fleet's (one request to its agent).
 
         Parameters
         ----------
@@ -495,18 +461,13 @@ class Fleet:
             When the connection dropped (the host is marked down).
         """
         folder = Path(tempfile.mkdtemp(prefix="host-", dir=self.workdir))
-        try:
-            return fetch_snapshot(host.connection, folder, paths)
-        except HostUnreachable as exc:
-            host.down = str(exc)
-            raise
+        return fetch_snapshot(host, folder, paths)
 
     def _check(self, host: Host) -> None:
         self.connect(host)
         problems: list[str] = []
-        answer = host.run(["sh", "-c", PROBE_SCRIPT, "sh", self.fio]).stdout
-        probe = {key: value for key, _, value in (line.partition(" ") for line in answer.splitlines())}
-        version = probe.get("fio", "").strip()
+        probe = host.call("programs", fio=self.fio, timeout=COMMAND_TIMEOUT_S * 2)
+        version = str(probe.get("fio", "")).strip()
         if not version:
             problems.append(f"fio is not installed (apt-get install fio, version {self.fio_version})")
         elif version != self.fio_version:
@@ -515,11 +476,11 @@ class Fleet:
                 f"the same version; install {self.fio_version} there (or set $IOBENCH_FIO here to a "
                 f"{version})"
             )
-        elif host.spec.needs_numa and probe.get("numa") != "yes":
+        elif host.spec.needs_numa and probe.get("numa") is not True:
             problems.append(
                 f"its {version} has no NUMA support (numa_mem_policy); install a fio built with libnuma"
             )
-        has_numactl = probe.get("numactl") == "yes"
+        has_numactl = probe.get("numactl") is True
         if not has_numactl:
             problems.append("numactl is not installed (apt-get install numactl)")
         if host.spec.server is not None:
@@ -575,11 +536,12 @@ class Fleet:
     def _server_folder_problems(self, host: Host, server: str) -> list[str]:
         """Why a given server's socket is within other users' reach there (its folder: theirs, or open to them)."""
         folder = str(Path(server).parent)
-        words = host.run(["sh", "-c", SERVER_FOLDER_SCRIPT, "sh", folder]).stdout.split()
-        if len(words) != 3 or not words[0].isdigit():
+        seen = host.call("folder", path=folder)
+        uid, owner, bits = seen.get("uid"), seen.get("owner"), seen.get("mode")
+        if not isinstance(owner, int) or not isinstance(bits, int):
             return [f"the folder of its fio server's socket {folder} cannot be looked at"]
-        uid, owner, mode = words
-        if owner != uid or not mode.isdigit() or int(mode, 8) & 0o077:
+        mode = f"{bits:o}"
+        if owner != uid or bits & 0o077:
             return [
                 f"its fio server's socket {server} is in a folder other users can reach ({folder}: owner uid "
                 f"{owner}, mode {mode}); fio's server has no authentication, so they could run any job "
@@ -611,9 +573,9 @@ class Fleet:
     def _start(self, host: Host) -> None:
         given = host.spec.server
         if given is None:
-            host.notes += stop_stale(host.connection)
+            host.notes += stop_stale(host)
             try:
-                host.server = start_server(host.connection, self.fio, self.token)
+                host.server = start_server(host, self.fio, self.token)
             except ServerError as exc:
                 raise IobenchError(str(exc)) from None
             remote = host.server.socket
@@ -625,10 +587,10 @@ class Fleet:
             host.server.local_socket = local
 
     def recover(self, host: Host) -> str:
-        """After a host's connection dropped: one fresh connection, to stop its server there.
+        """After a host's connection dropped: one fresh connection and agent, to stop its server there.
 
-        The host stays down (its points fail); the fresh connection replaces the
-        lost one, so settings can be restored through it afterwards.
+        The host stays down (its points fail); the fresh connection and agent
+        replace the lost ones, so settings can be restored through them afterwards.
 
         Returns
         -------
@@ -647,18 +609,26 @@ class Fleet:
         with contextlib.suppress(IobenchError, OSError):
             host.connection.close()
         host.connection = fresh
+        if host.agent is not None:
+            host.agent.close()  # its session is gone: this only tidies up here
+        try:
+            host.agent = HostAgent(fresh).start()
+        except IobenchError as exc:
+            host.agent = None
+            return f"{host.describe()}: connected again, but its agent did not start: {exc}"
         server = host.server
         if server is None:
             return f"{host.describe()}: connected again"
-        server.stop()  # its session is gone: this only tidies up here
         try:
-            stopped = stop_by_pid(fresh, server.pid, server.folder)
+            stopped = stop_by_pid(host, server.pid, server.folder)
         except IobenchError as exc:
             return f"{host.describe()}: connected again, but could not look for its fio server: {exc}"
         host.server = None
+        if server.local_socket is not None:
+            Path(server.local_socket).unlink(missing_ok=True)
         if stopped:
             return f"{host.describe()}: connected again and stopped its fio server (pid {server.pid})"
-        return f"{host.describe()}: connected again; its fio server had already stopped with its session"
+        return f"{host.describe()}: connected again; its fio server had already stopped with its agent"
 
     def stop_servers(self) -> None:
         """Stop every server this fleet started (and what runs under it); never raises."""
@@ -672,9 +642,15 @@ class Fleet:
         self.each(stop)
 
     def close(self) -> None:
-        """Stop servers, close forwards and connections, remove the private folder; bounded, never raises."""
+        """Stop servers and agents, close forwards and connections, remove the private folder; bounded, never raises."""
+
+        def end_agent(host: Host) -> None:
+            if host.agent is not None:
+                host.agent.close()
+
         with signals_held():
             self.stop_servers()
+            self.each(end_agent)
             for host in self.hosts:
                 with contextlib.suppress(IobenchError, OSError):
                     host.connection.close()

@@ -23,9 +23,10 @@ import contextlib
 import errno
 import fcntl
 import os
+import pwd
 import stat
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from iobench.errors import SafetyError
@@ -44,7 +45,7 @@ def _lock_path(disk: str) -> Path:
 
 
 def _holder(fd: int) -> str:
-    """``pid N, started …`` from the lock file, as far as its holder wrote it."""
+    """``pid N, user U, started …`` from the lock file, as far as its holder wrote it."""
     try:
         text = os.pread(fd, 256, 0).decode(errors="replace").strip()
     except OSError:
@@ -52,10 +53,28 @@ def _holder(fd: int) -> str:
     pid, _, started = text.partition(" ")
     if not pid.isdigit():
         return "pid unknown"
-    return f"pid {pid}, started {started}" if started else f"pid {pid}"
+    user = _process_user(int(pid))
+    who = f"pid {pid}, user {user}" if user else f"pid {pid}"
+    return f"{who}, started {started}" if started else who
 
 
-def _lock_one(disk: str) -> int:
+def _process_user(pid: int) -> str:
+    """The name of the user running ``pid`` (the owner of ``/proc/PID``); empty when not known."""
+    try:
+        uid = os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return ""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+#: How often a waiting run tries a held lock again.
+WAIT_POLL_S = 0.5
+
+
+def _lock_one(disk: str, wait: LockWait | None = None) -> int:
     path = _lock_path(disk)
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
@@ -69,11 +88,7 @@ def _lock_one(disk: str) -> int:
                 f"lock file {path} is not a file of this user's own (a link, a device, or another's); "
                 "remove it and run again"
             )
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = _holder(fd)
-        os.close(fd)
-        raise SafetyError(f"another iobench run ({holder}) is using {disk}; wait for it or stop it") from None
+        _flock(fd, disk, wait)
     except BaseException:
         os.close(fd)
         raise
@@ -82,17 +97,67 @@ def _lock_one(disk: str) -> int:
     return fd
 
 
+class LockWait:
+    """How long a run waits for a held lock, and whom it tells that it waits.
+
+    Parameters
+    ----------
+    seconds
+        The longest wait, all disks together (``math.inf``: until the holder ends).
+    waiting
+        Called once per holder waited for, with the disk and the holder
+        (``pid N, user U, started …``), before the wait starts.
+    """
+
+    def __init__(self, seconds: float, waiting: Callable[[str, str], None] | None = None) -> None:
+        self.seconds = seconds
+        self.waiting = waiting
+        self._deadline: float | None = None
+
+    def left(self) -> float:
+        """Seconds left of the wait, counted from the first held lock met (not from planning)."""
+        if self._deadline is None:
+            self._deadline = time.monotonic() + self.seconds
+        return self._deadline - time.monotonic()
+
+
+def _flock(fd: int, disk: str, wait: LockWait | None) -> None:
+    """Take the flock on ``fd``; a held one is an error at once, or after ``wait`` ran out."""
+    told = ""
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            holder = _holder(fd)
+        if wait is None:
+            raise SafetyError(f"another iobench run ({holder}) is using {disk}; wait for it or stop it")
+        left = wait.left()
+        if left <= 0:
+            raise SafetyError(
+                f"another iobench run ({holder}) still holds {disk} after waiting {wait.seconds:g} s; "
+                "wait longer (--wait SECONDS) or stop it"
+            )
+        if holder != told and wait.waiting is not None:
+            wait.waiting(disk, holder)
+        told = holder
+        time.sleep(min(WAIT_POLL_S, left))
+
+
 @contextlib.contextmanager
-def device_lock(disks: Iterable[str]) -> Iterator[tuple[str, ...]]:
+def device_lock(disks: Iterable[str], wait: LockWait | None = None) -> Iterator[tuple[str, ...]]:
     """Hold every disk's lock for the duration of the block.
 
     Locks are taken in sorted order, so two runs wanting overlapping disks
-    cannot deadlock, and without waiting: a held lock is an error at once.
+    cannot deadlock. Without ``wait`` a held lock is an error at once; with
+    it the run tries again until the holder lets go or the wait runs out.
 
     Parameters
     ----------
     disks
         Disk names (``nvme0n1``, ``loop0``); duplicates are fine.
+    wait
+        How long to wait for a held lock, and whom to tell (None: not at all).
 
     Yields
     ------
@@ -102,14 +167,15 @@ def device_lock(disks: Iterable[str]) -> Iterator[tuple[str, ...]]:
     Raises
     ------
     SafetyError
-        ``another iobench run (pid N, started …) is using <disk>; wait for it or stop it``.
+        ``another iobench run (pid N, user U, started …) is using <disk>; wait for it or stop it``,
+        or, with ``wait``, that it still holds the disk when the wait ran out.
         Locks already taken are released first.
     """
     names = tuple(sorted(set(disks)))
     fds: list[int] = []
     try:
         for disk in names:
-            fds.append(_lock_one(disk))
+            fds.append(_lock_one(disk, wait))
         yield names
     finally:
         for fd in reversed(fds):

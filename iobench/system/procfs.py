@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import os
 
+from iobench.agent.probe import TASK_STAT_FIELDS as TASK_STAT_FIELDS
 from iobench.system.hostfs import CPU_TIME_FIELDS, DiskStat, Interrupts, ProcessStat, SystemRoot, TaskStat
 
 _PF_KTHREAD = 0x00200000
-
-TASK_STAT_FIELDS = {"flags": 6, "utime": 11, "stime": 12, "threads": 17, "processor": 36}
-"""Where a thread's ``stat`` line keeps what :class:`TaskStat` holds: fields after the ``)`` that
-ends its name, from 0 (the kernel's fields 9, 14, 15, 20 and 39). A host's agent reads the same ones."""
 
 
 def _read_proc(path: str, limit: int | None = None) -> bytes | None:

@@ -10,38 +10,22 @@ remote target is refused for exactly the reasons a local one is.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import stat
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from iobench.system.process import Completed
-from iobench.system.remote import Snapshot
+from iobench.system.remote import RemoteStat, Snapshot
 from iobench.system.safety import FileInfo, Machine, ProbeError
 from iobench.system.ssh import COMMAND_TIMEOUT_S, SshTarget
 from iobench.system.tuning import host_id
 
-# $1: device. Read its first and last 4 KiB, as the local guard does before probing.
-READABLE_SCRIPT = r"""
-size=$(blockdev --getsize64 "$1") || exit 3
-dd if="$1" of=/dev/null bs=4096 count=1 2>/dev/null || exit 4
-last=$(( size / 4096 - 1 )); [ "$last" -lt 0 ] && last=0
-dd if="$1" of=/dev/null bs=4096 count=1 skip="$last" 2>/dev/null || exit 4
-"""
-
-# $1: device. Exit 16 (EBUSY) when the kernel refuses an exclusive open; 127 without python3.
-CLAIMED_PYTHON = "import os,sys\ntry: os.close(os.open(sys.argv[1], os.O_RDONLY | os.O_EXCL))\nexcept OSError as e: sys.exit(e.errno)"
-
-_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
 
 class GuardedHost(Protocol):
-    """The host the guard asks: its commands, its name in messages, how it is reached."""
+    """The host the guard asks: its agent, its name in messages, how it is reached."""
 
-    def run(self, argv: Sequence[str], *, timeout: float = COMMAND_TIMEOUT_S) -> Completed:
-        """Run argv on the host."""
+    def call(self, op: str, *, timeout: float = COMMAND_TIMEOUT_S, **args: Any) -> Any:
+        """One request to the host's agent."""
 
     def describe(self) -> str:
         """``host a (root@storage-a)``."""
@@ -55,9 +39,7 @@ class RemoteMachine(Machine):
     """The write guard's questions (:class:`~iobench.system.safety.Machine`) answered by a host.
 
     Device numbers and realpaths of the targets come from the snapshot's
-    lookups; anything else is one remote command, remembered for the run.
-    The exclusive-open check needs ``python3`` on the host; without it that
-    one check (a belt to the sysfs and procfs braces) is skipped.
+    lookups; anything else is one request to the host's agent, remembered for the run.
     """
 
     def __init__(self, host: GuardedHost, snapshot: Snapshot) -> None:
@@ -76,20 +58,15 @@ class RemoteMachine(Machine):
         if not path.startswith("/"):
             return None
         if path not in self._devnos:
-            done = self.host.run(["stat", "-L", "-c", "%f %t %T", "--", path])
-            words = done.stdout.split()
-            found = None
-            with contextlib.suppress(ValueError):
-                if done.returncode == 0 and len(words) == 3 and stat.S_ISBLK(int(words[0], 16)):
-                    found = f"{int(words[1], 16)}:{int(words[2], 16)}"
-            self._devnos[path] = found
+            looked = RemoteStat.parse(self.host.call("stat", path=path))
+            self._devnos[path] = looked.devno if looked is not None and looked.is_block else None
         return self._devnos[path]
 
     def realpath(self, path: str) -> str:
-        """``readlink -f`` on the host."""
+        """The path with its symlinks resolved on the host."""
         if path not in self._real:
-            done = self.host.run(["readlink", "-f", "--", path])
-            self._real[path] = done.stdout.strip() or path
+            found = self.host.call("realpath", path=path)
+            self._real[path] = found if isinstance(found, str) and found else path
         return self._real[path]
 
     def root_devno(self) -> str | None:
@@ -99,12 +76,19 @@ class RemoteMachine(Machine):
 
     def claimed(self, node: str) -> bool:
         """Whether the host's kernel refuses an exclusive open of ``node`` (EBUSY)."""
-        done = self.host.run(["python3", "-c", CLAIMED_PYTHON, node])
-        return done.returncode == 16
+        return self.host.call("claimed", node=node) is True
 
     def run_tool(self, tool: str, args: list[str], timeout: float) -> Completed:
         """A util-linux probe on the host (``/usr/sbin`` and ``/sbin`` searched too)."""
-        done = self.host.run(["env", _PATH, "LC_ALL=C", tool, *args], timeout=timeout + 5)
+        answer = self.host.call("run", argv=[tool, *args], seconds=timeout, sbin=True, timeout=timeout + 5)
+        done = Completed(
+            (tool, *args),
+            int(answer.get("returncode", 1)),
+            str(answer.get("stdout", "")),
+            str(answer.get("stderr", "")),
+            0.0,
+            bool(answer.get("timed_out")),
+        )
         if done.returncode == 127:
             raise ProbeError(
                 f"{tool} is not installed on {self.host.describe()} (apt-get install util-linux)"
@@ -115,8 +99,7 @@ class RemoteMachine(Machine):
 
     def check_readable(self, device: str) -> None:
         """Read the device's first and last blocks on the host."""
-        done = self.host.run(["env", _PATH, "sh", "-c", READABLE_SCRIPT, "sh", device])
-        if done.returncode != 0:
+        if self.host.call("readable", device=device) is not True:
             raise ProbeError(f"{device} cannot be read on {self.host.describe()}")
 
     def file_info(self, path: str) -> FileInfo:
@@ -143,9 +126,8 @@ class RemoteMachine(Machine):
 
     def inode(self, path: str) -> int | None:
         """The file's inode number on the host, now."""
-        done = self.host.run(["stat", "-L", "-c", "%i", "--", path])
-        text = done.stdout.strip()
-        return int(text) if done.returncode == 0 and text.isdigit() else None
+        looked = RemoteStat.parse(self.host.call("stat", path=path))
+        return None if looked is None else looked.ino
 
     def registry_key(self, path: str) -> str:
         """``<host id>:<path>``: the same path on two hosts is two files (the id: how the host is reached)."""

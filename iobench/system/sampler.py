@@ -25,12 +25,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from iobench.agent.probe import MEMINFO_KEPT as MEMINFO_KEPT
 from iobench.system import procfs
 from iobench.system.hostfs import DiskStat, Interrupts, SystemRoot, TaskStat
 
 THREAD_NAME = "iobench-sample"
-#: The ``/proc/meminfo`` lines a sample keeps (telemetry's ``<key>_bytes`` rows), here and on hosts.
-MEMINFO_KEPT = ("Dirty", "Writeback", "Cached")
 #: Seconds :meth:`Sampler.stop` waits for the thread before giving up on it.
 JOIN_TIMEOUT_S = 10.0
 _PR_SET_NAME = 15

@@ -5,9 +5,9 @@ the whole run; every remote command and port forward goes through it, so a
 command costs a round trip, not a handshake. Everything starts from argv
 lists. ssh itself joins a remote command into one string for the remote
 user's shell, so each argument is quoted with :func:`shlex.join` and the
-remote shell splits it back into exactly that argv; where a remote loop is
-needed the command is ``sh -c SCRIPT sh ARG...`` with SCRIPT a constant of
-iobench and the data only in the positional arguments.
+remote shell splits it back into exactly that argv. The only programs iobench
+starts on a host are ``python3`` (its agent, :mod:`iobench.system.hostagent`)
+and what the agent starts, from argv lists.
 
 iobench's own options come first on the command line: ssh keeps the first
 value it gets for an option, so neither ``ssh_options`` nor ``~/.ssh/config``
@@ -20,7 +20,6 @@ import contextlib
 import json
 import os
 import re
-import select
 import shlex
 import shutil
 import stat
@@ -187,23 +186,6 @@ def _failure(said: str) -> tuple[str, str]:
         if any(word.lower() in said.lower() for word in words):
             return what, check
     return "is unreachable", "check the address and that key login works without a prompt"
-
-
-def first_line(session: subprocess.Popen[bytes], timeout: float) -> str:
-    """The first line a held session (:meth:`Ssh.stream`) prints, waiting up to ``timeout`` s; empty when none came."""
-    assert session.stdout is not None
-    fd = session.stdout.fileno()
-    deadline = time.monotonic() + timeout
-    text = b""
-    while b"\n" not in text:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            break
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            break
-        text += chunk
-    return text.decode(errors="replace").split("\n", 1)[0].strip()
 
 
 def end_session(session: subprocess.Popen[bytes], timeout: float) -> None:
@@ -440,10 +422,6 @@ class Ssh:
         remote side ends at its next write once this end is gone.
         """
         return self.spawner(self.argv(argv), env=ssh_env(), stdout=True, stdin=stdin)
-
-    def script(self, script: str, *args: str, timeout: float = COMMAND_TIMEOUT_S) -> Completed:
-        """Run one of iobench's constant shell scripts on the host with ``args`` as ``$1``…"""
-        return self.run(["sh", "-c", script, "sh", *args], timeout=timeout)
 
     def forward(self, local: str, remote: str) -> str:
         """Forward the Unix socket ``local`` here to the Unix socket ``remote`` on the host.

@@ -69,6 +69,7 @@ __all__ = [
     "SettingState",
     "UnchangeableSetting",
     "reset",
+    "left_alone",
     "setting_facts",
     "settings_to_tune",
     "show",
@@ -629,6 +630,23 @@ def settings_to_tune(names: Sequence[str] = ()) -> list[Setting]:
     if fixed:
         raise UnchangeableSetting("cannot tune, nothing was changed:\n" + "\n".join(f"  {p}" for p in fixed))
     return chosen
+
+
+def left_alone(names: Sequence[str] = (), *, system: SystemRoot | None = None) -> list[SettingState]:
+    """The settings ``tune(names)`` writes nothing for, as read now.
+
+    Each is either as a benchmark wants it (verdict ``ok`` or ``note``) or
+    not on this machine at all (``n/a``, the note says what is missing):
+    two different things to tell whoever asked for it.
+
+    Raises
+    ------
+    UnchangeableSetting
+        As :func:`settings_to_tune`.
+    """
+    root = system or SystemRoot()
+    states = [setting.read(root, ()) for setting in settings_to_tune(names)]
+    return [s for s in states if not s.writes or not (names or s.verdict == "warning")]
 
 
 def tune(

@@ -80,10 +80,28 @@ def client_rows(
     ResultsError
         When ``text`` holds no client/server JSON.
     """
+    return client_results(text, clients, origin=origin)[0]
+
+
+Ran = set[tuple[str, str | None]]
+"""What one host ran, as fio reports it: each job's section name and its ``filename`` option."""
+
+
+def client_results(
+    text: str, clients: Mapping[tuple[str, int | None], str], *, origin: str = "<text>"
+) -> tuple[list[Row], dict[str, Ran]]:
+    """:func:`client_rows`, and what each host ran by fio's own account (its ``job options``).
+
+    Raises
+    ------
+    ResultsError
+        When ``text`` holds no client/server JSON.
+    """
     obj = detect.find_json(text)
     if obj is None or not isinstance(obj.get("client_stats"), list):
         raise ResultsError(f"{origin}: no fio client/server results (no JSON with client_stats)")
     entries = []
+    ran: dict[str, Ran] = {}
     for entry in obj["client_stats"]:
         if not isinstance(entry, dict) or entry.get("jobname") == ALL_CLIENTS:
             continue
@@ -91,7 +109,30 @@ def client_rows(
         name = clients.get((hostname, None)) or clients.get((hostname, entry.get("port")))
         if name is not None:
             entries.append({**entry, "hostname": name})
-    return job_rows(read_json({**obj, "client_stats": entries}), origin)
+            options = entry.get("job options")
+            filename = options.get("filename") if isinstance(options, dict) else None
+            ran.setdefault(name, set()).add(
+                (str(entry.get("jobname")), None if filename is None else str(filename))
+            )
+    return job_rows(read_json({**obj, "client_stats": entries}), origin), ran
+
+
+def ran_elsewise(ran: Ran, planned: Ran) -> str | None:
+    """What a host ran that was not planned for it, or did not run that was, in words; None when it ran exactly that."""
+    if ran == planned:
+        return None
+    extra, missing = sorted(ran - planned, key=str), sorted(planned - ran, key=str)
+    words = []
+    if extra:
+        words.append("ran " + ", ".join(_job_words(job) for job in extra))
+    if missing:
+        words.append("did not run " + ", ".join(_job_words(job) for job in missing))
+    return " and ".join(words)
+
+
+def _job_words(job: tuple[str, str | None]) -> str:
+    section, filename = job
+    return f"[{section}]" + ("" if filename is None else f" on {filename}")
 
 
 _HOST, _JOBNAME = FRAME_COLUMNS.index("host"), FRAME_COLUMNS.index("jobname")

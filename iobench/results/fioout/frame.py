@@ -12,6 +12,7 @@ import pandas as pd
 import pyarrow as pa
 from pandas.api.extensions import ExtensionArray
 
+from iobench.results.fioout.joboptions import OPTION_DTYPES, PARSED_DTYPES, Options
 from iobench.results.fioout.jobstats import JobStats
 from iobench.results.fioout.rows import (
     FRAME_COLUMNS,
@@ -36,6 +37,7 @@ __all__ = [
     "job_rows",
     "rows_frame",
     "to_frame",
+    "with_options",
 ]
 
 
@@ -65,24 +67,33 @@ class FrameBuilder:
     will not convert exactly (an integer beyond 64 bits, a string where a
     number belongs) is converted column by column, pandas deciding where
     pyarrow declines, as a single-file frame would be.
+
+    With ``options``, the frame also has a column per job option fio's
+    output states (:mod:`iobench.results.fioout.joboptions`), after the identity.
     """
 
     _BATCH = 256  # rows still in the CPU cache convert faster: ~5 % over 4096
 
-    def __init__(self) -> None:
+    def __init__(self, *, options: bool = False) -> None:
         self._rows: list[Row] = []
         self._parts: list[Part] = []
+        self._options: list[Options | None] | None = [] if options else None
 
-    def add(self, rows: Iterable[Row]) -> None:
-        """Append rows made by :func:`job_rows`."""
+    def add(self, rows: Iterable[Row], options: Iterable[Options | None] = ()) -> None:
+        """Append rows made by :func:`job_rows` (and, with ``options``, each row's job's options)."""
         self._rows.extend(rows)
+        if self._options is not None:
+            self._options.extend(options)
         if len(self._rows) >= self._BATCH:
             self._flush()
 
     def add_jobs(self, jobs: Iterable[JobStats], source: str) -> None:
         """Append the rows of one fio output's job records (as :func:`job_rows` makes them)."""
         for job in jobs:
+            before = len(self._rows)
             add_job_rows(job, source, self._rows)
+            if self._options is not None:
+                self._options.extend([job.options] * (len(self._rows) - before))
         if len(self._rows) >= self._BATCH:
             self._flush()
 
@@ -103,7 +114,22 @@ class FrameBuilder:
     def frame(self) -> pd.DataFrame:
         """The tidy frame of every row added."""
         self._flush()
-        return _parts_to_frame(self._parts)
+        frame = _parts_to_frame(self._parts)
+        if self._options is None:
+            return frame
+        return with_options(frame, self._options)
+
+
+def with_options(frame: pd.DataFrame, options: list[Options | None]) -> pd.DataFrame:
+    """``frame`` with a column per lifted job option (``options``: each row's job's), after the identity."""
+    blank: Options = (None,) * len(OPTION_DTYPES)
+    cells = list(zip(*(blank if o is None else o for o in options), strict=True)) if options else []
+    lifted = {
+        column: pd.Series(list(cells[i]) if cells else [], dtype=dtype).array
+        for i, (column, dtype) in enumerate(OPTION_DTYPES.items())
+    }
+    columns = {c: lifted[c] if c in lifted else frame[c].array for c in PARSED_DTYPES}
+    return pd.DataFrame(columns, copy=False)
 
 
 # Integers beyond 64 bits, and values of the wrong type, are left to pandas (which
@@ -149,7 +175,7 @@ def _parts_to_frame(parts: list[Part]) -> pd.DataFrame:
     return pd.DataFrame(arrays, copy=False)
 
 
-def to_frame(jobs: Iterable[JobStats], source: str) -> pd.DataFrame:
+def to_frame(jobs: Iterable[JobStats], source: str, *, options: bool = False) -> pd.DataFrame:
     """Build the tidy frame from job records.
 
     Parameters
@@ -158,6 +184,8 @@ def to_frame(jobs: Iterable[JobStats], source: str) -> pd.DataFrame:
         Records from one fio output, in fio's order.
     source : str
         Where they came from; fills the ``source`` column.
+    options : bool, default False
+        Add a column per job option the output states (:func:`with_options`).
 
     Returns
     -------
@@ -165,7 +193,7 @@ def to_frame(jobs: Iterable[JobStats], source: str) -> pd.DataFrame:
         Columns :data:`FRAME_COLUMNS` with dtypes :data:`FRAME_DTYPES`; NA where
         fio did not report a value.
     """
-    builder = FrameBuilder()
+    builder = FrameBuilder(options=options)
     builder.add_jobs(jobs, source)
     return builder.frame()
 

@@ -9,6 +9,7 @@ the tidy frame.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 DIRECTIONS: tuple[str, ...] = ("read", "write", "trim")
 
@@ -41,10 +42,6 @@ class DirStats:
     lat_bins: str | None = None
     slat_bins: str | None = None
 
-    def did_io(self) -> bool:
-        """Whether the direction moved any data or completed any I/O."""
-        return bool(self.io_bytes) or bool(self.total_ios)
-
 
 @dataclass(slots=True)
 class JobStats:
@@ -67,3 +64,6 @@ class JobStats:
     #: fio's reporting group (``groupid``): jobs of one group ran together; a
     #: job file with ``stonewall``/``new_group`` has several, one after another.
     groupid: int | None = None
+    #: The job's options a parsed frame lifts into columns (:mod:`iobench.results.fioout.joboptions`);
+    #: ``None`` where the output does not carry them.
+    options: tuple[Any, ...] | None = None

@@ -32,6 +32,7 @@ by :func:`decode_document` and read through :func:`to_document`.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
@@ -51,11 +52,12 @@ def to_float(value: Any) -> float | None:
     kind = type(value)
     if kind is float:
         return value  # type: ignore[no-any-return]
-    if kind is int:
-        return float(value)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an integer past any float: no number fio writes
+        return None
 
 
 def to_int(value: Any) -> int | None:
@@ -63,7 +65,7 @@ def to_int(value: Any) -> int | None:
     if type(value) is int and -_EXACT <= value <= _EXACT:
         return value
     number = to_float(value)
-    return None if number is None else int(number)
+    return None if number is None or not math.isfinite(number) else int(number)
 
 
 # gc=False: records made from JSON never form reference cycles; untracked, they cost less to make.
@@ -100,9 +102,19 @@ class Direction(Struct, gc=False):
 
 
 class JobOptions(Struct, gc=False):
-    """A job's ``job options``: only the name as given (fio truncates ``jobname``)."""
+    """A job's ``job options`` (or the ``global options``): the name as given (fio truncates
+    ``jobname``) and the options a parsed frame lifts (:mod:`iobench.results.fioout.joboptions`)."""
 
     name: Any = None
+    rw: Any = None
+    readwrite: Any = None
+    bs: Any = None
+    blocksize: Any = None
+    iodepth: Any = None
+    numjobs: Any = None
+    ioengine: Any = None
+    direct: Any = None
+    rwmixread: Any = None
 
 
 class Job(Struct, gc=False):
@@ -132,6 +144,7 @@ class FioDoc(Struct, gc=False):
     jobs: list[Job] = []
     #: ``None`` unless the document is client/server output.
     client_stats: list[Job] | None = None
+    global_options: JobOptions | None = field(name="global options", default=None)
 
 
 class _WholeDoc(Struct, gc=False):
@@ -140,6 +153,7 @@ class _WholeDoc(Struct, gc=False):
     fio_version: str | None = field(name="fio version", default=None)
     jobs: list[Job] | None | UnsetType = UNSET
     client_stats: msgspec.Raw | UnsetType = UNSET
+    global_options: JobOptions | None = field(name="global options", default=None)
 
 
 _DECODER = msgspec.json.Decoder(_WholeDoc)
@@ -160,7 +174,7 @@ def decode_document(data: bytes) -> FioDoc | None:
         return None
     if whole.jobs is UNSET or whole.client_stats is not UNSET:
         return None
-    return FioDoc(whole.fio_version, whole.jobs or [])
+    return FioDoc(whole.fio_version, whole.jobs or [], None, whole.global_options)
 
 
 Converter = Callable[[Any], Any]

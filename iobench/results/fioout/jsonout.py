@@ -25,6 +25,7 @@ from typing import Any
 from msgspec import UNSET
 
 from iobench.results.fioout.bins import encode
+from iobench.results.fioout.joboptions import lift
 from iobench.results.fioout.jobstats import PERCENTILES, DirStats, JobStats
 from iobench.results.fioout.jsondoc import Direction, FioDoc, Job, Latency, to_document
 
@@ -225,6 +226,7 @@ def read_json(doc: FioDoc | Mapping[str, Any]) -> list[JobStats]:
                 version,
                 directions,
                 entry.groupid,
+                lift(doc.global_options, options),
             )
         )
     return records

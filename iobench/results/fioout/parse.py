@@ -15,6 +15,7 @@ import pandas as pd
 from iobench.errors import ResultsError
 from iobench.results.fioout import reading
 from iobench.results.fioout.frame import FrameBuilder, to_frame
+from iobench.results.fioout.joboptions import Options
 from iobench.results.fioout.jobs import read_jobs
 from iobench.results.fioout.rows import Row
 from iobench.system.process import Helper
@@ -47,14 +48,16 @@ def parse_fio_text(text: str, *, origin: str = "<text>") -> pd.DataFrame:
     -------
     pandas.DataFrame
         One row per job (or group, or client job) × direction that did I/O;
-        see :data:`iobench.results.fioout.FRAME_COLUMNS` and :data:`FRAME_DTYPES`.
+        see :data:`iobench.results.fioout.FRAME_COLUMNS` and :data:`FRAME_DTYPES`,
+        and a column per job option the output states
+        (:data:`~iobench.results.fioout.joboptions.OPTION_DTYPES`), after ``direction``.
 
     Raises
     ------
     ResultsError
         ``text`` holds no fio results, or results that cannot be read.
     """
-    return to_frame(read_jobs(text, origin=origin), origin)
+    return to_frame(read_jobs(text, origin=origin), origin, options=True)
 
 
 def parse_fio(
@@ -88,8 +91,10 @@ def parse_fio(
     Returns
     -------
     pandas.DataFrame
-        The tidy frame; its ``source`` column holds the path (or name) each row
-        came from. An empty sequence gives an empty frame with every column.
+        The tidy frame, with the job options' columns as :func:`parse_fio_text`
+        gives them; its ``source`` column holds the path (or name) each row
+        came from (:func:`relative_sources` makes them short). An empty
+        sequence gives an empty frame with every column.
 
     Raises
     ------
@@ -109,7 +114,7 @@ def parse_fio(
     items = [source] if isinstance(source, str | os.PathLike) else source
     origins = [item_origin(item) for item in items]
     # One frame at the end: a DataFrame per file and a concat cost ~10x the parsing.
-    builder = FrameBuilder()
+    builder = FrameBuilder(options=True)
     workers = _worker_count(len(origins), processes)
     if workers < 2:
         for origin in origins:
@@ -131,7 +136,7 @@ def parse_fio(
             rows = future.result()
             if isinstance(rows, ResultsError):
                 raise rows
-            builder.add(reading.file_rows(share) if rows is None else rows)
+            builder.add(*(reading.file_rows(share) if rows is None else rows))
     return builder.frame()
 
 
@@ -149,13 +154,15 @@ def _helper(index: int) -> Helper:
         return _HELPERS[index]
 
 
-def _rows_elsewhere(index: int, origins: list[str]) -> list[Row] | ResultsError | None:
+def _rows_elsewhere(
+    index: int, origins: list[str]
+) -> tuple[list[Row], list[Options | None]] | ResultsError | None:
     """The rows of ``origins`` read by worker ``index``, or the error it met; None when it did not answer."""
     answer = _helper(index).ask(pickle.dumps(origins, protocol=pickle.HIGHEST_PROTOCOL))
     if not answer:
         return None  # killed, out of memory, busy with another thread's parse: its share is read here
     try:
-        rows: list[Row] | ResultsError = pickle.loads(answer)  # noqa: S301 - our own worker's answer
+        rows: tuple[list[Row], list[Options | None]] | ResultsError = pickle.loads(answer)  # noqa: S301 - our own worker's answer
     except (pickle.UnpicklingError, EOFError):
         return None  # something else wrote its answer file: its share is read here
     return rows
@@ -169,6 +176,22 @@ def _worker_count(files: int, processes: int | None) -> int:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         processes = min(cpus, files // PARALLEL_MIN_FILES)
     return max(1, min(processes, files))
+
+
+def relative_sources(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """``frame`` with each ``source`` made relative to the folder common to all of them, and that folder.
+
+    Files of one name in different folders stay apart (``a/fio.json``,
+    ``b/fio.json``); one file keeps its own name.
+    """
+    paths = {s: os.path.abspath(s) for s in frame["source"].dropna().unique()}
+    if not paths:
+        return frame, ""
+    root = os.path.commonpath([str(Path(p).parent) for p in paths.values()])
+    names = {s: os.path.relpath(p, root) for s, p in paths.items()}
+    out = frame.copy()
+    out["source"] = out["source"].map(names).astype("string")
+    return out, root
 
 
 def item_origin(item: str | os.PathLike[str]) -> str:

@@ -101,7 +101,9 @@ _NO_IO = (None,) * (FRAME_COLUMNS.index("usr_cpu") - FRAME_COLUMNS.index("iops")
 
 def add_job_rows(job: JobStats, source: str, out: list[Row]) -> None:
     """Append ``job``'s rows to ``out``: one per direction that did I/O, else one without a direction."""
-    active = [(name, d) for name, d in job.directions.items() if d.io_bytes or d.total_ios]  # DirStats.did_io
+    active = [
+        (name, d) for name, d in job.directions.items() if d.io_bytes or d.total_ios
+    ]  # moved data or completed I/O
     acct_ms = _accounting_ms(job)
     usr, sys_ = job.usr_cpu, job.sys_cpu
     if not acct_ms:
