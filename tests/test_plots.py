@@ -44,6 +44,7 @@ from iobench.plots import (
     timeline,
 )
 from iobench.plots.latheatmap import lat_heatmap
+from iobench.plots.loadcurve import latency_load
 from iobench.results.points import t975
 
 Params = dict[str, Any]
@@ -342,6 +343,7 @@ def test_kinds_map_the_cli_names_to_the_functions() -> None:
         "hosts": hosts,
         "scale-out": scale_out,
         "lat-heatmap": lat_heatmap,
+        "latency-load": latency_load,
     }
     assert LABELS["bw_bytes"] == "Throughput (MiB/s)"
 

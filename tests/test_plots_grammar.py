@@ -109,6 +109,7 @@ def test_the_cli_kinds_are_the_figure_functions() -> None:
         "hosts",
         "scale-out",
         "lat-heatmap",
+        "latency-load",
     }
 
 

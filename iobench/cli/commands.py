@@ -319,6 +319,14 @@ def run(
             for line in [*validity_lines(result.frame, verbose=verbose), unjudged_line(result.frame)]:
                 if line:
                     print(line)
+            if result.plan.matrix.slo is not None:
+                from iobench.answers.slo import answer_lines
+
+                try:
+                    for line in answer_lines(result.run_dir):
+                        print(line)
+                except IobenchError as exc:
+                    print(f"slo: the answers cannot be read: {exc}")
         if history is not None and result.exit_code in (0, 1):
             try:
                 add_runs(history, [result.run_dir])

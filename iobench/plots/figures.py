@@ -21,6 +21,7 @@ from iobench.plots.hostvalues import host_totals, hosts
 from iobench.plots.latency import latency_percentiles, percentile_layout
 from iobench.plots.latheatmap import lat_heatmap
 from iobench.plots.lineplots import main_axis, plot, sweep
+from iobench.plots.loadcurve import latency_load
 from iobench.plots.numa import local_vs_remote, smt
 from iobench.plots.resources import busiest_threads, cpu_where, device_vs_fio
 from iobench.plots.scaleout import scale_out
@@ -39,9 +40,10 @@ KINDS: dict[str, Callable[..., Figure]] = {
     "lat-heatmap": lat_heatmap,
     "hosts": hosts,
     "scale-out": scale_out,
+    "latency-load": latency_load,
 }
 #: Kinds drawn from a run directory itself (fio's logs), not from its frame: ``draw`` takes the directory.
-RUN_KINDS = frozenset({"timeline", "lat-heatmap"})
+RUN_KINDS = frozenset({"timeline", "lat-heatmap", "latency-load"})
 #: Settings that get a CPU-per-I/O figure when they vary.
 CPU_SETTINGS = ("scheduler", "readahead_kb", "direct")
 #: A percentile figure with more curves than this in one panel is left out of :func:`figures_for`.
