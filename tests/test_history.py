@@ -336,6 +336,13 @@ def test_adding_runs_by_the_command_line_twice_adds_them_once(two_runs: list[Pat
     assert shown.exit_code == 0 and json.loads(shown.output) == []
     drawn = cli("history", "plot", "--store", str(store), "-o", str(tmp_path / "h.png"))
     assert drawn.exit_code == 0 and (tmp_path / "h.png").stat().st_size > 0
+    page = cli("report", str(two_runs[1]), "-o", str(tmp_path / "page"), "--history", str(store))
+    assert page.exit_code == 0, page.output
+    assert 'alt="history"' in (tmp_path / "page" / "report.html").read_text()
+    elsewhere = cli(
+        "report", str(two_runs[1]), "-o", str(tmp_path / "none"), "--history", str(tmp_path / "new")
+    )
+    assert elsewhere.exit_code == 2 and "no history store" in elsewhere.output
 
 
 @pytest.mark.fio

@@ -606,13 +606,19 @@ def report(
         list[str] | None,
         typer.Option("--format", help="Figure files to write: png (default), svg, pdf; repeatable."),
     ] = None,
+    history: Annotated[
+        Path | None,
+        typer.Option(
+            "--history", help="A history store holding the run: add its series over the store's runs."
+        ),
+    ] = None,
 ) -> None:
     """Every figure that fits the run, plus a self-contained HTML page (summary with CIs, machine, matrix)."""
     from iobench.report.page import write_report
     from iobench.report.runstate import run_lines
 
     try:
-        written = write_report(results, out, formats=formats or ["png"])
+        written = write_report(results, out, formats=formats or ["png"], history=history)
     except IobenchError as exc:
         raise _fail(exc) from None
     except OSError as exc:

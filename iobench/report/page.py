@@ -90,6 +90,7 @@ def write_report(
     out: str | os.PathLike[str] | None = None,
     *,
     formats: Sequence[str] = ("png",),
+    history: str | os.PathLike[str] | None = None,
 ) -> Report:
     """Draw every figure that fits the run; write ``summary.csv`` and ``report.html`` beside them.
 
@@ -101,6 +102,9 @@ def write_report(
         Where to write (default ``<run_dir>/report``); created if missing.
     formats
         Figure file formats to write besides the page's inline PNGs: png, svg, pdf.
+    history
+        A history store (:mod:`iobench.answers.history`) holding this run: the page adds the
+        figure of its series over the store's runs, change points marked.
 
     Raises
     ------
@@ -127,14 +131,38 @@ def write_report(
             f"-o {target}: a file is there; give a directory (made when missing) for the report"
         )
     run = RunDir.open(run_dir)
+    if history is not None:
+        from iobench.answers.history import open_store
+
+        open_store(history)  # not a store: refused before anything is written
     loaded = open_run(run.path)
     # The figures, the summary and the bottleneck tables all start from the point totals.
     with shared_totals():
-        return _write(run, loaded, target, formats, out)
+        return _write(run, loaded, target, formats, out, history)
+
+
+def _history_figure(store: str | os.PathLike[str], run: RunDir) -> Figure:
+    """The run's series over the store's runs (:func:`iobench.plots.overruns.history_figure`)."""
+    from iobench.answers import history
+    from iobench.plots.overruns import history_figure
+
+    rows = history.load(store)
+    mine = set(rows.loc[rows["run_id"] == run.path.name, "series"])
+    if not mine:
+        raise ResultsError(
+            f"the history store {store} does not hold this run (`iobench history add` adds it)"
+        )
+    changes = history.changes(store)
+    return history_figure(rows[rows["series"].isin(mine)], changes[changes["series"].isin(mine)])
 
 
 def _write(
-    run: RunDir, loaded: Loaded, target: Path, formats: Sequence[str], out: str | os.PathLike[str] | None
+    run: RunDir,
+    loaded: Loaded,
+    target: Path,
+    formats: Sequence[str],
+    out: str | os.PathLike[str] | None,
+    history: str | os.PathLike[str] | None = None,
 ) -> Report:
     """:func:`write_report` once its arguments are checked and the run opened."""
     from iobench.plots.figures import figure_builders
@@ -145,6 +173,9 @@ def _write(
     builders: dict[str, Callable[[], Figure | None]] = dict(figure_builders(frame, telemetry(run)))
     builders["timeline-not-steady"] = lambda: unsteady_timeline(run.path, frame)
     builders["lat-heatmap"] = lambda: report_heatmap(run.path)
+    if history is not None:
+        store = history
+        builders["history"] = lambda: _history_figure(store, run)
     written: list[Path] = []
     inline: list[tuple[str, str]] = []
     left_out: list[tuple[str, str]] = []
