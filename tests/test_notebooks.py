@@ -23,12 +23,18 @@ def parameter_cells(notebook: nbformat.NotebookNode) -> list[nbformat.NotebookNo
     return [c for c in notebook.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
 
 
-def execute(path: Path, runs: list[str] | None = None) -> list[nbformat.NotebookNode]:
-    """The outputs of ``path`` run top to bottom, its parameter cell set to ``runs`` when given."""
+def execute(
+    path: Path, runs: list[str] | None = None, history: str | None = None
+) -> list[nbformat.NotebookNode]:
+    """The outputs of ``path`` run top to bottom, its parameter cell set to ``runs`` and its history
+    store to ``history`` when given."""
     notebook = nbformat.read(path, as_version=4)
     if runs is not None:
         [cell] = parameter_cells(notebook)
         cell.source = f"RUNS = {runs!r}"
+    if history is not None:
+        [cell] = [c for c in notebook.cells if c.source.startswith("HISTORY = None")]
+        cell.source = cell.source.replace("HISTORY = None", f"HISTORY = {history!r}", 1)
     NotebookClient(
         notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
     ).execute()
@@ -82,7 +88,11 @@ def test_notebook_reads_a_fresh_demo_run_with_skipped_and_failed_points(
     (run_dir / "results.parquet").unlink()
     frame = load(run_dir)
 
-    outputs = execute(NOTEBOOKS[0], [str(run_dir)])
+    from iobench.answers import history
+
+    store = tmp_path / "history"
+    history.add(store, [run_dir])
+    outputs = execute(NOTEBOOKS[0], [str(run_dir)], str(store))
     assert not [o for o in outputs if o.output_type == "error"]
     assert [o for o in outputs if "image/png" in o.get("data", {})]
     said = "\n".join(prose(outputs))
@@ -94,3 +104,5 @@ def test_notebook_reads_a_fresh_demo_run_with_skipped_and_failed_points(
     assert "failed (1 point-runs, points 1): fio exited with status 1: boom" in said
     if counts.get("skipped"):
         assert "binding remote" in said
+    series = history.load(store)["series"].nunique()
+    assert f"1 runs, {series} series, 0 changes" in said

@@ -748,8 +748,13 @@ class PointRunner:
                 states = site.states(paths) if paths else {}
             except IobenchError:
                 continue  # a host that cannot answer is left to its own fault
-            self.created[site.host] = [p for p in paths if not states[p].exists]
-            site.make_files(self.created[site.host])
+            new = [p for p in paths if not states[p].exists]
+            # Hosts that share storage (a cluster file system, or test hosts on one machine) see a
+            # file another site of this run has just made at the same path: it is this run's too.
+            made_here = {p for _, p in self.made}
+            shared = [p for p in paths if states[p].exists and p in made_here]
+            site.make_files(new)
+            self.created[site.host] = new + shared
             self.made.update((site.host, p) for p in self.created[site.host])
 
     def remember_files(self, run: PlannedRun) -> None:
