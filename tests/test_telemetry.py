@@ -39,6 +39,9 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text)
 
 
+#: What iobench.telemetry gives (docs/telemetry.md): a samples file's columns and the site's host.
+TELEMETRY_COLUMNS = ["point", "repeat", "host", "t_s", "source", "entity", "node", "metric", "value"]
+
 PROC_STAT = """\
 cpu  300 10 200 5000 40 7 9 3 0 0
 cpu0 100 10 50 2500 20 2 4 1 0 0
@@ -582,7 +585,7 @@ def test_the_long_form_and_what_aggregates_it(fake_run: Callable[..., FakeRun]) 
         ]
     )
     samples = iobench.telemetry(fake.run.path)
-    assert list(samples.columns) == list(long_form.LONG_COLUMNS)
+    assert list(samples.columns) == TELEMETRY_COLUMNS
     assert set(samples["source"]) == {"cpu", "thread", "disk", "irq", "mem"}
     cpu0 = samples[
         (samples["source"] == "cpu") & (samples["entity"] == "0") & (samples["metric"] == "busy_pct")
@@ -660,7 +663,7 @@ def test_other_processes_on_the_points_cpus_are_counted_per_cpu(fake_run: Callab
 def test_a_run_without_telemetry_reads_as_an_empty_long_form(fake_run: Callable[..., FakeRun]) -> None:
     fake = fake_run([{"load": None}])
     samples = iobench.telemetry(fake.run.path)
-    assert samples.empty and list(samples.columns) == list(long_form.LONG_COLUMNS)
+    assert samples.empty and list(samples.columns) == TELEMETRY_COLUMNS
 
 
 def test_verdicts_are_documented_with_their_thresholds() -> None:

@@ -47,9 +47,6 @@ def point_files(point_dir: Path) -> list[tuple[str | None, Path]]:
 #: The long form's columns (docs/telemetry.md).
 COLUMNS: tuple[str, ...] = ("point", "repeat", "t_s", "source", "entity", "node", "metric", "value")
 """The columns of a samples file."""
-LONG_COLUMNS: tuple[str, ...] = (*COLUMNS[:2], "host", *COLUMNS[2:])
-"""What :func:`iobench.telemetry` gives: a samples file's columns and ``host`` (the site's; NA for this machine)."""
-SOURCES: tuple[str, ...] = ("cpu", "thread", "disk", "irq", "mem")
 _META_KEY = b"iobench_telemetry"
 _SECTOR = 512
 _CLK_TCK = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
