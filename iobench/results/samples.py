@@ -33,7 +33,7 @@ def point_files(point_dir: Path) -> list[tuple[str | None, Path]]:
     """Every site's samples file in a point's folder, with the site's host (None: this machine)."""
     found: list[tuple[str | None, Path]] = []
     try:
-        names = os.listdir(point_dir)  # one listing: a glob per point costs a rebuild of 5,000 points 0.2 s
+        names = os.listdir(point_dir)  # one listing: a glob per point is the slow part of a large rebuild
     except OSError:
         return found
     local = point_dir / FILE_NAME
