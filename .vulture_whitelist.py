@@ -12,6 +12,9 @@ __getattr__  # iobench/__init__.py, iobench/results/fioout/__init__.py
 
 # The agent's requests: iobench/agent/serve.py dispatches each by name (getattr(agent, "op_" + op)).
 _.op_read
+_.op_folders
+_.op_identity
+_.op_make_files
 _.op_write
 _.op_writable
 _.op_exists
@@ -103,3 +106,5 @@ point_frame  # iobench/results/assemble.py: left for a later pass (only tests ca
 THRESHOLDS  # iobench/results/validity.py: left for a later pass (only tests read it)
 CHECKS  # iobench/results/validity.py: left for a later pass (only tests read it)
 device_refusal  # iobench/system/safety.py: left for a later pass (only tests call it)
+LOADS  # iobench/matrix/slospec.py: left for a later pass (a new module, its owner's)
+latency_maps  # iobench/results/histlogs.py: left for a later pass (only tests call it)

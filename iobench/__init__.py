@@ -44,10 +44,12 @@ _LAZY = {
     "discover_topology": "iobench.system.topology",
     "plots": "iobench.plots",
     "report": "iobench.report",
+    "slo": "iobench.answers.slo",
 }
 
 if TYPE_CHECKING:
     from iobench import plots, report
+    from iobench.answers.slo import slo
     from iobench.matrix.model import Matrix, load_matrix
     from iobench.planner.plans import Plan, plan
     from iobench.results.compare import compare
@@ -94,6 +96,7 @@ __all__ = [
     "point_totals",
     "report",
     "run",
+    "slo",
     "summarize",
     "timeseries",
     "telemetry",

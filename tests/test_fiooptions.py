@@ -140,10 +140,8 @@ REFUSED = {
     "verify-pattern-file": ("verify_pattern: \"'/etc/shadow'\"", "read from that file"),
     "iolog-path": ("write_iolog: /tmp/evil.log", "'/tmp/evil.log' is not a plain file name"),
     "iolog-up": ("write_iolog: ../evil.log", "is not a plain file name"),
-    "hist-dotfile": ("write_hist_log: .bashrc", "'.bashrc' is not a plain file name"),
-    "hist-dotdot": ("write_hist_log: ..", "is not a plain file name"),
+    "hist-named": ("write_hist_log: hist", "`write_hist_log` is set by iobench.*log_hist_msec"),
     "iolog-over-results": ("write_iolog: fio.json", "could overwrite iobench's own files"),
-    "hist-over-jobfile": ("write_hist_log: job.fio", "could overwrite iobench's own files"),
     "per-job-logs": ("per_job_logs: 0", "`per_job_logs` is set by iobench"),
     "dollar": ("description: $ncpus", "fio would expand `\\$`"),
     "semicolon": ("description: a;b", "fio ends a value at `;` or `#`"),
@@ -193,7 +191,7 @@ def test_a_refused_option_in_an_axis_or_include_is_refused_there(tmp_path: Path)
 def test_plain_log_names_and_allowed_engines_pass(tmp_path: Path) -> None:
     text = BASE.format(target=tmp_path / "t").replace("ioengine: psync", "ioengine: filestat")
     matrix = parse_matrix(
-        text + "  write_iolog: trace.log\n  write_hist_log: hist\n  log_hist_msec: 1000\n  mem: mmap\n",
+        text + "  write_iolog: trace.log\n  log_hist_msec: 1000\n  mem: mmap\n",
         "t.yaml",
     )
     assert matrix.fio["ioengine"] == "filestat"

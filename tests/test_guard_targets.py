@@ -237,17 +237,13 @@ def test_every_route_to_a_device_with_data_is_judged_as_that_device(
     loop = ext4(loops)
     unchanged(loop.path)
     path = route(loop, tmp_path, mounts)
-    # Without allow_write: a block device the matrix writes.
-    message = refused_by_cli(write_matrix, tmp_path, matrix_text(path, allow=False, size=None))
-    assert re.search(r"matrix\.yaml:4:\d+: target .* is a block device and the matrix writes", message), (
-        message
-    )
-    # With allow_write: every block check, so the filesystem is found and named.
-    message = refused_by_cli(write_matrix, tmp_path, matrix_text(path, allow=True, size=None))
-    assert re.search(
-        r"matrix\.yaml:4:\d+: target .* holds TYPE=ext4 \(filesystem\) at byte offset 1080", message
-    )
-    assert "--allow-write" in message
+    # With or without the matrix's allow_write: every block check, so the filesystem is found and named.
+    for allow in (False, True):
+        message = refused_by_cli(write_matrix, tmp_path, matrix_text(path, allow=allow, size=None))
+        assert re.search(
+            r"matrix\.yaml:4:\d+: target .* holds TYPE=ext4 \(filesystem\) at byte offset 1080", message
+        ), message
+        assert re.search(r"pass --allow-write \S+ on the command line$", message.strip()), message
     # --allow-write names the device by its number: any other spelling of it counts.
     the_plan = plan(parse_matrix(matrix_text(path, size=None), "m.yaml"), allow_write=(loop.path,))
     assert the_plan.runs and all(r.processes for r in the_plan.runs)
@@ -372,4 +368,14 @@ def test_a_command_line_target_is_told_to_pass_allow_write(
     assert "allow_write: true" not in message
     writing = base.read_text().replace("rw: read", "rw: write")
     message = refused_by_cli(write_matrix, tmp_path, writing, "--target", str(victim))
-    assert f"pass --allow-write {victim} if it may be overwritten" in message
+    assert f"pass --allow-write {victim} on the command line if it may be overwritten" in message
+
+
+def test_a_matrix_s_allow_write_never_lets_an_existing_file_be_overwritten(
+    victim: Path, write_matrix: Callable[..., Path], tmp_path: Path
+) -> None:
+    message = refused_by_cli(write_matrix, tmp_path, matrix_text(str(victim), allow=True, size=None))
+    assert (
+        f"target {victim} exists and iobench did not create it; pass --allow-write {victim} on the command "
+        "line if it may be overwritten (a matrix's allow_write never suffices)"
+    ) in message

@@ -76,10 +76,10 @@ def ext4_victim(loops: LoopFactory) -> tuple[Loop, str]:
     return victim, sha256_of(victim.path)
 
 
-def run_swapped(text: str, tmp_path: Path, progress: SwapAt) -> str:
+def run_swapped(text: str, tmp_path: Path, progress: SwapAt, allow_write: Sequence[str] = ()) -> str:
     matrix = parse_matrix(text, str(tmp_path / "matrix.yaml"))
     with pytest.raises(IobenchError) as caught:
-        run(matrix, out=tmp_path / "results", progress=progress)
+        run(matrix, out=tmp_path / "results", progress=progress, allow_write=allow_write)
     return str(caught.value)
 
 
@@ -87,12 +87,12 @@ def run_swapped(text: str, tmp_path: Path, progress: SwapAt) -> str:
 def test_a_device_link_repointed_after_the_plan_is_not_written(
     when: int, loops: LoopFactory, tmp_path: Path
 ) -> None:
-    judged = loops.attach()  # blank, allowed: the guard lets the matrix write it
+    judged = loops.attach()  # blank, allowed: --allow-write lets the matrix write it
     victim, before = ext4_victim(loops)
     link = tmp_path / "disk"
     link.symlink_to(judged.path)
     text = MATRIX.format(path=link, allow="true", size="")
-    message = run_swapped(text, tmp_path, SwapAt(relink(link, victim.path), when))
+    message = run_swapped(text, tmp_path, SwapAt(relink(link, victim.path), when), allow_write=[str(link)])
     assert sha256_of(victim.path) == before, f"{victim.path} was written"
     assert str(link) in message and "replaced" in message, message
 
@@ -145,7 +145,7 @@ def test_a_device_given_a_file_system_and_mounted_during_the_run_is_not_written(
     text = MATRIX.format(path=link, allow="true", size="")
     matrix = parse_matrix(text, str(tmp_path / "matrix.yaml"))
     try:
-        run(matrix, out=tmp_path / "results", progress=SwapAt(mount_it, 2))
+        run(matrix, out=tmp_path / "results", progress=SwapAt(mount_it, 2), allow_write=[device.path])
     except IobenchError:
         pass
     assert tried, "the second point never started"
@@ -163,5 +163,6 @@ def test_one_device_named_twice_is_held_once_and_written(loops: LoopFactory, tmp
     text = MATRIX.format(path=device.path, allow="true", size="").replace(
         "fio:", f"  - path: {link}\n    allow_write: true\nfio:", 1
     )
-    result = run(parse_matrix(text, str(tmp_path / "matrix.yaml")), out=tmp_path / "results")
+    matrix = parse_matrix(text, str(tmp_path / "matrix.yaml"))
+    result = run(matrix, out=tmp_path / "results", allow_write=[device.path])
     assert result.counts == {"ok": 2}

@@ -1509,7 +1509,7 @@ def test_a_point_on_a_host_costs_it_no_new_command(write_matrix: Callable[..., P
                 name: count{points}
                 fio: {{ioengine: 'null', rw: randread, bs: 4k, runtime: 1, time_based: 1}}
                 hosts:
-                  - {{name: c, ssh: root@c, targets: [{{path: {tmp_path}/c.dat, size: 8M}}]}}
+                  - {{name: c, ssh: root@c, targets: [{{path: {tmp_path}/c{points}.dat, size: 8M}}]}}
                 matrix: {{iodepth: [{depths}]}}
                 """
             )

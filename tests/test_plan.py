@@ -99,8 +99,9 @@ def test_existing_foreign_file_is_not_written(write_matrix: Callable[..., Path],
         fio: {{ioengine: psync, rw: randwrite, size: 4k}}
         """
     )
-    with pytest.raises(SafetyError, match="exists and iobench did not create it.*allow_write: true"):
+    with pytest.raises(SafetyError, match="exists and iobench did not create it; pass --allow-write"):
         plan(load_matrix(path))
+    assert plan(load_matrix(path), allow_write=[str(victim)]).runs
     remember_created([str(victim)])
     assert plan(load_matrix(path)).runs
 
@@ -168,7 +169,7 @@ def test_writes_to_a_device_need_allow_write(write_matrix: Callable[..., Path], 
     if dev is None or not Path(dev).exists():
         pytest.skip("no loop device node to point at")
     path = write_matrix(f"version: 1\nname: w\ntargets: [{{path: {dev}}}]\nfio: {{rw: randwrite}}\n")
-    with pytest.raises(SafetyError, match="block device and the matrix writes.*allow_write: true"):
+    with pytest.raises(SafetyError, match="block device and the matrix writes.*pass --allow-write"):
         plan(load_matrix(path))
 
 

@@ -43,6 +43,8 @@ from iobench.plots import (
     throughput_metric,
     timeline,
 )
+from iobench.plots.latheatmap import lat_heatmap
+from iobench.plots.loadcurve import latency_load
 from iobench.results.points import t975
 
 Params = dict[str, Any]
@@ -340,6 +342,8 @@ def test_kinds_map_the_cli_names_to_the_functions() -> None:
         "timeline": timeline,
         "hosts": hosts,
         "scale-out": scale_out,
+        "lat-heatmap": lat_heatmap,
+        "latency-load": latency_load,
     }
     assert LABELS["bw_bytes"] == "Throughput (MiB/s)"
 

@@ -43,6 +43,7 @@ from iobench.plots import (
     sweep,
     timeline,
 )
+from iobench.plots.latheatmap import lat_heatmap
 from iobench.plots.limits import MAX_CATEGORIES, MAX_PIXELS, MAX_SERIES
 from iobench.results.fioout import parse_fio
 from iobench.results.fioout.joboptions import OPTION_DTYPES
@@ -60,6 +61,7 @@ FIGURES = (
     device_vs_fio,
     busiest_threads,
     timeline,
+    lat_heatmap,
     ratios,
     hosts,
     scale_out,
@@ -106,6 +108,8 @@ def test_the_cli_kinds_are_the_figure_functions() -> None:
         "timeline",
         "hosts",
         "scale-out",
+        "lat-heatmap",
+        "latency-load",
     }
 
 

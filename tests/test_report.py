@@ -95,13 +95,28 @@ def test_a_72_point_report_fits_a_1400_px_window_in_chromium(demo72: Path, tmp_p
 
 
 @pytest.mark.fio
+def test_skipped_points_are_counted_once_each_and_never_as_not_finished(demo72: Path, tmp_path: Path) -> None:
+    page = write_report(demo72, tmp_path / "out").html.read_text()
+    header = page.split('<p class="counts">')[1].split("</p>")[0]
+    # 108 point-runs planned: 12 remote points skipped (36 runs), 12 `none` points the same as `local`.
+    assert "ok: 36 runs" in header and "skipped: 12 points" in header
+    assert "same as another here (run once): 12 points" in header and "108" not in header
+    assert "Points that did not finish ok" not in page
+    skipped = page.split("<h3>Points skipped</h3>")[1].split("</table>")[0]
+    assert "binding remote needs a second NUMA node" in skipped and '<td class="num">12</td>' in skipped
+
+
+@pytest.mark.fio
 def test_a_run_whose_only_axis_is_binding_gets_a_report_with_its_figures(tmp_path: Path) -> None:
     only_binding = re.sub(r"  (bs|iodepth|numjobs): .*\n", "", DEMO72)
     run_dir = _fake_run(tmp_path, only_binding)
     result = runner.invoke(app, ["report", str(run_dir), "-o", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     page = (tmp_path / "out" / "report.html").read_text()
-    assert 'alt="sweep-binding"' in page and "<h2>Matrix</h2>" in page
+    # On one NUMA node `none` is `local` run once and `remote` is skipped: one binding ran, and the
+    # figures that contrast bindings are left out saying why, never the end of the report.
+    assert "<h2>Matrix</h2>" in page and 'alt="' in page
+    assert "local-vs-remote" not in re.findall(r'alt="([^"]+)"', page)
 
 
 @pytest.mark.fio

@@ -68,25 +68,30 @@ def _ext4(loops: LoopFactory, loop: Loop) -> None:
 
 @pytest.mark.loopdev
 @pytest.mark.fio
-def test_a_blank_device_with_allow_write_is_planned(
+def test_a_blank_device_named_by_allow_write_is_planned(
     loops: LoopFactory, plan_for: Planner, unchanged: Callable[[Loop], None]
 ) -> None:
     loop = loops.attach()
     unchanged(loop)
-    the_plan = plan_for(loop.path)
+    the_plan = plan_for(loop.path, allow_write=(loop.path,))
     assert the_plan.locations[loop.path].kind == "block"
     assert the_plan.runs
 
 
 @pytest.mark.loopdev
 @pytest.mark.fio
-def test_any_block_device_needs_allow_write_in_the_target(
+def test_any_block_device_needs_allow_write_on_the_command_line(
     loops: LoopFactory, plan_for: Planner, unchanged: Callable[[Loop], None]
 ) -> None:
     loop = loops.attach()
     unchanged(loop)
-    with pytest.raises(SafetyError, match=rf"target {loop.path} is a block device .* `allow_write: true`"):
-        plan_for(loop.path, allow=False)
+    # The matrix's allow_write, which a copied config carries, is no consent, with or without it.
+    for allow in (False, True):
+        with pytest.raises(
+            SafetyError,
+            match=rf"target {loop.path} is a block device .* pass --allow-write {loop.path} on the command line",
+        ):
+            plan_for(loop.path, allow=allow)
 
 
 @pytest.mark.loopdev
@@ -183,7 +188,8 @@ def test_a_signature_needs_allow_write_naming_the_device(
     make(loops, loop)
     unchanged(loop)
     with pytest.raises(
-        SafetyError, match=rf"target {loop.path} holds {re.escape(what)}; .* --allow-write {loop.path}$"
+        SafetyError,
+        match=rf"target {loop.path} holds {re.escape(what)}; .* --allow-write {loop.path} on the command line$",
     ):
         plan_for(loop.path)
     with pytest.raises(SafetyError, match=f"holds {re.escape(what)}"):
@@ -329,6 +335,14 @@ def test_a_signature_on_a_device_under_the_target_refuses_it(
         SafetyError, match=rf"holds TYPE=swap \(other\) at byte offset 4086 \(0xff6\) on {bottom.path};"
     ):
         _guard(top, sysfs)
+    # Consent for the top does not reach a member that holds data of its own: that needs naming too.
+    with pytest.raises(
+        SafetyError,
+        match=rf"target {top.path} writes onto {bottom.path} \(member of {middle.name}\), which holds TYPE=swap"
+        rf".*pass --allow-write {bottom.path} as well$",
+    ):
+        _guard(top, sysfs, allow_write=(top.path,))
+    _guard(top, sysfs, allow_write=(top.path, bottom.path))
 
 
 @pytest.mark.loopdev

@@ -243,7 +243,7 @@ def test_each_kind_is_refused_until_allow_write_names_the_device(
     assert f"target {loop.path} holds " in message
     for words in named(kind):
         assert words in message
-    assert message.endswith(f"if it may be destroyed, pass --allow-write {loop.path}")
+    assert message.endswith(f"if it may be destroyed, pass --allow-write {loop.path} on the command line")
     guard(loop.path, allow_write=(loop.path,))
 
 
@@ -278,11 +278,19 @@ def test_with_allow_write_on_the_command_line_iobench_run_writes(
     assert sha256_of(loop.path) != before
 
 
-def test_a_blank_device_is_accepted(loops: LoopFactory, unchanged: Callable[[Loop], None]) -> None:
+def test_a_blank_device_still_needs_the_command_line(
+    loops: LoopFactory, unchanged: Callable[[Loop], None]
+) -> None:
     loop = loops.attach()
     unchanged(loop)
     assert probe_signatures(loop.path) == ()
-    guard(loop.path)
+    with pytest.raises(SafetyError) as refused:
+        guard(loop.path)
+    assert str(refused.value).endswith(
+        f"target {loop.path} is a block device and the matrix writes to it; pass --allow-write {loop.path} "
+        "on the command line if its data may be destroyed (a matrix's allow_write never suffices)"
+    )
+    guard(loop.path, allow_write=(loop.path,))
 
 
 def test_allow_write_naming_another_device_does_not_override(
@@ -354,7 +362,7 @@ def test_a_missing_tool_refuses_and_says_what_to_install(
     assert str(refused.value).endswith(
         f"target {loop.path}: what it holds is unknown, so it is not written: "
         f"{name} is not installed (apt-get install util-linux); "
-        f"pass --allow-write {loop.path} if whatever it holds may be destroyed"
+        f"pass --allow-write {loop.path} on the command line if whatever it holds may be destroyed"
     )
     # The user's own --allow-write needs no probe.
     guard(loop.path, allow_write=(loop.path,))

@@ -13,9 +13,12 @@ This module is sent to hosts: standard library only, Python 3.9 syntax.
 
 from __future__ import annotations
 
+import ctypes
+import fcntl
 import glob
 import os
 import stat as statmod
+import struct
 from collections.abc import Iterable
 from typing import Any
 
@@ -185,6 +188,7 @@ def snapshot(root: str, targets: Iterable[str]) -> dict[str, Any]:
         seen.add(real)
         tree.folder(real, *(real + "/" + d for d in ("queue", "holders", "slaves", "device", "dm")))
         tree.file(*(real + "/" + f for f in ("dev", "size", "partition")))
+        tree.file(*(real + "/loop/" + f for f in ("backing_file", "offset", "sizelimit")))
         tree.file(*(real + "/queue/" + f for f in ("scheduler", "read_ahead_kb", "rotational")))
         tree.file(real + "/queue/write_cache", real + "/queue/io_poll", one_line=True)
         tree.file(*(real + "/" + f for f in ("device/model", "device/firmware_rev", "device/rev", "dm/name")))
@@ -211,7 +215,7 @@ def snapshot(root: str, targets: Iterable[str]) -> dict[str, Any]:
     one += ["/sys/module/intel_idle/parameters/max_cstate", "/sys/module/nvme/parameters/poll_queues"]
     one += [p + "/comm" for p in tree.glob("/proc/[0-9]*")]
     tree.file(*one, one_line=True)
-    tree.file("/proc/sys/vm/swappiness", "/proc/sys/kernel/numa_balancing")
+    tree.file("/proc/sys/vm/swappiness", "/proc/sys/kernel/numa_balancing", "/proc/sys/fs/protected_symlinks")
     tree.folder("/sys/class/nvme", *tree.glob("/sys/class/nvme/*"))
     return {
         "files": tree.files,
@@ -468,3 +472,92 @@ def edge(
         "settings": disk_settings(root, disks),
         "sample": None if watch is None else sample(root, **watch),
     }
+
+
+# --- what iobench made ---------------------------------------------------------------------------
+
+_STATX_INO, _STATX_BTIME = 0x100, 0x800
+_AT_EMPTY_PATH = 0x1000
+_FS_IOC_GETVERSION = 0x80087601  # _IOR('v', 1, long)
+
+
+def _statx_birth(fd: int) -> str | None:
+    """The birth time of the file open as ``fd`` (``statx``), or None where the file system keeps none.
+
+    Python before 3.12 has no ``os.statx`` on Linux; glibc's wrapper is called through ctypes.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        buffer = ctypes.create_string_buffer(256)  # struct statx
+        if libc.statx(fd, b"", _AT_EMPTY_PATH, _STATX_INO | _STATX_BTIME, buffer) != 0:
+            return None
+    except (OSError, AttributeError):
+        return None
+    (mask,) = struct.unpack_from("<I", buffer, 0)
+    if not mask & _STATX_BTIME:
+        return None
+    seconds, nanoseconds = struct.unpack_from("<qI", buffer, 80)  # stx_btime
+    return f"born {seconds}.{nanoseconds:09d}"
+
+
+def _generation(fd: int) -> str | None:
+    """The inode's generation (``FS_IOC_GETVERSION``), or None where the file system does not give it."""
+    answer = bytearray(8)
+    try:
+        fcntl.ioctl(fd, _FS_IOC_GETVERSION, answer)
+    except OSError:
+        return None
+    return f"generation {struct.unpack('<q', answer)[0]}"
+
+
+def fd_identity(fd: int) -> str | None:
+    """What tells the file open as ``fd`` from any file made later, or None when nothing does.
+
+    Device and inode numbers alone do not: a new file may get a deleted one's inode. With them,
+    the file's birth time (``statx``, which ext4, xfs, btrfs and tmpfs keep); where the file
+    system keeps none, the inode's generation (``FS_IOC_GETVERSION``, which ext2/3 give), which
+    changes each time the inode is reused. Neither: None, and the file is not remembered.
+    """
+    info = os.fstat(fd)
+    if not statmod.S_ISREG(info.st_mode):
+        return None
+    stamp = _statx_birth(fd) or _generation(fd)
+    return None if stamp is None else f"{info.st_dev}:{info.st_ino} {stamp}"
+
+
+def file_identity(path: str) -> str | None:
+    """:func:`fd_identity` of the regular file named ``path`` (a link there is not followed), or None."""
+    try:
+        if not statmod.S_ISREG(os.lstat(path).st_mode):
+            return None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        return fd_identity(fd)
+    finally:
+        os.close(fd)
+
+
+def make_file(path: str) -> int:
+    """A new, empty file at ``path`` (``O_CREAT | O_EXCL | O_NOFOLLOW``: a name that exists, a link
+    included, is not opened), open for writing; OSError (``FileExistsError``) otherwise."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+
+
+def folders(paths: Iterable[str]) -> dict[str, Any]:
+    """This user's uid, and each path's owner, mode and owner's name, not following a link (``lstat``)."""
+    import pwd
+
+    found: dict[str, Any] = {}
+    for path in paths:
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        try:
+            name = pwd.getpwuid(info.st_uid).pw_name
+        except KeyError:
+            name = str(info.st_uid)
+        found[path] = [info.st_uid, statmod.S_IMODE(info.st_mode), name]
+    return {"me": os.geteuid(), "found": found}

@@ -213,6 +213,23 @@ class Agent:
             return {"uid": os.getuid(), "owner": None, "mode": None}
         return {"uid": os.getuid(), "owner": info.st_uid, "mode": statmod.S_IMODE(info.st_mode)}
 
+    def op_folders(self, paths: Sequence[str]) -> dict[str, Any]:
+        """This user's uid, and each path's owner, mode and owner's name (``lstat``: the write guard's surroundings)."""
+        return probe.folders(paths)
+
+    def op_identity(self, path: str) -> str | None:
+        """What tells the regular file named ``path`` from any made later (:func:`probe.file_identity`)."""
+        return probe.file_identity(path)
+
+    def op_make_files(self, paths: Sequence[str]) -> dict[str, Any]:
+        """Each new file target made empty, never through a name that exists; stops at the first that fails."""
+        for path in paths:
+            try:
+                os.close(probe.make_file(path))
+            except OSError as exc:
+                return {"failed": path, "why": exc.strerror or "exists"}
+        return {"failed": None}
+
     def op_sync(self) -> None:
         os.sync()
         return None

@@ -87,7 +87,10 @@ TargetOpt = Annotated[
 ]
 AllowWriteOpt = Annotated[
     list[str] | None,
-    typer.Option("--allow-write", help="Allow writing this device or file despite a signature (repeatable)."),
+    typer.Option(
+        "--allow-write",
+        help="Consent to writing this device or existing file (repeatable); a matrix's allow_write grants nothing.",
+    ),
 ]
 FsrootOpt = Annotated[
     Path, typer.Option("--fsroot", help="Read DIR/sys instead of /sys (plan for another machine's snapshot).")
@@ -316,6 +319,14 @@ def run(
             for line in [*validity_lines(result.frame, verbose=verbose), unjudged_line(result.frame)]:
                 if line:
                     print(line)
+            if result.plan.matrix.slo is not None:
+                from iobench.answers.slo import answer_lines
+
+                try:
+                    for line in answer_lines(result.run_dir):
+                        print(line)
+                except IobenchError as exc:
+                    print(f"slo: the answers cannot be read: {exc}")
         if history is not None and result.exit_code in (0, 1):
             try:
                 add_runs(history, [result.run_dir])
@@ -519,6 +530,7 @@ def parse(
         _err().print(f"iobench: {output}: use a .parquet or .csv file name for -o")
         raise typer.Exit(code=2)
     from iobench.store.rundir import replacing
+    from iobench.store.untrusted import csv_safe
 
     try:
         frame, root = relative_sources(parse_fio(list(files)))
@@ -530,7 +542,7 @@ def parse(
             if output.suffix == ".parquet":
                 frame.to_parquet(tmp, index=False)
             else:
-                frame.to_csv(tmp, index=False)
+                csv_safe(frame).to_csv(tmp, index=False)
         print(f"{output}: {counted(len(frame), 'row')}; source: relative to {root}")
     except IobenchError as exc:
         raise _fail(exc) from None
@@ -550,7 +562,7 @@ def plot(
     kind: Annotated[
         str,
         typer.Argument(
-            help="local-vs-remote, smt, heatmap, latency, cpu-per-io, sweep, line or timeline.",
+            help="local-vs-remote, smt, heatmap, latency, cpu-per-io, sweep, line, timeline or lat-heatmap.",
             show_default=False,
         ),
     ],

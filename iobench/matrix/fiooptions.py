@@ -115,7 +115,8 @@ def _engine(value: str) -> str | None:
 
 ALLOWED = Rule("allowed")
 _TRIM = Rule(
-    "allowed", "a trim discards data: a point that sets it writes, and its targets need `allow_write`"
+    "allowed",
+    "a trim discards data: a point that sets it writes, and its targets need `--allow-write` on the command line",
 )
 _LOG = Rule("allowed", "a plain file name: the log goes into the point's own directory", check=_log_name)
 _PLACEMENT = Rule(
@@ -160,6 +161,11 @@ OPTIONS: dict[str, Rule] = {
             "iobench writes fio's bandwidth, IOPS and latency logs of every point itself",
             "set `log_avg_msec` for their window",
         ),
+    ),
+    "write_hist_log": Rule(
+        "managed",
+        "iobench names each job section's latency histogram log itself, to read it back",
+        "set `log_hist_msec` (its window, ms) and every job section writes it",
     ),
     **dict.fromkeys(
         ("log_unix_epoch", "log_alternate_epoch", "log_alternate_epoch_clock_id"),
@@ -239,7 +245,6 @@ OPTIONS: dict[str, Rule] = {
         "unmount the device (the guard refuses mounted devices anyway)",
     ),
     "write_iolog": _LOG,
-    "write_hist_log": _LOG,
     "mem": Rule("allowed", "anonymous memory only", check=_anonymous_memory),
     "buffer_pattern": Rule("allowed", "written out, not read from a file", check=_no_pattern_file),
     "verify_pattern": Rule("allowed", "written out, not read from a file", check=_no_pattern_file),

@@ -33,6 +33,7 @@ from iobench.matrix.fiooptions import (
     value_problem,
 )
 from iobench.matrix.hosts import NAME_PATTERN, Host, parse_server
+from iobench.matrix.slospec import SloModel, SloSpec, slo_spec
 from iobench.matrix.targets import COMMAND_LINE, Target, VariableError, expand_path
 from iobench.matrix.units import parse_seconds, parse_size
 from iobench.matrix.values import (
@@ -45,7 +46,7 @@ from iobench.matrix.values import (
     fio_text,
     option_value,
 )
-from iobench.matrix.yamlsource import YamlSyntaxError, load_yaml, locate, locate_key
+from iobench.matrix.yamlsource import YamlSyntaxError, load_yaml, locate, locate_key, read_matrix
 from iobench.system.fleet import MAX_HOSTS, too_many_hosts
 from iobench.system.sshoptions import destination_problem, host_ssh_options_problem, ssh_option_problem
 
@@ -136,6 +137,7 @@ class MatrixModel(BaseModel):
     timeout: StrictStr | StrictInt | None = None
     drop_caches: StrictBool = False
     telemetry: Any = True
+    slo: SloModel | None = None
 
 
 @dataclass(frozen=True)
@@ -161,6 +163,8 @@ class Matrix:
     telemetry_s: float | None = TELEMETRY_INTERVAL_S
     """Seconds between telemetry samples while a point runs; None when ``telemetry: false``."""
     hosts: tuple[Host, ...] = ()
+    slo: SloSpec | None = None
+    """The latency target whose highest load each combination searches for (docs/slo.md); None: a grid."""
 
     @property
     def runs(self) -> int:
@@ -225,6 +229,7 @@ def _pydantic_issues(exc: ValidationError, issues: _Issues) -> None:
         ("targets",): sorted(TargetModel.model_fields),
         ("hosts",): sorted(HostModel.model_fields),
         ("hosts", "targets"): sorted(TargetModel.model_fields),
+        ("slo",): sorted(SloModel.model_fields),
     }
     for err in exc.errors(include_url=False):
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and "[" in p))
@@ -568,6 +573,30 @@ def _telemetry(checker: _Checker) -> float | None:
     return seconds
 
 
+def _slo(checker: _Checker, fio: dict[str, Value], axes: dict[str, tuple[Value, ...]]) -> SloSpec | None:
+    """``slo:`` checked, and its load refused where the matrix also sets it (an axis, ``fio:``, an include)."""
+    model = checker.model.slo
+    if model is None:
+        return None
+    spec, problems = slo_spec(model)
+    for name, message, hint in problems:
+        checker.issues.add(("slo", name), message, hint)
+    load = model.load
+    places: list[tuple[str | int, ...]] = [("matrix", load)] if load in axes else []
+    places += [("fio", load)] if load in fio else []
+    places += [
+        ("matrix", "include", i, load) for i, e in enumerate(checker.model.matrix.include) if load in e
+    ]
+    for place in places:
+        checker.issues.add(
+            ("slo", "load"),
+            f"`{load}` is the load the search sets, but {_dotted(place)} ({checker.issues.where(place, key=True)}) "
+            "sets it too",
+            f"remove `{load}` from {_dotted(place[:-1])}, or search another load",
+        )
+    return spec
+
+
 def _hosts(checker: _Checker, axes: dict[str, tuple[Value, ...]], entries: list[Combo]) -> tuple[Host, ...]:
     """``hosts:`` checked for form, and the ``host`` axis against their names."""
     issues = checker.issues
@@ -779,6 +808,7 @@ def parse_matrix(
     host_list = _hosts(checker, axes, include)
     timeout_s = _timeout(checker)
     telemetry_s = _telemetry(checker)
+    slo = _slo(checker, fio_options, axes)
     _check_text(issues, ("name",), model.name, "name")
     _check_size(issues, axes, include, model.repeat)
     issues.raise_if_any()
@@ -808,6 +838,7 @@ def parse_matrix(
         fio_version=catalog.version,
         telemetry_s=telemetry_s,
         hosts=host_list,
+        slo=slo,
     )
 
 
@@ -844,7 +875,7 @@ def load_matrix(
     """
     source = os.fspath(path)
     try:
-        text = Path(source).read_text()
+        text = read_matrix(source)
     except OSError as exc:
         raise MatrixError(source, [f"{source}: cannot read the matrix: {exc.strerror}"]) from None
     except UnicodeDecodeError:

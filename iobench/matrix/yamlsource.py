@@ -7,6 +7,8 @@ from typing import Any
 
 import yaml
 
+from iobench.store.untrusted import MATRIX, read_bytes
+
 
 class YamlSyntaxError(ValueError):
     """The text is not YAML; ``where`` is ``line:column``."""
@@ -16,7 +18,7 @@ class YamlSyntaxError(ValueError):
         super().__init__(message)
 
 
-MAX_BYTES = 1 << 20
+MAX_BYTES = MATRIX.max_bytes
 MAX_VALUES = 100_000
 
 
@@ -59,6 +61,23 @@ def _duplicate_key(node: yaml.Node, seen: set[int]) -> yaml.Node | None:
     return None
 
 
+def read_matrix(source: str) -> str:
+    """The text of the matrix file ``source``: a regular file of at most :data:`MAX_BYTES` (links followed).
+
+    A FIFO, a device such as ``/dev/zero`` or a directory is refused at once,
+    never waited on or read without end (:func:`iobench.store.untrusted.read_text`).
+
+    Raises
+    ------
+    OSError
+        Its ``strerror`` says why (no such file, a FIFO, too large...).
+    UnicodeDecodeError
+        When it is not UTF-8 text.
+    """
+    data = read_bytes(source, MATRIX, None)
+    return data.decode("utf-8")
+
+
 def load_yaml(text: str) -> tuple[Any, yaml.Node | None]:
     """Return the data of ``text`` (``safe_load``) and its node tree for locations.
 
@@ -83,6 +102,10 @@ def load_yaml(text: str) -> tuple[Any, yaml.Node | None]:
         data = yaml.safe_load(text)
     except RecursionError:
         raise YamlSyntaxError("1:1", "it is nested too deeply") from None
+    except YamlSyntaxError:
+        raise
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise YamlSyntaxError("1:1", str(exc)) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{mark.line + 1}:{mark.column + 1}" if mark else "1:1"

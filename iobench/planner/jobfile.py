@@ -33,7 +33,8 @@ def render_jobfile(
     targets
         One job section each, named after the target. Each section writes
         fio's bandwidth, IOPS and latency logs under its name, averaged over
-        ``log_avg_msec`` (added when ``options`` lack it):
+        ``log_avg_msec`` (added when ``options`` lack it), and its latency
+        histogram log when ``options`` set ``log_hist_msec``:
         :mod:`iobench.planner.timelogs`.
     job_cpus
         Per job, the CPUs it is pinned to (fio's ``cpus_allowed_policy=split``
@@ -54,7 +55,7 @@ def render_jobfile(
         lines.append(f"filename={fio_filename(target.path)}")
         if target.size is not None:
             lines.append(f"size={target.size}")
-        lines += [f"{name}={value}" for name, value in section_log_options(target.section).items()]
+        lines += [f"{name}={value}" for name, value in section_log_options(target.section, options).items()]
     return "\n".join(lines) + "\n"
 
 

@@ -152,7 +152,7 @@ class SiteFacts:
     drop_caches : bool or None
         Whether this user may drop its page cache; None when not asked (a snapshot).
     foreign : frozenset of str
-        Its file targets iobench may not write (they exist, it did not create them, no ``allow_write``).
+        Its file targets iobench may not write (they exist, it did not create them, no ``--allow-write``).
     """
 
     host: str | None
@@ -266,7 +266,7 @@ class _Planner:
     problems: set[str] = field(default_factory=set)
     host: str | None = None
     foreign: frozenset[str] = frozenset()
-    """Targets that are files iobench may not write: they exist, it did not create them, no ``allow_write``."""
+    """Targets that are files iobench may not write: they exist, it did not create them, no ``--allow-write``."""
     refused: set[str] = field(default_factory=set)
     """Why points cannot run safely as planned (a :class:`SafetyError`)."""
 
@@ -331,7 +331,7 @@ class _Planner:
         """Whether a read point's fio process runs with ``--readonly``: all its targets are block devices or foreign files.
 
         A foreign file (one that exists, that iobench did not create and that
-        says no ``allow_write``) must not be laid out or extended, which fio
+        that ``--allow-write`` does not name) must not be laid out or extended, which fio
         does on reads too when ``size``, ``offset`` or ``filesize`` reach past
         its end; with ``--readonly`` fio refuses to. A process that also holds
         a file fio may have to lay out cannot run read-only: that is refused.
@@ -723,7 +723,9 @@ def local_site(matrix: Matrix, fsroot: str = "/", allow_write: Sequence[str] = (
         system=system,
         system_disks=frozenset(root_disks(SystemRoot())) if live else frozenset(),
         drop_caches=SystemRoot().writable("proc/sys/vm/drop_caches") if live else None,
-        foreign=foreign_files(matrix.targets, locations) if live else frozenset(),
+        foreign=foreign_files(matrix.targets, locations, allow_write=tuple(allow_write))
+        if live
+        else frozenset(),
     )
 
 
@@ -748,7 +750,8 @@ def plan(
         The shuffle seed for ``order: shuffled`` (default: the matrix's
         ``seed``, else a new one, recorded in the plan).
     allow_write
-        Devices the user allows to be written despite a signature (``--allow-write``).
+        The devices and existing files the user allows to be written (``--allow-write``):
+        the only consent there is; a matrix's ``allow_write`` grants nothing.
 
     Raises
     ------
@@ -820,7 +823,7 @@ def host_sites(matrix: Matrix, fleet: Fleet) -> list[SiteFacts]:
                 system=system,
                 system_disks=frozenset(root_disks(facts.snapshot.system, machine)),
                 drop_caches=system.writable("proc/sys/vm/drop_caches") if matrix.drop_caches else None,
-                foreign=foreign_files(targets, facts.locations, machine),
+                foreign=foreign_files(targets, facts.locations, machine, fleet.allow_write),
             )
         )
     return sites

@@ -11,6 +11,13 @@ land there beside ``fio.json``::
     <section>_bw.<job>.log     bandwidth (KiB/s)  <section>_clat.<job>.log  completion latency (ns)
                                                   <section>_slat.<job>.log  submission latency (ns)
 
+A point whose options set ``log_hist_msec`` (above 0) also gets fio's
+completion-latency histogram log (``write_hist_log``, named after the section
+too): ``<section>_clat_hist.<job>.log``, one line per window and direction
+with that window's count in each of fio's latency bins
+(:mod:`iobench.results.histlogs`). It is asked for, not written always: a
+line holds every bin (1,856 in fio 3.33), some 4 KB a second per job.
+
 ``<job>`` is fio's job number within its fio process (1..N, the clones of each
 section counted in section order). With ``per_job_logs=0`` fio leaves the
 number out and a section's jobs append to one file, one job after another.
@@ -45,6 +52,11 @@ LOG_KINDS: tuple[str, ...] = ("iops", "bw", "lat", "clat", "slat")
 LOG_FILE = re.compile(
     r"^(?P<section>.+)_(?P<kind>iops|bw|lat|clat|slat)(?:\.(?P<job>\d+))?\.log(?:\.(?P<client>[^/]+))?$"
 )
+#: The option that asks for the histogram log (its window, ms) and the one iobench then sets per section.
+HIST_WINDOW_OPTION = "log_hist_msec"
+HIST_LOG_OPTION = "write_hist_log"
+#: A histogram log's name, read like :data:`LOG_FILE`.
+HIST_LOG_FILE = re.compile(r"^(?P<section>.+)_clat_hist(?:\.(?P<job>\d+))?\.log(?:\.(?P<client>[^/]+))?$")
 
 
 def global_log_options(options: Mapping[str, str]) -> dict[str, str]:
@@ -65,9 +77,22 @@ def global_log_options(options: Mapping[str, str]) -> dict[str, str]:
     return {"log_avg_msec": str(DEFAULT_LOG_AVG_MSEC)}
 
 
-def section_log_options(section: str) -> dict[str, str]:
-    """The options that make the jobs of job section ``section`` write their logs under its name."""
-    return dict.fromkeys(LOG_OPTIONS, section)
+def hist_log_wanted(options: Mapping[str, str]) -> bool:
+    """Whether a point's fio options ask for the histogram log: ``log_hist_msec`` set above 0."""
+    value = options.get(HIST_WINDOW_OPTION, "").strip()
+    return value.isdigit() and int(value) > 0
+
+
+def section_log_options(section: str, options: Mapping[str, str]) -> dict[str, str]:
+    """The options that make the jobs of job section ``section`` write their logs under its name.
+
+    ``options`` are the point's own fio options: the histogram log is added
+    when they ask for it (:func:`hist_log_wanted`).
+    """
+    logs = dict.fromkeys(LOG_OPTIONS, section)
+    if hist_log_wanted(options):
+        logs[HIST_LOG_OPTION] = section
+    return logs
 
 
 def host_log_options() -> dict[str, str]:

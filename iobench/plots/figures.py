@@ -19,7 +19,9 @@ from iobench.plots.cpu import cpu_per_io
 from iobench.plots.heatmap import heatmap
 from iobench.plots.hostvalues import host_totals, hosts
 from iobench.plots.latency import latency_percentiles, percentile_layout
+from iobench.plots.latheatmap import lat_heatmap
 from iobench.plots.lineplots import main_axis, plot, sweep
+from iobench.plots.loadcurve import latency_load
 from iobench.plots.numa import local_vs_remote, smt
 from iobench.plots.resources import busiest_threads, cpu_where, device_vs_fio
 from iobench.plots.scaleout import scale_out
@@ -35,11 +37,13 @@ KINDS: dict[str, Callable[..., Figure]] = {
     "sweep": sweep,
     "line": plot,
     "timeline": timeline,
+    "lat-heatmap": lat_heatmap,
     "hosts": hosts,
     "scale-out": scale_out,
+    "latency-load": latency_load,
 }
 #: Kinds drawn from a run directory itself (fio's logs), not from its frame: ``draw`` takes the directory.
-RUN_KINDS = frozenset({"timeline"})
+RUN_KINDS = frozenset({"timeline", "lat-heatmap", "latency-load"})
 #: Settings that get a CPU-per-I/O figure when they vary.
 CPU_SETTINGS = ("scheduler", "readahead_kb", "direct")
 #: A percentile figure with more curves than this in one panel is left out of :func:`figures_for`.

@@ -11,8 +11,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib import rc_context
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter
 
 from iobench.matrix.display import format_value
@@ -189,10 +191,27 @@ def root_figure(axis: Axes) -> Figure:
     return fig
 
 
+class PlainTextFigure(Figure):
+    """A Figure whose texts are drawn as written, never as TeX.
+
+    Its texts come from run directories (a parameter's value, a target's
+    path, a host's name): a ``$…$`` in one would be parsed by mathtext, which
+    fails on what it cannot parse or draws something other than what was
+    written. Every text, those made while drawing (tick labels) included, is
+    drawn with ``text.parse_math`` off.
+    """
+
+    def draw(self, renderer: Any) -> None:
+        with rc_context({"text.parse_math": False}):
+            for text in self.findobj(Text):
+                text.set_parse_math(False)
+            super().draw(renderer)
+
+
 def new_figure(width: float, height: float) -> Figure:
     """A Figure of ``width`` × ``height`` inches, no side over :data:`~iobench.plots.limits.MAX_PIXELS` at :data:`DPI`."""
     limit = MAX_PIXELS / DPI
-    return Figure(figsize=(min(width, limit), min(height, limit)), dpi=DPI, layout="constrained")
+    return PlainTextFigure(figsize=(min(width, limit), min(height, limit)), dpi=DPI, layout="constrained")
 
 
 @dataclass(frozen=True)

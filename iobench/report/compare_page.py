@@ -30,6 +30,7 @@ from iobench.report.html import inline_png, template
 from iobench.report.runstate import run_lines
 from iobench.results.compare import VERDICTS, detectable_text, drift_text, key_columns
 from iobench.store.rundir import replacing, storage
+from iobench.store.untrusted import csv_safe, own_directory
 
 #: Figure file name, without its suffix.
 FIGURE = "compare-ratios"
@@ -317,10 +318,10 @@ def write_compare(
     key_columns(comparison)
     target = Path(out)
     with storage(target):
-        target.mkdir(parents=True, exist_ok=True)
+        own_directory(target)
     table = target / "compare.csv"
     with replacing(table) as tmp:
-        comparison.to_csv(tmp, index=False)
+        csv_safe(comparison).to_csv(tmp, index=False)
     written: list[Path] = []
     inline = ""
     has_ratios = bool((comparison["match"].eq("both").fillna(False) & comparison["ratio"].notna()).any())

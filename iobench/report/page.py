@@ -45,11 +45,13 @@ from iobench.report.runstate import run_lines
 from iobench.report.verdicts import HEADER as VERDICT_HEADER
 from iobench.report.verdicts import folded, verdict_groups
 from iobench.results.loading import Loaded, open_run
-from iobench.results.points import parameter_columns, shared_totals, summarize
+from iobench.results.points import outcomes, parameter_columns, shared_totals, summarize
 from iobench.results.steady import unjudged_line
 from iobench.results.telemetry import telemetry
 from iobench.store.records import Manifest
 from iobench.store.rundir import RunDir, remedy, replacing, storage
+from iobench.store.untrusted import MATRIX, csv_safe, own_directory, read_text
+from iobench.words import counted
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -136,17 +138,19 @@ def _write(
 ) -> Report:
     """:func:`write_report` once its arguments are checked and the run opened."""
     from iobench.plots.figures import figure_builders
+    from iobench.plots.latheatmap import report_heatmap
     from iobench.plots.timeline import unsteady_timeline
 
     frame = loaded.frame
     builders: dict[str, Callable[[], Figure | None]] = dict(figure_builders(frame, telemetry(run)))
     builders["timeline-not-steady"] = lambda: unsteady_timeline(run.path, frame)
+    builders["lat-heatmap"] = lambda: report_heatmap(run.path)
     written: list[Path] = []
     inline: list[tuple[str, str]] = []
     left_out: list[tuple[str, str]] = []
     try:
         with storage(target):
-            target.mkdir(parents=True, exist_ok=True)
+            own_directory(target)
         for name, build in builders.items():
             try:
                 fig = build()  # one figure at a time: drawn, written, inlined, let go
@@ -162,7 +166,7 @@ def _write(
         summary = with_validity(summarize(frame, by=_split_by(frame)), frame)
         table = target / "summary.csv"
         with replacing(table) as tmp:
-            summary.to_csv(tmp, index=False)
+            csv_safe(summary).to_csv(tmp, index=False)
         page = target / "report.html"
         text = render_page(run, frame, inline, summary, loaded=loaded, out=target, left_out=left_out)
         with replacing(page) as tmp:
@@ -208,8 +212,12 @@ def render_page(
     """
     manifest = run.manifest()
     loaded = loaded if loaded is not None else open_run(run.path)
-    matrix_path = run.path / "matrix.yaml"
-    matrix_text = matrix_path.read_text(errors="replace") if matrix_path.is_file() else ""
+    try:
+        matrix_text = read_text(run.path / "matrix.yaml", MATRIX, run.path)
+    except FileNotFoundError:
+        matrix_text = ""
+    except OSError as exc:  # not read (a link, a FIFO, too large): the page says why in its place
+        matrix_text = f"(not shown: {exc.filename}: {exc.strerror})"
     facts = loaded.state.facts()
     full = with_validity(summarize(frame, by=_split_by(frame)), frame) if summary is None else summary
     bottlenecks = verdict_groups(frame)
@@ -219,7 +227,8 @@ def render_page(
     return template("report.html.j2").render(
         title=run.path.name,
         description=_description(manifest, matrix_text),
-        counts=sorted(loaded.state.saved.items()),
+        counts=_counts(frame),
+        skipped=_skipped(frame),
         when=" → ".join(str(when) for when in (manifest.started, manifest.finished) if when),
         state=run_lines(facts, []),
         notes=[*loaded.notes, *filter(None, [unjudged_line(frame)])],
@@ -253,7 +262,7 @@ def _write_csv(out: Path | None, name: str, rows: pd.DataFrame) -> str | None:
     if out is None:
         return None
     with replacing(out / name) as tmp:
-        rows.to_csv(tmp, index=False)
+        csv_safe(rows).to_csv(tmp, index=False)
     return name
 
 
@@ -392,8 +401,25 @@ def _plain(value: object) -> str:
 def _problems(frame: pd.DataFrame) -> list[tuple[str, str, str, str]]:
     if "status" not in frame:
         return []
-    bad = frame[frame["status"] != "ok"].drop_duplicates(["point", "repeat"])
+    bad = frame[~frame["status"].isin(["ok", "skipped"])].drop_duplicates(["point", "repeat"])
     return [(_plain(r.point), _plain(r.repeat), _plain(r.status), _plain(r.reason)) for r in bad.itertuples()]
+
+
+def _skipped(frame: pd.DataFrame) -> list[Any]:
+    """Points never run, once each whatever their repeats: ``(reason, points, point list)`` per reason."""
+    if "status" not in frame:
+        return []
+    never = frame[frame["status"].eq("skipped")].drop_duplicates(["point"])
+    return _grouped([(_plain(r.point), _plain(r.reason)) for r in never.itertuples()], lambda r: (r[1],))
+
+
+def _counts(frame: pd.DataFrame) -> list[tuple[str, str]]:
+    """The header's counts: runs by status, then points skipped and points run once as another's twin."""
+    labels = {"skipped": "skipped", "same": "same as another here (run once)"}
+    return [
+        (labels.get(status, status), counted(n, "point" if status in labels else "run"))
+        for status, n in outcomes(frame).items()
+    ]
 
 
 def _grouped(rows: Sequence[tuple[str, ...]], key: Callable[[tuple[str, ...]], tuple[str, ...]]) -> list[Any]:

@@ -36,6 +36,7 @@ from iobench.results.validity import with_validity
 from iobench.store.inventory import DAMAGED, Inventory, SavedPoint, take_inventory
 from iobench.store.records import Manifest, PointMeta, ProcessRecord
 from iobench.store.rundir import RunDir
+from iobench.store.untrusted import FIO_TEXT, read_text, run_of
 
 Parsed = dict[str, list[Row]]
 """fio outputs already read during the run, keyed as :func:`parsed_key`: their rows of the frame
@@ -93,7 +94,7 @@ def host_shares(
     for name, group in by_output.items():
         output = point_dir / name
         try:
-            text = output.read_text(errors="replace")
+            text = read_text(output, FIO_TEXT, run_of(point_dir))
             clients = {client_key(p.client): str(p.host) for p in group if p.client}
             rows = client_rows(text, clients, origin=str(output))
         except (OSError, ResultsError) as exc:
@@ -172,7 +173,8 @@ def _process_rows(
             return None  # a host's share comes from host_shares, or not at all
         try:
             # Rows, not a frame per point: the run's frame is built once from every point's rows.
-            fio = job_rows(read_jobs(output.read_text(errors="replace"), origin=str(output)), process.output)
+            text = read_text(output, FIO_TEXT, run_of(point_dir))
+            fio = job_rows(read_jobs(text, origin=str(output)), process.output)
         except (OSError, ResultsError) as exc:
             problems.append(_unreadable(output, exc))
             return None

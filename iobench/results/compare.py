@@ -83,6 +83,7 @@ from iobench.results.points import (
 )
 from iobench.results.validity import CONTENTION_MEAN_PCT
 from iobench.store.rundir import RunDir
+from iobench.store.untrusted import MATRIX, read_text
 from iobench.system.stability import setting_facts
 from iobench.words import counted
 
@@ -494,7 +495,7 @@ def _matrix_data(run: RunDir) -> Mapping[str, Any]:
     from iobench.matrix.yamlsource import YamlSyntaxError, load_yaml
 
     try:
-        data, _ = load_yaml((run.path / "matrix.yaml").read_text(errors="replace"))
+        data, _ = load_yaml(read_text(run.path / "matrix.yaml", MATRIX, run.path))
     except (OSError, YamlSyntaxError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -21,6 +21,7 @@ from iobench.results import schema
 from iobench.results.assemble import BUILT_FROM, BuiltFrom
 from iobench.store.inventory import Inventory
 from iobench.store.rundir import RunDir
+from iobench.store.untrusted import UnreadableRunFile, read_table, table_metadata
 
 SCHEMA_KEY = "iobench_schema"
 BUILT_KEY = "iobench_built_from"
@@ -85,36 +86,35 @@ def read_cached(run: RunDir, inventory: Inventory) -> tuple[pd.DataFrame | None,
         with ``results.parquet``.
     """
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     path = run.frame_path
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return None, None
     try:
-        with pq.ParquetFile(path) as handle:
-            metadata = handle.schema_arrow.metadata or {}
-            written = metadata.get(SCHEMA_KEY.encode(), b"").decode()
-            if not written:
-                old = metadata.get(OLD_VERSION_KEY, b"?").decode()
-                return None, f"results.parquet was written by an older iobench (frame version {old})"
-            if written == UNKNOWN:
-                return None, "results.parquet does not say which points it was built from"
-            if written != schema.fingerprint():
-                return None, (
-                    f"results.parquet was written with another frame schema ({written}; "
-                    f"this iobench writes {schema.fingerprint()})"
-                )
-            built = BuiltFrom(metadata.get(BUILT_KEY.encode(), b"").decode())
-            try:
-                stamps, _ = built.stamps, built.notes
-            except (ValueError, KeyError, TypeError, AttributeError):
-                raise ValueError("its record of the points it was built from is not iobench's") from None
-            changed = _differences(stamps, inventory.stamps())
-            if changed is not None:
-                return None, f"results.parquet is out of date: {changed} since it was written"
-            table = handle.read()
-        frame = table.to_pandas()
-    except (OSError, ValueError, pa.ArrowException) as exc:
+        metadata = table_metadata(path, run.path)
+        written = metadata.get(SCHEMA_KEY.encode(), b"").decode()
+        if not written:
+            old = metadata.get(OLD_VERSION_KEY, b"?").decode()
+            return None, f"results.parquet was written by an older iobench (frame version {old})"
+        if written == UNKNOWN:
+            return None, "results.parquet does not say which points it was built from"
+        if written != schema.fingerprint():
+            return None, (
+                f"results.parquet was written with another frame schema ({written}; "
+                f"this iobench writes {schema.fingerprint()})"
+            )
+        built = BuiltFrom(metadata.get(BUILT_KEY.encode(), b"").decode())
+        try:
+            stamps, _ = built.stamps, built.notes
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            raise ValueError("its record of the points it was built from is not iobench's") from None
+        changed = _differences(stamps, inventory.stamps())
+        if changed is not None:
+            return None, f"results.parquet is out of date: {changed} since it was written"
+        frame = read_table(path, run.path).to_pandas()
+    except UnreadableRunFile as exc:
+        return None, f"results.parquet cannot be read ({exc.strerror})"
+    except (OSError, ValueError, RecursionError, pa.ArrowException) as exc:
         return None, f"results.parquet cannot be read ({type(exc).__name__}: {exc})"
     frame.attrs[BUILT_FROM] = built
     return frame, None

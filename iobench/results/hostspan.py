@@ -41,6 +41,7 @@ import pandas as pd
 from iobench.errors import ResultsError
 from iobench.results.fioout.clients import client_key, parse_client_output
 from iobench.store.records import PointMeta
+from iobench.store.untrusted import FIO_TEXT, read_text, run_of
 
 #: A sample this many windows or more after the previous one of its job and direction follows
 #: windows without I/O: it covers one window.
@@ -93,7 +94,7 @@ def host_runtimes(point_dir: Path, meta: PointMeta) -> pd.DataFrame:
     for output, clients in by_output.items():
         path = point_dir / output
         try:
-            text = path.read_text(errors="replace")
+            text = read_text(path, FIO_TEXT, run_of(point_dir))
         except OSError as exc:
             raise ResultsError(f"{path}: cannot read: {exc.strerror}") from None
         try:

@@ -20,6 +20,7 @@ command that finishes the run.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -33,6 +34,7 @@ from iobench.results.assemble import BUILT_FROM, BuiltFrom, build_frame, with_ma
 from iobench.results.framecache import read_cached, save_frame
 from iobench.store.inventory import RunState, run_state, take_inventory
 from iobench.store.rundir import FINISHED, RunDir
+from iobench.store.untrusted import TABLE, UnreadableRunFile, own_directory, read_bytes, read_table
 
 #: ``attrs`` keys of a loaded frame: the run's state (a dict of facts) and the notes (a list of str).
 RUN, NOTES = "run", "notes"
@@ -124,9 +126,14 @@ def open_run(path: str | os.PathLike[str], *, rebuild: bool = False) -> Loaded:
                 "a sweep is running in this run directory: the frame was built in memory and not saved"
             )
         else:
-            # Saving is only a cache: a full or read-only disk must not keep anyone from their results.
-            with contextlib.suppress(RunStorageError):
-                save_frame(run, frame)
+            try:
+                own_directory(run.path)
+            except ResultsError as exc:
+                notes.append(f"the frame was not saved: {exc}")
+            else:
+                # Saving is only a cache: a full or read-only disk must not keep anyone from their results.
+                with contextlib.suppress(RunStorageError):
+                    save_frame(run, frame)
     if inventory.folder_missing:
         notes.append(f"{run.points} is missing: no point-run is on disk")
     notes += _damage_notes(frame)
@@ -238,11 +245,16 @@ def load(path: str | os.PathLike[str], *, rebuild: bool = False) -> pd.DataFrame
 
 
 def _load_frame_file(path: Path) -> pd.DataFrame:
+    import pyarrow as pa
+
     try:
         if path.suffix == ".parquet":
-            return pd.read_parquet(path)
+            frame: pd.DataFrame = read_table(path, None).to_pandas()
+            return frame
         if path.suffix == ".csv":
-            return pd.read_csv(path)
-    except (OSError, ValueError) as exc:
+            return pd.read_csv(io.BytesIO(read_bytes(path, TABLE, None)))
+    except UnreadableRunFile as exc:
+        raise ResultsError(f"{path}: cannot read the frame: {exc.strerror}") from None
+    except (OSError, ValueError, RecursionError, pa.ArrowException) as exc:
         raise ResultsError(f"{path}: cannot read the frame: {exc}") from None
     raise ResultsError(f"{path}: not a run directory nor a .parquet/.csv frame (see `iobench parse -o`)")

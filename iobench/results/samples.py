@@ -17,6 +17,7 @@ from typing import Any
 
 from iobench.errors import ResultsError
 from iobench.store.rundir import storage
+from iobench.store.untrusted import UnreadableRunFile, parse_json, read_table, run_of
 from iobench.system.hostfs import CPU_TIME_FIELDS
 from iobench.system.sampler import MEMINFO_KEPT, Snapshot
 
@@ -36,9 +37,8 @@ def point_files(point_dir: Path) -> list[tuple[str | None, Path]]:
         names = os.listdir(point_dir)  # one listing: a glob per point is the slow part of a large rebuild
     except OSError:
         return found
-    local = point_dir / FILE_NAME
-    if FILE_NAME in names and local.is_file():
-        found.append((None, local))
+    if FILE_NAME in names:  # whatever it is: the reader says why it is not read (a FIFO, a link...)
+        found.append((None, point_dir / FILE_NAME))
     for name in sorted(n for n in names if n.startswith("telemetry@") and n.endswith(".parquet")):
         found.append((name.removeprefix("telemetry@").removesuffix(".parquet"), point_dir / name))
     return found
@@ -358,17 +358,18 @@ def read_point(path: Path) -> tuple[Any, dict[str, Any]]:
     ResultsError
         When the file cannot be read.
     """
-    import pyarrow.parquet as pq
+    import pyarrow as pa
 
     try:
-        # One file, read whole: ParquetFile skips read_table's dataset layer (half the time of a small file).
-        with pq.ParquetFile(path) as handle:
-            table = handle.read()
-    except (OSError, ValueError) as exc:
+        # One file, read whole, its rows counted from its footer first (a point's files are input).
+        table = read_table(path, run_of(path.parent))
+    except UnreadableRunFile as exc:
+        raise ResultsError(f"{path}: cannot read the telemetry: {exc.strerror}") from None
+    except (OSError, ValueError, pa.ArrowException) as exc:
         raise ResultsError(f"{path}: cannot read the telemetry: {exc}") from None
     raw = (table.schema.metadata or {}).get(_META_KEY, b"{}")
     try:
-        context = json.loads(raw)
-    except ValueError:
+        context = parse_json(path, raw)
+    except (ValueError, OSError):  # a context iobench did not write: the samples without it
         context = {}
     return table, context if isinstance(context, dict) else {}

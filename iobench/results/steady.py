@@ -48,6 +48,7 @@ from iobench.results.points import FIO_STEADY, window_totals
 from iobench.results.timeseries import RunLogs, read_run_logs, run_dir_of
 from iobench.store.records import PointMeta
 from iobench.store.rundir import RunDir
+from iobench.store.untrusted import FIO_TEXT, read_bytes, run_of
 
 #: SNIA PTS's measurement window: the last this many complete windows, and the fewest judged.
 WINDOWS = 5
@@ -240,7 +241,7 @@ def fio_verdict(point_dir: Path, meta: PointMeta) -> tuple[bool | None, str] | N
     entries: list[dict[str, Any]] = []
     for name in outputs:
         try:
-            data = (point_dir / str(name)).read_bytes()
+            data = read_bytes(point_dir / str(name), FIO_TEXT, run_of(point_dir))
         except OSError:
             continue
         if b'"steadystate"' not in data:

@@ -39,6 +39,7 @@ from iobench.results.samples import (
 from iobench.store.inventory import take_inventory
 from iobench.store.records import PointMeta
 from iobench.store.rundir import RunDir
+from iobench.store.untrusted import MATRIX, read_text
 from iobench.system.pcie import link_bandwidth
 
 # --- thresholds of the verdict (docs/telemetry.md) ---------------------------------
@@ -647,7 +648,9 @@ def _depth_notes(totals: pd.DataFrame, params: Sequence[str]) -> dict[tuple[int,
         return {}
     others = [c for c in params if c != "iodepth" and c in totals]
     found: dict[tuple[int, int], str] = {}
-    data = totals.dropna(subset=["iodepth", "_dev_iops", "_dev_await"])
+    # A depth that is no number (a hand-edited point) is not compared.
+    depth = pd.to_numeric(totals["iodepth"], errors="coerce")
+    data = totals.assign(iodepth=depth).dropna(subset=["iodepth", "_dev_iops", "_dev_await"])
     keys = ["repeat", *others]
     groups: dict[tuple[Any, ...], list[dict[Any, Any]]] = {}
     for row in data[["point", "iodepth", "_dev_iops", "_dev_await", *keys]].to_dict("records"):
@@ -847,11 +850,11 @@ def _host(value: Any) -> str | None:
 
 def _why_unsampled(run: RunDir) -> str:
     """What the run's files say of why an ok point has no samples (never a guess)."""
-    import yaml
+    from iobench.matrix.yamlsource import YamlSyntaxError, load_yaml
 
     try:
-        matrix = yaml.safe_load((run.path / "matrix.yaml").read_text())
-    except (OSError, yaml.YAMLError):
+        matrix, _ = load_yaml(read_text(run.path / "matrix.yaml", MATRIX, run.path))
+    except (OSError, YamlSyntaxError):
         matrix = None
     if isinstance(matrix, dict) and matrix.get("telemetry") is False:
         return "no telemetry recorded: the matrix says `telemetry: false`"

@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,10 +48,12 @@ import pandas as pd
 
 from iobench.errors import IobenchError
 from iobench.matrix.units import parse_seconds
+from iobench.planner.timelogs import DEFAULT_LOG_AVG_MSEC
 from iobench.results.points import NOISY_CV, VALIDITY, over_repeats, parameter_columns, rate_totals
 from iobench.results.telemetry import MISMATCH
 from iobench.store.records import PointMeta
 from iobench.store.rundir import RunDir
+from iobench.store.untrusted import FIO_TEXT, open_regular, read_text, run_of
 from iobench.system.cpulist import format_cpulist, parse_cpulist
 from iobench.system.pointfacts import MEMORY_FS, NOT_LAID_OUT
 
@@ -71,6 +74,7 @@ CODES: tuple[str, ...] = (
     "not-steady",
     "noisy",
     "host-overlap",
+    "behind",
     "fio-warning",
 )
 
@@ -95,6 +99,12 @@ QUOTED_LINES = 3
 #: fio's I/Os or bytes and a device's, counted over the point (diskstats before and after fio),
 #: differing by more than this % (sampled rates, without those counts: by more than ``MISMATCH``).
 DEVICE_COUNT_PCT = 2.0
+#: An open-loop window is short when its IOPS are more than this % below the offered ``rate_iops``.
+BEHIND_SHORT_PCT = 1.0
+#: ... and the point fell behind when this many windows in a row (one second each by default) were short.
+BEHIND_WINDOWS = 2
+#: ... counting only a shortfall beyond this many standard deviations of a Poisson count in the window.
+BEHIND_POISSON_SD = 3.0
 #: Fewer I/Os in flight per job (Little's law) than this % of the ``iodepth`` asked.
 DEPTH_REACHED_PCT = 50.0
 #: fio's output read whole (for its depth distribution) only up to this size.
@@ -113,6 +123,9 @@ THRESHOLDS: tuple[str, ...] = (
     "COMPRESSING_MODELS",
     "DEVICE_COUNT_PCT",
     "DEPTH_REACHED_PCT",
+    "BEHIND_SHORT_PCT",
+    "BEHIND_WINDOWS",
+    "BEHIND_POISSON_SD",
     "INFORMATIONAL",
 )
 
@@ -229,6 +242,16 @@ CHECKS: tuple[Check, ...] = (
         "and the cluster's numbers (over the window all of them ran) leave the rest out",
         f"window below {MIN_OVERLAP_PCT:g} % of the longest host's span",
         "the frame's `window_s`, `start_skew_ms`, `overlap_pct` (each host's logs in Unix time)",
+    ),
+    Check(
+        "behind",
+        "an open-loop point (`rate_iops`) did not keep up with the load it was offered: its latency leaves out "
+        "the time the I/Os it owed waited for their turn, so it is not valid as latency at that load",
+        f"{BEHIND_WINDOWS} log windows in a row (`BEHIND_WINDOWS`) more than {BEHIND_SHORT_PCT:g} % below "
+        f"the offered IOPS (`BEHIND_SHORT_PCT`) and more than {BEHIND_POISSON_SD:g} standard deviations of a "
+        "Poisson count below them (`BEHIND_POISSON_SD`)",
+        "fio's IOPS logs summed over the point's jobs per window, the last (cut short) left out, "
+        "against `rate_iops` × those jobs; also the point's whole run (fio's IOPS) as one window",
     ),
     Check(
         "fio-warning",
@@ -1095,6 +1118,95 @@ def host_overlap(p: PointView, v: Verdict) -> None:
         )
 
 
+def fell_behind(offered: float, achieved: Sequence[float], window_s: float = 1.0) -> int | None:
+    """The first of :data:`BEHIND_WINDOWS` short windows in a row; None when the point kept up.
+
+    A window is short when its IOPS are more than :data:`BEHIND_SHORT_PCT` %
+    below ``offered`` and further below than Poisson arrivals stray by
+    chance: :data:`BEHIND_POISSON_SD` standard deviations of the window's
+    count (√(offered × window_s) I/Os).
+    """
+    chance = BEHIND_POISSON_SD * math.sqrt(max(offered * window_s, 0.0)) / window_s
+    floor = offered * (1 - BEHIND_SHORT_PCT / 100) - chance
+    run = 0
+    for index, value in enumerate(achieved):
+        run = run + 1 if value < floor else 0
+        if run >= BEHIND_WINDOWS:
+            return index - run + 1
+    return None
+
+
+def _short_by(offered: float, achieved: float, seconds: float) -> bool:
+    """Whether ``achieved`` IOPS over ``seconds`` fall short of ``offered`` by :data:`BEHIND_SHORT_PCT` % and chance."""
+    return fell_behind(offered, [achieved] * BEHIND_WINDOWS, seconds) is not None
+
+
+def behind_finding(
+    run: RunDir, directory: Path, meta: PointMeta, jobs: Sequence[Mapping[str, Any]] = ()
+) -> str | None:
+    """Why an open-loop point fell behind its offered load; None when it kept up or is closed loop.
+
+    Its IOPS logs, window by window (:func:`fell_behind`); and, for a point
+    too short for that, the whole point: fio's IOPS of ``jobs`` (the point's
+    rows, with ``iops`` and ``total_ios``) over their run, short by the same
+    rule with the whole run as the window.
+
+    Raises
+    ------
+    IobenchError
+        The point's job files or logs cannot be read.
+    """
+    from iobench.results.timeseries import read_run_logs  # the logs only for open-loop points
+
+    options, problem = _options(directory, meta)
+    if options is None:
+        raise IobenchError(str(problem))
+    rate = options.get("rate_iops")
+    if rate is None:
+        return None
+    try:
+        per_job = float(rate)
+    except ValueError:
+        raise IobenchError(f"rate_iops={rate} is not one number for every direction") from None
+    series = read_run_logs(run, [(directory, meta)]).series
+    iops = series[series["metric"].eq("iops")]
+    named = {(j.get("host"), j.get("jobname"), j.get("job_index")) for j in jobs}
+    count = len(iops[["host", "jobname", "job"]].drop_duplicates()) if len(iops) else len(named)
+    if count == 0:
+        raise IobenchError("the point has no IOPS log and no job's numbers")
+    offered = per_job * count
+    said = (
+        f"offered {offered:,.0f} IOPS ({count} job{'s' if count != 1 else ''} × {per_job:,.0f}) but achieved"
+    )
+    why = "the latency leaves out the I/Os' wait for their turn"
+    # fio logs no window shorter than log_avg_msec: a 1-s point may have none.
+    achieved = iops.groupby("window")["value"].sum().sort_index().to_numpy(dtype=float)[:-1]
+    window_s = float(options.get("log_avg_msec", DEFAULT_LOG_AVG_MSEC)) / 1000.0
+    first = fell_behind(offered, achieved.tolist(), window_s)
+    if first is not None:
+        short = achieved[first : first + BEHIND_WINDOWS]
+        windows = f"windows {first + 1}–{first + BEHIND_WINDOWS}"
+        return f"{said} {', '.join(f'{x:,.0f}' for x in short)} in {windows}: {why}"
+    total = sum(float(j.get("iops") or 0.0) for j in jobs)
+    ios = sum(float(j.get("total_ios") or 0.0) for j in jobs)
+    if total > 0 and ios > 0 and _short_by(offered, total, ios / total):
+        return f"{said} {total:,.0f} over the point's {ios / total:.1f} s: {why}"
+    return None
+
+
+def behind(p: PointView, v: Verdict) -> None:
+    """``behind``: an open-loop point fell short of the IOPS it was offered (:func:`behind_finding`)."""
+    if p.option("rate_iops") is None:
+        return
+    try:
+        found = behind_finding(RunDir.open(p.directory.parent.parent), p.directory, p.meta, p.jobs)
+    except IobenchError as exc:
+        v.na("behind", str(exc))
+        return
+    if found is not None:
+        v.finding("behind", found)
+
+
 def _quote(lines: Sequence[str]) -> str:
     shown = "; ".join(f'"{line}"' for line in lines[:QUOTED_LINES])
     more = len(lines) - QUOTED_LINES
@@ -1129,11 +1241,8 @@ def fio_warning(p: PointView, v: Verdict) -> None:
     """``fio-warning``: what fio printed on stderr, or before its results in its output file."""
     stderr = p.directory / "stderr.txt"
     try:
-        said = [
-            line.strip()
-            for line in stderr.read_text(errors="replace").splitlines()
-            if not informational(line)
-        ]
+        text = read_text(stderr, FIO_TEXT, run_of(p.directory))
+        said = [line.strip() for line in text.splitlines() if line.strip() and not informational(line)]
     except FileNotFoundError:
         v.na("fio-warning", "no stderr.txt saved with the point")
         said = []
@@ -1144,7 +1253,8 @@ def fio_warning(p: PointView, v: Verdict) -> None:
     # The fio processes of a point on hosts share one output file: read each file once.
     for output in dict.fromkeys(process.output for process in p.meta.processes):
         with contextlib.suppress(OSError):
-            with (p.directory / output).open("rb") as handle:
+            fd = open_regular(p.directory / output, FIO_TEXT, run_of(p.directory))
+            with os.fdopen(fd, "rb") as handle:
                 head = handle.read(65536).decode(errors="replace")
             start = head.find("{")
             if start > 0:
@@ -1174,6 +1284,7 @@ FUNCTIONS = (
     not_steady,
     noisy,
     host_overlap,
+    behind,
     fio_warning,
 )
 
@@ -1231,7 +1342,7 @@ def _options(directory: Path, meta: PointMeta) -> tuple[dict[str, str] | None, s
     for process in meta.processes:
         path = directory / process.jobfile_name
         try:
-            options.update(read_options(path.read_text(errors="replace")))
+            options.update(read_options(read_text(path, FIO_TEXT, run_of(directory))))
         except OSError as exc:
             return None, f"{path.name} cannot be read ({exc.strerror})"
     return (options, None) if meta.processes else (None, "no fio process recorded")

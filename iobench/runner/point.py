@@ -612,6 +612,8 @@ class PointRunner:
     """Each host's counters to sample at a point's edges (its targets' devices and interrupt lines)."""
     seen: dict[tuple[str | None, str], tuple[int, ...]] = field(default_factory=dict)
     created: dict[str | None, list[str]] = field(default_factory=dict)
+    made: set[tuple[str | None, str]] = field(default_factory=set)
+    """New file targets iobench made before the first point, by site (:meth:`note_new_files`)."""
     observed: set[tuple[str, int]] = field(default_factory=set)
     """The running point's fio processes (point key, index) whose workers were all seen."""
     imported: bool = False
@@ -710,11 +712,15 @@ class PointRunner:
                 return "has no medium (device detached or removed during the run)"
         elif state.block:
             return "now leads to a block device, where the write guard judged a file (it is not written)"
-        elif not judged and before and (host, path) not in self.seen:
+        elif not judged and before and (host, path) not in self.seen and (host, path) not in self.made:
             return (
                 "appeared after the write guard judged it as a file fio would create "
                 "(made by someone else, or a link; it is not written)"
             )
+        if (host, path) in self.made:
+            if before:
+                return None  # iobench made it; fio may lay it out anew (unlink, create) at the first point
+            self.made.discard((host, path))  # what fio left after that point is what later points must find
         if self.seen.setdefault((host, path), judged or state.identity) != state.identity:
             return (
                 "was replaced during the run (deleted and made again, or a link re-pointed), "
@@ -723,12 +729,28 @@ class PointRunner:
         return None
 
     def note_new_files(self) -> None:
-        """Before the first point: the file targets fio will create, per site (to remember after it)."""
+        """Before the first point: make each site's new file targets (to remember after the first point).
+
+        iobench makes each new file itself (:meth:`Site.make_files`), and a
+        name that exists by now (a link, another file) stops the run. fio,
+        laying a file out, may unlink and make it again in the same folder,
+        which no other user may write (the write guard's rule), so what is
+        remembered after the first point is what is there then.
+
+        Raises
+        ------
+        SafetyError
+            When a new file cannot be made (nothing has run).
+        """
         for site in self.sites.values():
             paths = [t.path for t in site.facts.targets if site.facts.locations[t.path].kind == "file"]
-            with contextlib.suppress(IobenchError):
+            try:
                 states = site.states(paths) if paths else {}
-                self.created[site.host] = [p for p in paths if not states[p].exists]
+            except IobenchError:
+                continue  # a host that cannot answer is left to its own fault
+            self.created[site.host] = [p for p in paths if not states[p].exists]
+            site.make_files(self.created[site.host])
+            self.made.update((site.host, p) for p in self.created[site.host])
 
     def remember_files(self, run: PlannedRun) -> None:
         """Files fio just created may be written by later runs (the registry keys them by machine)."""

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from iobench.errors import IobenchError, SafetyError, TuningError
 from iobench.planner.plans import SiteFacts
+from iobench.system.created import create_target_file
 from iobench.system.fleet import Host
 from iobench.system.hostagent import AgentRefused
 from iobench.system.hostfs import SystemRoot, devno_text
@@ -124,6 +125,9 @@ class Site(Protocol):
     def drop_caches(self) -> None:
         """Sync and drop its page cache."""
 
+    def make_files(self, paths: Sequence[str]) -> None:
+        """Make each new file target there, empty; a name that exists by now is refused (SafetyError)."""
+
     def remember_created(self, paths: Sequence[str]) -> None:
         """Files fio just created there: later runs may write them."""
 
@@ -190,6 +194,11 @@ class LocalSite:
     def drop_caches(self) -> None:
         """``sync`` and ``/proc/sys/vm/drop_caches``."""
         drop_caches()
+
+    def make_files(self, paths: Sequence[str]) -> None:
+        """``O_CREAT | O_EXCL | O_NOFOLLOW``, each remembered at once (:func:`~iobench.system.created.create_target_file`)."""
+        for path in paths:
+            create_target_file(path)
 
     def remember_created(self, paths: Sequence[str]) -> None:
         """In this machine's created-files registry."""
@@ -354,6 +363,19 @@ class HostSite:
         """``sync`` and ``/proc/sys/vm/drop_caches`` on the host."""
         self.node.call("sync", timeout=600)
         self.system.write_attribute("/proc/sys/vm/drop_caches", "3")
+
+    def make_files(self, paths: Sequence[str]) -> None:
+        """Each made by the host's agent as here (``O_CREAT | O_EXCL | O_NOFOLLOW``), and remembered."""
+        if not paths:
+            return
+        done = self.node.call("make_files", paths=list(paths))
+        if done.get("failed") is not None:
+            path = str(done["failed"])
+            raise SafetyError(
+                f"{self.label}target {path} appeared after the write guard judged it as a file iobench "
+                "would create (made by someone else, or a link), or cannot be made; it is not written"
+            )
+        self.remember_created(paths)  # at once, as here: a run started meanwhile finds them iobench's
 
     def remember_created(self, paths: Sequence[str]) -> None:
         """In this machine's registry, keyed by how the host is reached."""

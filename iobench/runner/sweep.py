@@ -11,12 +11,13 @@ to doing nothing; the library itself never prints.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import signal
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -43,6 +44,7 @@ from iobench.planner.plans import (
 )
 from iobench.runner import faults, recording
 from iobench.runner.point import ClientLaunch, Executor, Launch, LocalLaunch, PointOutcome, PointRunner
+from iobench.runner.probes import Probes
 from iobench.runner.sites import HostSite, LocalSite, Site, site_disks
 from iobench.store.records import MachineFacts, Manifest
 from iobench.store.rundir import RunDir, describe_counts, now
@@ -147,6 +149,8 @@ def matrix_fingerprint(matrix: Matrix) -> str:
         data["hosts"] = [
             (h.name, h.ssh, h.targets and [(t.path, t.size) for t in h.targets]) for h in matrix.hosts
         ]
+    if matrix.slo is not None:
+        data["slo"] = dataclasses.asdict(matrix.slo)
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -289,7 +293,12 @@ def run(
             fleet.start_servers()
         run_dir = resumed or _create(out, matrix)
         stack.enter_context(run_dir.sweeping())  # readers can tell a running sweep from a killed one
-        todo = [r for r in the_plan.runs if r.key not in kept_points(resumed)]
+        kept = kept_points(resumed)
+        todo = [r for r in the_plan.runs if r.key not in kept]
+        probes = None
+        if matrix.slo is not None:  # the points are decided one after another by the search
+            probes = Probes(the_plan, [s.facts for s in sites.values()], run_dir, kept)
+            todo = probes.outline()
         manifest = start_manifest(earlier, matrix, the_plan, fleet)
         try:
             run_dir.write_manifest(manifest)
@@ -309,7 +318,14 @@ def run(
                 stack.callback(site.stop_monitor)
         show.started(the_plan, todo, run_dir.path)
         result, interrupted = conclude(
-            lambda: _sweep(runner, todo, show, matrix, fail_fast=fail_fast),
+            lambda: _sweep(
+                runner,
+                probes or todo,
+                show,
+                matrix,
+                fail_fast=fail_fast,
+                after=probes.finished if probes else None,
+            ),
             tuners,
             run_dir,
             the_plan,
@@ -459,9 +475,18 @@ def start_manifest(
 
 
 def _sweep(
-    runner: PointRunner, todo: list[PlannedRun], show: Progress, matrix: Matrix, *, fail_fast: bool
+    runner: PointRunner,
+    todo: Iterable[PlannedRun],
+    show: Progress,
+    matrix: Matrix,
+    *,
+    fail_fast: bool,
+    after: Callable[[PlannedRun], None] | None = None,
 ) -> bool:
     """Run ``todo`` in order; True when Ctrl-C or SIGTERM stopped it.
+
+    ``todo`` may decide its next point from the last: ``after`` hears of each
+    point once it is saved, before the next is asked for (:mod:`iobench.runner.probes`).
 
     Before and after each point its targets are checked on their sites (a
     vanished one stops the run, once the point is saved when found after it); a host whose connection dropped fails its
@@ -479,6 +504,8 @@ def _sweep(
             if planned.status == "run":
                 runner.remember_files(planned)
             show.point_finished(planned, outcome)
+            if after is not None:
+                after(planned)
             if runner.fleet is not None:
                 faults.recover_lost(runner.fleet, recovered)
             if outcome.fault is not None:

@@ -28,6 +28,7 @@ from pathlib import Path
 from iobench.errors import ResultsError
 from iobench.store.records import PointMeta, RecordError, read_record
 from iobench.store.rundir import RunDir
+from iobench.store.untrusted import run_of
 
 #: A point directory's name: ``<point>-r<repeat>`` (``0003-r2``).
 KEY = re.compile(r"^(\d+)-r(\d+)$")
@@ -154,6 +155,8 @@ def _stamp(entries: list[os.DirEntry[str]]) -> str:
 
 def _listed(path: Path) -> SavedPoint:
     """A point directory stamped, its record not read yet (or why it cannot be)."""
+    if path.is_symlink():
+        return SavedPoint(path, None, f"{path}: a symbolic link, not a point directory; not read", "link")
     try:
         with os.scandir(path) as found:
             entries = sorted(found, key=lambda e: e.name)
@@ -167,7 +170,7 @@ def _listed(path: Path) -> SavedPoint:
 
 def _read(saved: SavedPoint) -> SavedPoint:
     try:
-        meta = read_record(PointMeta, saved.path / "meta.json")
+        meta = read_record(PointMeta, saved.path / "meta.json", run_of(saved.path))
     except RecordError as exc:
         return SavedPoint(saved.path, None, str(exc), saved.stamp)
     return SavedPoint(saved.path, meta, None, saved.stamp)
@@ -199,8 +202,10 @@ def take_inventory(run: RunDir, *, records: bool = True) -> Inventory:
     """
     try:
         with os.scandir(run.points) as found:
-            # d_type tells directories apart without a stat each
-            names = sorted(e.name for e in found if not e.name.startswith(".") and e.is_dir())
+            # d_type tells directories apart without a stat each; a link to one is listed, never followed
+            names = sorted(
+                e.name for e in found if not e.name.startswith(".") and (e.is_dir() or e.is_symlink())
+            )
     except FileNotFoundError:
         return Inventory(run, (), folder_missing=True)
     except OSError as exc:

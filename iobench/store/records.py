@@ -37,7 +37,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import (
@@ -52,6 +51,7 @@ from pydantic_core import ErrorDetails
 
 from iobench.errors import ResultsError
 from iobench.store.atomic import atomic_write
+from iobench.store.untrusted import RECORD, parse_json, read_text
 
 Status = Literal["ok", "failed", "timeout", "skipped", "interrupted"]
 RunStatus = Literal["running", "finished", "interrupted", "stopped"]
@@ -293,20 +293,24 @@ def parse_record(model: type[R], data: object, path: str | os.PathLike[str]) -> 
         raise RecordError(f"{path}: corrupt {model.kind}: {problems}") from None
 
 
-def read_record(model: type[R], path: str | os.PathLike[str]) -> R:
-    """Read and validate one record file (:func:`parse_record`).
+def read_record(
+    model: type[R], path: str | os.PathLike[str], within: str | os.PathLike[str] | None = None
+) -> R:
+    """Read and validate one record file (:func:`parse_record`), through :mod:`iobench.store.untrusted`.
+
+    ``within``: the run directory the record belongs to (no link followed below it).
 
     Raises
     ------
     RecordError
-        When the file cannot be read, is not JSON (truncated), or does not validate.
+        When the file cannot be read (not a regular file, too large, too
+        deep, an integer too long), is not JSON (truncated), or does not validate.
     """
     try:
-        text = Path(path).read_text()
+        text = read_text(path, RECORD, within)
+        data = parse_json(path, text)
     except OSError as exc:
         raise RecordError(f"{path}: cannot read the {model.kind}: {exc.strerror}") from None
-    try:
-        data = json.loads(text)
     except ValueError as exc:
         state = "empty" if not text.strip() else "truncated or not JSON"
         raise RecordError(f"{path}: {state} {model.kind} ({exc})") from None

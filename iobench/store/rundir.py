@@ -228,7 +228,7 @@ class RunDir:
             When ``path`` is not a run directory or its schema is newer than this iobench.
         """
         run = cls(Path(path))
-        if not run.manifest_path.is_file():
+        if not run.manifest_path.exists() and not run.manifest_path.is_symlink():
             raise ResultsError(f"{path}: not an iobench run directory (no manifest.json)")
         run.manifest()
         return run
@@ -241,7 +241,7 @@ class RunDir:
         RecordError
             Naming the file and field when it is corrupt, truncated or newer than this iobench.
         """
-        return read_record(Manifest, self.manifest_path)
+        return read_record(Manifest, self.manifest_path, self.path)
 
     def write_manifest(self, manifest: Manifest) -> None:
         """Save the manifest atomically (:class:`RunStorageError` when it cannot be written)."""
@@ -344,7 +344,7 @@ class RunDir:
             if path.name.startswith(".") or not (path / "meta.json").is_file():
                 continue
             try:
-                meta = read_record(PointMeta, path / "meta.json")
+                meta = read_record(PointMeta, path / "meta.json", self.path)
             except RecordError:
                 continue
             yield path, meta

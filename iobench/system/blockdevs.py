@@ -207,3 +207,17 @@ def loop_backing_device(root: SystemRoot, name: str) -> str | None:
     if stat.S_ISBLK(info.st_mode):
         return block_name(root, devno_text(info.st_rdev))
     return block_name(root, devno_text(info.st_dev)) if os.major(info.st_dev) else None
+
+
+def loop_window(root: SystemRoot, name: str) -> tuple[int, int] | None:
+    """Loop device ``name``'s ``offset`` and ``sizelimit`` in bytes on its backing file (0: to its end), or None.
+
+    None also when either cannot be read: the caller cannot tell the loop
+    shows its backing file whole.
+    """
+    directory = root.block_dir(name)
+    if directory is None:
+        return None
+    offset = root.read_int(directory / "loop" / "offset")
+    limit = root.read_int(directory / "loop" / "sizelimit")
+    return None if offset is None or limit is None else (offset, limit)

@@ -18,6 +18,7 @@ from iobench.system.process import Completed
 from iobench.system.remote import RemoteStat, Snapshot
 from iobench.system.safety import FileInfo, Machine, ProbeError
 from iobench.system.ssh import COMMAND_TIMEOUT_S, SshTarget
+from iobench.system.surroundings import folder_refusal
 from iobench.system.tuning import host_id
 
 
@@ -124,10 +125,39 @@ class RemoteMachine(Machine):
             return "/" + "/".join(parts[1:4])
         return None
 
-    def inode(self, path: str) -> int | None:
-        """The file's inode number on the host, now."""
-        looked = RemoteStat.parse(self.host.call("stat", path=path))
-        return None if looked is None else looked.ino
+    def open_folder(self, path: str, protected_symlinks: bool) -> str | None:
+        """The folders on the way to ``path`` on the host, judged as here (:func:`~iobench.system.safety.folder_refusal`).
+
+        On a host the folders are those of the path its ``realpath`` resolves (the folders of
+        the links on the way are not looked at), each ``lstat``'ed by its agent in one request;
+        a group that may write counts as other users (its members are not asked).
+        """
+        parts = Path(self.realpath(path)).parts
+        prefixes = [str(Path(*parts[: i + 1])) for i in range(len(parts))]
+        answer = self.host.call("folders", paths=prefixes)
+        me, found = answer.get("me"), answer.get("found")
+        if not isinstance(me, int) or not isinstance(found, dict):
+            return f"the folders on its way cannot be looked at on {self.host.describe()}"
+        for folder, name in zip(prefixes, prefixes[1:], strict=False):
+            entry = found.get(folder)
+            if not isinstance(entry, list) or len(entry) != 3:
+                return None  # missing: nothing lies beyond it, and the guard says so on its own
+            uid, mode, who = int(entry[0]), int(entry[1]), str(entry[2])
+            writers = "every user" if mode & 0o002 else "its group" if mode & 0o020 else None
+            below = found.get(name)
+            holder = (int(below[0]), str(below[2])) if isinstance(below, list) and len(below) == 3 else None
+            refusal = folder_refusal(
+                folder, Path(name).name, (uid, who), mode, writers, holder, me, protected_symlinks
+            )
+            if refusal is not None:
+                return refusal
+        return None
+
+    def file_identity(self, path: str) -> str | None:
+        """What tells the regular file named ``path`` on the host from any made later (its agent's
+        :func:`iobench.agent.probe.file_identity`, as here), or None."""
+        found = self.host.call("identity", path=path)
+        return found if isinstance(found, str) and len(found) < 256 else None
 
     def registry_key(self, path: str) -> str:
         """``<host id>:<path>``: the same path on two hosts is two files (the id: how the host is reached)."""

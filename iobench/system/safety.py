@@ -1,12 +1,16 @@
 """Which targets a matrix may touch (docs/guard.md). Refusals change nothing.
 
-The rules, in order: a block device is written only when its target says
-``allow_write: true`` and it is not mounted (itself or a partition), not swap,
-not held by LVM/md/dm, and not the disk under ``/``; anything libblkid
-recognises on it, on one of its partitions or on a device under it (a
-filesystem, RAID/LVM/bcache member, crypto header, partition table, …)
-additionally needs ``--allow-write DEV``. An existing file iobench did not
-create is written only with ``allow_write``.
+The rules: every folder on a target's way belongs to root or the run's user
+and no one else may write it (:func:`open_folder`). Consent comes from the
+command line only: a block device, and an existing file iobench did not
+create, is written only when ``--allow-write`` names it; a matrix's
+``allow_write`` grants nothing. A block device is never written when it or
+anything beneath it (dm and md members, a loop device's backing device or
+file) is mounted, swap, held by LVM/md/dm or under ``/``; a signature
+beneath it (what libblkid recognises: a filesystem, RAID/LVM/bcache member,
+crypto header, partition table, …) needs ``--allow-write`` for the device
+that holds it, unless the device above shows it whole. Files iobench
+created are remembered by an identity no later file shares (:func:`fd_identity`).
 
 Devices are compared by device number, so any spelling (``/dev/mapper/…``,
 ``/dev/disk/by-id/…``, another node) counts as the same device. As a last
@@ -26,65 +30,40 @@ import errno
 import json
 import os
 import shutil
-import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
 from iobench.errors import SafetyError
-from iobench.store.atomic import atomic_write, state_dir
-from iobench.system import blockdevs
+from iobench.system import blockdevs, created, surroundings
 from iobench.system.hostfs import SystemRoot, block_node_devno, devno_text
 from iobench.system.process import CommandNotFound, Completed, minimal_env, run_process
 from iobench.system.topology import TargetLocation, per_process_link
 
 
-def _registry_path() -> Path:
-    return state_dir() / "created-files.json"
-
-
-def _own_and_private(path: Path) -> bool:
-    """Whether only this user can have written ``path``: it and its folder are theirs, writable by no one else."""
-    try:
-        for info in (os.lstat(path), os.stat(path.parent)):
-            if info.st_uid != os.geteuid() or info.st_mode & 0o022:
-                return False
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
-def _registry() -> dict[str, int]:
-    """The created-files registry, when only this user can have written it (it grants writes)."""
-    path = _registry_path()
-    if not _own_and_private(path):
-        return {}
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return {str(k): int(v) for k, v in data.items()} if isinstance(data, dict) else {}
-
-
 def created_by_iobench(path: str, machine: Machine | None = None) -> bool:
-    """Whether ``path`` is a file an earlier iobench run created (same inode) on ``machine`` (default: here)."""
+    """Whether ``path`` is a file an earlier iobench run created on ``machine`` (default: here).
+
+    The same file: the registry's identity (:func:`fd_identity`), which a file
+    made later cannot share, not merely its name or inode number.
+    """
     machine = machine or LOCAL
-    inode = machine.inode(path)
-    return inode is not None and _registry().get(machine.registry_key(path)) == inode
+    identity = machine.file_identity(path)
+    return identity is not None and created.registry().get(machine.registry_key(path)) == identity
 
 
 def remember_created(paths: Iterable[str], machine: Machine | None = None) -> None:
-    """Record files iobench just created (on ``machine``, default here), so later runs may write them again."""
+    """Record files iobench just created (on ``machine``, default here), so later runs may write them again.
+
+    Raises
+    ------
+    SafetyError
+        When the registry lies where another user could write it (nothing recorded).
+    """
     machine = machine or LOCAL
-    registry = _registry()
-    for path in paths:
-        inode = machine.inode(path)
-        if inode is not None:
-            registry[machine.registry_key(path)] = inode
-    target = _registry_path()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(target, json.dumps(registry, indent=1, sort_keys=True))
+    found = {machine.registry_key(p): i for p in paths for i in [machine.file_identity(p)] if i is not None}
+    created.record(found)
 
 
 # --- the machine the targets are on ------------------------------------------------
@@ -160,12 +139,13 @@ class Machine:
         """Where ``path`` goes through a ``/proc`` link each process reads as its own (see :func:`~iobench.system.topology.per_process_link`)."""
         return per_process_link(path)
 
-    def inode(self, path: str) -> int | None:
-        """The file's inode number, or None."""
-        try:
-            return os.stat(path).st_ino
-        except OSError:
-            return None
+    def open_folder(self, path: str, protected_symlinks: bool) -> str | None:
+        """Why a user other than root and this one could change what ``path`` leads to, or None (see :func:`~iobench.system.surroundings.open_folder`)."""
+        return surroundings.open_folder(path, protected_symlinks)
+
+    def file_identity(self, path: str) -> str | None:
+        """What tells the file from any made later (see :func:`~iobench.system.created.fd_identity`), or None."""
+        return created.file_identity(path)
 
     def registry_key(self, path: str) -> str:
         """How the created-files registry names the file."""
@@ -268,11 +248,102 @@ def _device_refusal(location: TargetLocation, system: SystemRoot, machine: Machi
         reason = _in_use(system, device, mounted, swaps)
         if reason:
             return reason
+    beneath = _beneath(system, name, machine)
+    for lower in beneath:
+        reason = _lower_in_use(lower, system, machine, mounted, swaps)
+        if reason:
+            return f"{name} writes onto {lower.node or lower.name} ({lower.how}), and {reason}"
     root = root_disks(system, machine)
-    if (set(location.disks) | _stack_and_disks(system, name)) & root:
+    lower_names = {lower.name for lower in beneath if lower.name}
+    if (set(location.disks) | {d for n in (name, *lower_names) for d in _stack_and_disks(system, n)}) & root:
         return f"{name} holds the root filesystem"
     if machine.claimed(node):
         return f"{name} is in use by the kernel (mounted, swap, or part of a RAID, LVM or btrfs volume)"
+    return None
+
+
+@dataclass(frozen=True)
+class Beneath:
+    """A device or file a block device's writes land on, below it.
+
+    Attributes
+    ----------
+    node : str
+        Its path: the ``/dev`` node of a device (empty when it has none), the
+        backing file of a loop device; what ``--allow-write`` names to consent to it.
+    name : str or None
+        The kernel's name of a device; None for a file.
+    how : str
+        How the device above reaches it (``member of dm-0``, ``backing of
+        loop3 at byte offset 1048576``).
+    whole : bool
+        Whether the device above shows all of it, byte for byte (a loop at
+        offset 0 with no size limit): what is on it is then seen, and
+        consented to, through the device above.
+    slave : bool
+        A dm or md member, which the device above holds (claims) by design.
+    """
+
+    node: str
+    name: str | None
+    how: str
+    whole: bool
+    slave: bool
+
+
+def _beneath(system: SystemRoot, name: str, machine: Machine) -> list[Beneath]:
+    """Everything under block device ``name``: dm and md members, loop devices' backing devices and files, recursively."""
+    found: list[Beneath] = []
+    seen = {name}
+    todo = [name]
+    while todo:
+        current = todo.pop(0)
+        below: list[Beneath] = [
+            Beneath(_node_of(system, member, machine) or "", member, f"member of {current}", False, True)
+            for member in blockdevs.slaves(system, current)
+        ]
+        backing = blockdevs.loop_backing_file(system, current)
+        if backing:
+            window = blockdevs.loop_window(system, current)
+            whole = window == (0, 0)
+            where = (
+                "an offset sysfs does not show"
+                if window is None
+                else f"byte offset {window[0]}" + (f", {window[1]} bytes" if window[1] else "")
+            )
+            devno = machine.devno(backing)
+            lower = blockdevs.block_name(system, devno) if devno else None
+            below.append(Beneath(backing, lower, f"backing of {current} at {where}", whole, False))
+        for lower_one in below:
+            key = lower_one.name or lower_one.node
+            if key in seen:
+                continue
+            seen.add(key)
+            found.append(lower_one)
+            if lower_one.name:
+                todo.append(lower_one.name)
+    return found
+
+
+def _lower_in_use(
+    lower: Beneath, system: SystemRoot, machine: Machine, mounted: set[str], swaps: set[str]
+) -> str | None:
+    """Why what lies beneath a target must never be written through it, or None."""
+    if lower.name is None:
+        if lower.node.endswith(" (deleted)"):
+            return "that file is deleted"
+        real = machine.realpath(lower.node)
+        if any(machine.realpath(area) == real for area in blockdevs.swaps(system)):
+            return "that file is in use as swap"
+        return None
+    for device in (lower.name, *blockdevs.partitions(system, lower.name)):
+        devno = blockdevs.block_devno(system, device)
+        if devno is not None and devno in mounted:
+            return f"{device} is mounted"
+        if devno is not None and devno in swaps:
+            return f"{device} is in use as swap"
+    if not lower.slave and lower.node and machine.claimed(lower.node):
+        return f"{lower.name} is in use by the kernel (mounted, swap, or part of a RAID, LVM or btrfs volume)"
     return None
 
 
@@ -474,44 +545,97 @@ def _node_of(system: SystemRoot, name: str, machine: Machine) -> str | None:
     return None
 
 
-def _to_probe(system: SystemRoot, name: str) -> list[str]:
-    """``name``, its partitions and every device under it (dm/md members) with theirs, recursively."""
-    stack = (
-        n
-        for device in blockdevs.devices_below(system, name)
-        for n in (device, *blockdevs.partitions(system, device))
-    )
-    return list(dict.fromkeys(stack))
+def _probe_all(nodes: Iterable[str], machine: Machine) -> list[Signature]:
+    """Every signature on each of ``nodes``.
+
+    Raises
+    ------
+    ProbeError
+        For the first that cannot be probed.
+    """
+    return [sig for node in nodes for sig in probe_signatures(node, machine=machine)]
 
 
-def _signature_refusal(
-    target: Target, location: TargetLocation, system: SystemRoot, machine: Machine
-) -> str | None:
+def _with_partitions(system: SystemRoot, name: str, node: str, machine: Machine) -> list[str]:
+    """``node`` (device ``name``) and the ``/dev`` node of each of its partitions.
+
+    Raises
+    ------
+    ProbeError
+        When a partition has no node to probe.
+    """
+    nodes = [node]
+    for part in blockdevs.partitions(system, name):
+        found = _node_of(system, part, machine)
+        if found is None:
+            raise ProbeError(f"{part} has no node in /dev to probe")
+        nodes.append(found)
+    return nodes
+
+
+def _unconsented(target: Target, location: TargetLocation, system: SystemRoot, machine: Machine) -> str:
+    """The refusal of a device the command line did not name: what it and everything under it holds."""
     node = machine.realpath(target.path)
-    devices = _to_probe(system, location.device or Path(node).name)
-    found: list[Signature] = []
+    name = location.device or Path(node).name
+    fix = f"pass --allow-write {target.path} on the command line"
     try:
-        for i, device in enumerate(devices):
-            path = node if i == 0 else _node_of(system, device, machine)
-            if path is None:
-                raise ProbeError(f"{device} has no node in /dev to probe")
-            found += probe_signatures(path, machine=machine)
+        nodes = _with_partitions(system, name, node, machine)
+        for lower in _beneath(system, name, machine):
+            if lower.whole:
+                continue  # the same bytes as the device above, probed there
+            if lower.name is None:
+                nodes.append(lower.node)
+            elif lower.node:
+                nodes += _with_partitions(system, lower.name, lower.node, machine)
+            else:
+                raise ProbeError(f"{lower.name} has no node in /dev to probe")
+        found = _probe_all(nodes, machine)
     except ProbeError as exc:
         return (
             f"target {target.path}: what it holds is unknown, so it is not written: {exc}; "
-            f"pass --allow-write {target.path} if whatever it holds may be destroyed"
+            f"{fix} if whatever it holds may be destroyed"
+        )
+    if found:
+        return f"target {target.path} holds {_describe(found, node)}; if it may be destroyed, {fix}"
+    return (
+        f"target {target.path} is a block device and the matrix writes to it; {fix} if its data may be "
+        "destroyed (a matrix's allow_write never suffices)"
+    )
+
+
+def _lower_refusal(
+    target: Target, lower: Beneath, allow_write: tuple[str, ...], system: SystemRoot, machine: Machine
+) -> str | None:
+    """Why a device consented to may still not be written: something beneath it holds data no one consented to."""
+    if lower.whole or (lower.node and _consented(lower.node, allow_write, machine)):
+        return None
+    fix = f"pass --allow-write {lower.node} as well"
+    try:
+        if lower.name is None:
+            nodes = [lower.node]
+        elif lower.node:
+            nodes = _with_partitions(system, lower.name, lower.node, machine)
+        else:
+            raise ProbeError(f"{lower.name} has no node in /dev to probe")
+        found = _probe_all(nodes, machine)
+    except ProbeError as exc:
+        return (
+            f"target {target.path} writes onto {lower.node} ({lower.how}), and what that holds is unknown: "
+            f"{exc}; {fix} if whatever it holds may be destroyed"
         )
     if found:
         return (
-            f"target {target.path} holds {_describe(found, node)}; "
-            f"if it may be destroyed, pass --allow-write {target.path}"
+            f"target {target.path} writes onto {lower.node} ({lower.how}), which holds "
+            f"{_describe(found, lower.node)}; --allow-write {target.path} does not cover it: "
+            f"if it may be destroyed, {fix}"
         )
     return None
 
 
-def _same_device(path: str, others: Iterable[str], machine: Machine) -> bool:
+def _consented(path: str, allow_write: Iterable[str], machine: Machine) -> bool:
+    """Whether ``--allow-write`` names ``path``: the same file (its resolved path) or the same device (its number)."""
     real, devno = machine.realpath(path), machine.devno(path)
-    for other in others:
+    for other in allow_write:
         if machine.realpath(other) == real or (devno is not None and machine.devno(other) == devno):
             return True
     return False
@@ -524,21 +648,21 @@ def _check_block(
     system: SystemRoot,
     machine: Machine,
 ) -> str | None:
-    if not target.allow_write:
-        return (
-            f"target {target.path} is a block device and the matrix writes to it; "
-            f"{_allow_fix(target)} if its data may be destroyed"
-        )
     refusal = _device_refusal(location, system, machine)
     if refusal:
         return f"target {target.path}: {refusal}; iobench never writes to it"
-    if _same_device(target.path, allow_write, machine):
-        # Named on the command line: whatever it holds may go, so nothing needs to be known about it.
-        return None
-    return _signature_refusal(target, location, system, machine)
+    if not _consented(target.path, allow_write, machine):
+        return _unconsented(target, location, system, machine)
+    # Named on the command line: whatever it holds may go; what lies beneath it is another matter.
+    name = location.device or Path(machine.realpath(target.path)).name
+    for lower in _beneath(system, name, machine):
+        refusal = _lower_refusal(target, lower, allow_write, system, machine)
+        if refusal:
+            return refusal
+    return None
 
 
-def _check_file(target: Target, writes: bool, machine: Machine) -> str | None:
+def _check_file(target: Target, writes: bool, allow_write: tuple[str, ...], machine: Machine) -> str | None:
     info = machine.file_info(target.path)
     if not info.exists:
         if not info.parent_is_dir:
@@ -548,12 +672,12 @@ def _check_file(target: Target, writes: bool, machine: Machine) -> str | None:
         return None
     if info.is_dir:
         return f"target {target.path} is a directory; name a file or a block device"
-    if target.allow_write or created_by_iobench(target.path, machine):
+    if _consented(target.path, allow_write, machine) or created_by_iobench(target.path, machine):
         return None
     if writes:
         return (
             f"target {target.path} exists and iobench did not create it; "
-            f"{_allow_fix(target)} if it may be overwritten"
+            f"{_allow_fix(target)} if it may be overwritten (a matrix's allow_write never suffices)"
         )
     if target.size is not None and info.size is not None and target.size > info.size:
         size_from = "the matrix's first target" if target.from_command_line else "the target"
@@ -565,16 +689,17 @@ def _check_file(target: Target, writes: bool, machine: Machine) -> str | None:
 
 
 def _allow_fix(target: Target) -> str:
-    """How the user allows ``target`` to be written: in the matrix, or on the command line for ``--target``."""
-    if target.from_command_line:
-        return f"pass --allow-write {target.path}"
-    return "add `allow_write: true` to the target"
+    """How the user allows ``target`` to be written: on the command line, always."""
+    return f"pass --allow-write {target.path} on the command line"
 
 
 def foreign_files(
-    targets: Iterable[Target], locations: dict[str, TargetLocation], machine: Machine | None = None
+    targets: Iterable[Target],
+    locations: dict[str, TargetLocation],
+    machine: Machine | None = None,
+    allow_write: tuple[str, ...] = (),
 ) -> frozenset[str]:
-    """The targets that are existing files iobench may not write: not created by it, no ``allow_write``.
+    """The targets that are existing files iobench may not write: not created by it, not named by ``--allow-write``.
 
     Read points open these read-only (fio ``--readonly``), so that no ``size``,
     ``offset`` or ``filesize`` makes fio lay them out or extend them.
@@ -582,7 +707,7 @@ def foreign_files(
     machine = machine or LOCAL
     found = set()
     for target in targets:
-        if locations[target.path].kind != "file" or target.allow_write:
+        if locations[target.path].kind != "file" or _consented(target.path, allow_write, machine):
             continue
         if machine.file_info(target.path).exists and not created_by_iobench(target.path, machine):
             found.add(target.path)
@@ -596,8 +721,6 @@ class Target(Protocol):
     def path(self) -> str: ...
     @property
     def size(self) -> int | None: ...
-    @property
-    def allow_write(self) -> bool: ...
     @property
     def where(self) -> str: ...
     @property
@@ -620,15 +743,17 @@ def check_targets(
     Parameters
     ----------
     targets
-        The matrix's targets (path, size, allow_write).
+        The matrix's targets (path, size, where given).
     locations
         Each target's :class:`~iobench.system.topology.TargetLocation`, by target path.
     writes
         Whether any point writes or trims.
     allow_write
-        Devices named with ``--allow-write``: written whatever libblkid finds
-        on them, and even when it cannot look (:class:`ProbeError`). Any
-        spelling of the device counts (symlinks, another node).
+        Devices and files named with ``--allow-write``, the only consent: a
+        device named is written whatever libblkid finds on it, and even when
+        it cannot look (:class:`ProbeError`), though not what lies beneath it
+        unless that is named too. Any spelling counts (a device by its number,
+        a file by its resolved path).
     sysfs, proc
         Where sysfs and procfs are; fake trees in tests.
     system, machine
@@ -643,14 +768,21 @@ def check_targets(
     system = system if system is not None else SystemRoot(sysfs=sysfs, procfs=proc)
     machine = machine or LOCAL
     problems: list[str] = []
+    protected = system.read_text("proc/sys/fs/protected_symlinks") not in (None, "0")
     for target in targets:
         location = locations[target.path]
         link = machine.per_process_link(target.path)
+        exposed = machine.open_folder(target.path, protected) if link is None else None
         if link is not None:
             problem: str | None = (
                 f"target {target.path} goes through {link}, which each process reads as its own: fio, "
                 "opening it in its own process, would open another file than the one judged; "
                 "name the file or device itself"
+            )
+        elif exposed is not None:
+            problem = (
+                f"target {target.path}: {exposed}; "
+                "move the target below directories only you and root can write"
             )
         elif location.kind == "block":
             problem = _check_block(target, location, allow_write, system, machine) if writes else None
@@ -662,7 +794,7 @@ def check_targets(
         elif location.kind == "unknown":
             problem = f"target {target.path} does not exist"
         else:
-            problem = _check_file(target, writes, machine)
+            problem = _check_file(target, writes, allow_write, machine)
         if problem:
             where = f"{target.where}: " if target.where else ""
             problems.append(where + machine.prefix + problem)

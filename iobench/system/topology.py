@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -31,6 +31,7 @@ __all__ = [
     "Topology",
     "discover_topology",
     "locate_target",
+    "path_lookups",
     "per_process_link",
 ]
 
@@ -631,17 +632,15 @@ def _name_target(path: str, system: SystemRoot) -> tuple[TargetKind, str | None]
     return "unknown", None
 
 
-def per_process_link(path: str) -> str | None:
-    """The place in ``/proc`` on the way to ``path`` that each process reads as its own, or None.
+def path_lookups(path: str) -> Iterator[tuple[Path, str]]:
+    """Each folder the kernel looks a name up in while resolving ``path``, with that name.
 
-    ``/proc/self/cwd``, ``/proc/self/fd/3``, ``/dev/fd/3`` and ``/dev/stdout``
-    (links to ``/proc/self/fd``), or a link to any of them, lead in iobench to
-    iobench's working folder and descriptors and in fio, which opens the path
-    in its own process, to fio's: the write guard cannot judge what fio will
-    open. The path is resolved a component at a time as the kernel does
-    (``lstat`` and ``readlink``); the first component below a process's folder
-    (``/proc/<pid>`` or ``/proc/<pid>/task/<tid>``) other than ``root``, which
-    is one and the same for every process here, is returned.
+    The path is resolved a component at a time as the kernel does (``lstat``
+    and ``readlink``, ``..`` on the folder reached so far): every folder
+    yielded is a real folder, never a link, and a link's own folder is
+    yielded before the folders its text leads through. The walk ends after a
+    name that does not exist (nothing lies beyond it) and after 40 links (the
+    kernel's own limit: an open would fail with ELOOP).
     """
     pending = list(Path(os.path.abspath(path)).parts[1:])
     current = Path("/")
@@ -653,26 +652,41 @@ def per_process_link(path: str) -> str | None:
         if part == "..":
             current = current.parent
             continue
-        if _process_folder(current) and part != "root":
-            return str(current / part)
+        yield current, part
         candidate = current / part
         try:
             info = os.lstat(candidate)
         except OSError:
-            return None  # missing: nothing further to follow, fio creates it where it is
+            return
         if not stat.S_ISLNK(info.st_mode):
             current = candidate
             continue
         hops += 1
-        if hops > 40:  # the kernel's own limit: fio would get ELOOP
-            return None
+        if hops > 40:
+            return
         try:
             text = str(candidate.readlink())
         except OSError:
-            return None
+            return
         if text.startswith("/"):
             current = Path("/")
         pending = [p for p in Path(text).parts if p != "/"] + pending
+
+
+def per_process_link(path: str) -> str | None:
+    """The place in ``/proc`` on the way to ``path`` that each process reads as its own, or None.
+
+    ``/proc/self/cwd``, ``/proc/self/fd/3``, ``/dev/fd/3`` and ``/dev/stdout``
+    (links to ``/proc/self/fd``), or a link to any of them, lead in iobench to
+    iobench's working folder and descriptors and in fio, which opens the path
+    in its own process, to fio's: the write guard cannot judge what fio will
+    open. Along :func:`path_lookups`, the first name looked up in a process's
+    folder (``/proc/<pid>`` or ``/proc/<pid>/task/<tid>``) other than
+    ``root``, which is one and the same for every process here, is returned.
+    """
+    for folder, part in path_lookups(path):
+        if _process_folder(folder) and part != "root":
+            return str(folder / part)
     return None
 
 

@@ -32,6 +32,7 @@ by :func:`decode_document` and read through :func:`to_document`.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
@@ -51,11 +52,12 @@ def to_float(value: Any) -> float | None:
     kind = type(value)
     if kind is float:
         return value  # type: ignore[no-any-return]
-    if kind is int:
-        return float(value)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an integer past any float: no number fio writes
+        return None
 
 
 def to_int(value: Any) -> int | None:
@@ -63,7 +65,7 @@ def to_int(value: Any) -> int | None:
     if type(value) is int and -_EXACT <= value <= _EXACT:
         return value
     number = to_float(value)
-    return None if number is None else int(number)
+    return None if number is None or not math.isfinite(number) else int(number)
 
 
 # gc=False: records made from JSON never form reference cycles; untracked, they cost less to make.

@@ -13,9 +13,7 @@ times more (docs/benchmarks.md).
 from __future__ import annotations
 
 import io
-import os
 import pickle
-import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,52 +26,35 @@ from iobench.results.fioout.jobstats import JobStats
 from iobench.results.fioout.jsondoc import decode_document
 from iobench.results.fioout.jsonout import read_json
 from iobench.results.fioout.rows import Row, add_job_rows
-
-# Raw bytes on every platform (O_BINARY), never wait for a FIFO's writer, never adopt a terminal.
-_OPEN_FLAGS = (
-    os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-)
+from iobench.store.untrusted import FIO_TEXT, UnreadableRunFile, read_bytes, read_text
 
 
 def _read_file(path: Path) -> str:
-    if not path.is_file():
-        problem = "is not a file" if path.exists() else "no such file"
-        raise ResultsError(
-            f"{path}: {problem}. To parse fio output held in a string, use "
-            "parse_fio_text(text) or parse_fio(name, text=text)."
-        )
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        return read_text(path, FIO_TEXT, None)
+    except FileNotFoundError:
+        problem = "no such file"
+    except UnreadableRunFile as exc:
+        problem = "is not a file" if "not a regular file" in str(exc.strerror) else str(exc.strerror)
     except OSError as exc:
         raise ResultsError(f"{path}: cannot read: {exc.strerror}") from exc
+    raise ResultsError(
+        f"{path}: {problem}. To parse fio output held in a string, use "
+        "parse_fio_text(text) or parse_fio(name, text=text)."
+    )
 
 
 def regular_file_bytes(path: str) -> bytes | None:
-    """The bytes of ``path`` if it is a regular file that reads cleanly, else ``None``.
+    """The bytes of ``path`` if it is a regular file within fio output's size cap that reads cleanly, else ``None``.
 
-    One open, fstat and read: a third of the system calls and Python layers of
-    ``is_file()`` plus ``read_text()``. On ``None``, :func:`_read_file` gives
-    the precise error.
+    One open, fstat and read (:func:`iobench.store.untrusted.read_bytes`: a
+    FIFO is never waited on, a device never read). On ``None``,
+    :func:`_read_file` gives the precise error.
     """
     try:
-        fd = os.open(path, _OPEN_FLAGS)
+        return read_bytes(path, FIO_TEXT, None)
     except OSError:
         return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return None
-        data = os.read(fd, info.st_size + 1)
-        if len(data) <= info.st_size:
-            return data  # a regular file's read stops short only at its end
-        chunks = [data]
-        while chunk := os.read(fd, 1 << 16):  # to the end: it grew, or its size was wrong (procfs)
-            chunks.append(chunk)
-        return b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def _as_text(data: bytes) -> str:
