@@ -108,6 +108,7 @@ lint: dev-venv
 	$(BIN)/ruff check iobench lab tests benchmarks
 	$(BIN)/ruff format --check iobench lab tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/vulture iobench .vulture_whitelist.py --min-confidence 60
 
 # Two lanes. The fast lane needs no fio, root, loop device or QEMU and leaves out the few tests
 # marked slow; it runs with fio off PATH, so a test that needs fio without its marker fails there.

@@ -114,18 +114,26 @@ def _start(path: Path, out: Path) -> subprocess.Popen[str]:
     )
 
 
-def _wait_for_first_point(out: Path, proc: subprocess.Popen[str]) -> None:
+def _wait_for_second_point(out: Path, proc: subprocess.Popen[str], loop: Loop) -> None:
+    """Until point 1 is saved and point 2's settings (scheduler none, readahead 512) are on the disk."""
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not list(out.glob("*/points/0001-r1/meta.json")):
+    while time.monotonic() < deadline and not (
+        list(out.glob("*/points/0001-r1/meta.json")) and _point_two_on(loop)
+    ):
         assert proc.poll() is None, proc.communicate()
-        time.sleep(0.05)
-    time.sleep(0.3)  # well inside point 2 (scheduler none, readahead 512)
+        time.sleep(0.02)
+    assert _point_two_on(loop), "point 2 never began"
+
+
+def _point_two_on(loop: Loop) -> bool:
+    now = originals(loop)
+    return (now["scheduler"], now["readahead_kb"]) == ("none", 512)
 
 
 def test_sigterm_restores_settings(loop: Loop, write_matrix: Callable[..., Path], tmp_path: Path) -> None:
     before = originals(loop)
     proc = _start(write_matrix(MATRIX.format(device=loop.path, runtime=2)), tmp_path / "r")
-    _wait_for_first_point(tmp_path / "r", proc)
+    _wait_for_second_point(tmp_path / "r", proc, loop)
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
@@ -138,7 +146,7 @@ def test_after_sigkill_run_refuses_and_restore_puts_settings_back(
     before = originals(loop)
     path = write_matrix(MATRIX.format(device=loop.path, runtime=2))
     proc = _start(path, tmp_path / "r")
-    _wait_for_first_point(tmp_path / "r", proc)
+    _wait_for_second_point(tmp_path / "r", proc, loop)
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=60)
     subprocess.run(["pkill", "-KILL", "-f", str(loop.path)], check=False)  # fio left orphaned by SIGKILL

@@ -15,12 +15,13 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from iobench.system.process import Completed, run_process
 from iobench.system.ssh import CONTROL_PREFIX, close_stale_masters
 
 pytestmark = pytest.mark.root
@@ -66,9 +67,15 @@ def planted() -> Iterator[Path]:
 
 
 def test_another_users_control_folder_is_neither_contacted_nor_removed(planted: Path) -> None:
-    closed = close_stale_masters()
-    time.sleep(0.5)  # a connection, had one been made, is recorded by then
+    started: list[list[str]] = []
+
+    def executor(argv: Sequence[str], **kwargs: Any) -> Completed:
+        started.append([str(a) for a in argv])  # every ssh that could talk to a socket starts here
+        return run_process(argv, **kwargs)
+
+    closed = close_stale_masters(executor)
     assert not any(c.startswith(str(planted)) for c in closed), closed
+    assert not [argv for argv in started if any(str(planted) in a for a in argv)], started
     assert planted.is_dir(), "iobench removed another user's folder"
     assert not (planted / "connected").exists(), "iobench's ssh talked to another user's socket"
 

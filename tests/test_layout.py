@@ -7,6 +7,7 @@ lower floor, never one above (function-level imports count too).
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "iobench"
@@ -206,3 +207,39 @@ def test_no_module_forks_the_interpreter() -> None:
 
 def _names(node: ast.Import | ast.ImportFrom) -> set[str]:
     return {alias.name for alias in node.names}
+
+
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+
+
+def _architecture_names() -> tuple[set[str], set[str]]:
+    """The module files (``sweep.py``) and folders (``fioout/``) the package part of the doc names.
+
+    The doc names every module by its file name in backticks, a sub-package's modules
+    (``results/fioout/``) each by its own; file names are unique in the package, so a name
+    is a module. The part from "Outside the package" on is about other folders.
+    """
+    text = ARCHITECTURE.read_text().split("## Outside the package")[0]
+    spans = re.findall(r"`([^`]+)`", text)
+    files = {m for span in spans for m in re.findall(r"(?<![\w./])([A-Za-z_]\w*\.py)\b", span)}
+    folders = {m for span in spans for m in re.findall(r"^((?:\w+/)+)$", span)}
+    return files, folders
+
+
+def test_architecture_doc_names_every_module() -> None:
+    """Every module file is named in docs/architecture.md (a package's ``__init__``/``__main__`` may be left out)."""
+    named, _ = _architecture_names()
+    unnamed = sorted(
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if path.name not in named and path.name not in ("__init__.py", "__main__.py")
+    )
+    assert unnamed == []
+
+
+def test_architecture_doc_names_no_module_that_is_gone() -> None:
+    named, folders = _architecture_names()
+    files = {path.name for path in PACKAGE.rglob("*.py")}
+    dirs = {PACKAGE.name} | {p.name for p in PACKAGE.rglob("*") if p.is_dir() and p.name != "__pycache__"}
+    gone = sorted(named - files) + sorted(f for f in folders if f.rstrip("/").split("/")[-1] not in dirs)
+    assert gone == []

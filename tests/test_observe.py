@@ -14,7 +14,7 @@ import pytest
 from iobench.matrix.model import load_matrix
 from iobench.runner.point import WATCH_POLL_S, WATCH_QUICK_S
 from iobench.runner.sweep import run
-from iobench.system.observe import GroupWatcher, Observed, check_placement, observe_group
+from iobench.system.observe import GroupWatcher, Observed, check_placement
 from iobench.system.process import run_process
 
 needs_numactl = pytest.mark.skipif(shutil.which("numactl") is None, reason="needs numactl")
@@ -82,18 +82,22 @@ def test_nothing_seen_is_not_a_contradiction() -> None:
 
 
 @needs_numactl
-def test_observe_group_reads_a_real_bound_process() -> None:
+def test_group_watcher_reads_a_real_bound_process(tmp_path: Path) -> None:
+    # The watcher keeps only fio's processes (by name): a copy of sleep named fio-sleep is one.
+    sleeper = tmp_path / "fio-sleep"
+    shutil.copy(shutil.which("sleep") or "/bin/sleep", sleeper)
     proc = subprocess.Popen(
-        ["numactl", "--physcpubind=0", "--membind=0", "--", "sleep", "5"], start_new_session=True
+        ["numactl", "--physcpubind=0", "--membind=0", "--", str(sleeper), "30"], start_new_session=True
     )
     try:
-        deadline = time.monotonic() + 5
-        seen: list[Observed] = []
-        while time.monotonic() < deadline and not (seen and seen[0].comm == "sleep"):
-            seen = observe_group(proc.pid)
+        watcher = GroupWatcher()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and proc.pid not in watcher.seen:
+            watcher(proc.pid)
             time.sleep(0.02)
-        assert [(o.pid, o.comm, o.leader, o.cpus) for o in seen] == [(proc.pid, "sleep", True, (0,))]
-        assert seen[0].policy is not None and "bind:0" in seen[0].policy
+        seen = watcher.seen[proc.pid]
+        assert (seen.comm, seen.leader, seen.cpus) == ("fio-sleep", True, (0,))
+        assert seen.policy is not None and "bind:0" in seen.policy
     finally:
         proc.kill()
         proc.wait()

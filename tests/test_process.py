@@ -144,10 +144,26 @@ def test_descendants_of_a_finished_process_is_just_itself() -> None:
 
 
 def test_a_timeout_returns_even_when_an_orphan_keeps_the_pipes_open() -> None:
-    # The subshell exits at once, so its setsid'd sleep is reparented away from our tree.
-    done = run_process(["sh", "-c", "(setsid sleep 15 &); sleep 30"], timeout=1)
+    # The subshell exits at once, so its setsid'd sleep is reparented away from our tree. It holds
+    # the pipes for an hour: that it is still there when run_process returns shows no wait for them.
+    seconds = f"3600.{os.getpid()}"
+    done = run_process(["sh", "-c", f"(setsid sleep {seconds} &); sleep 30"], timeout=1)
+    orphans = [
+        pid
+        for pid in (int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit())
+        if _cmdline(pid) == ["sleep", seconds]
+    ]
+    for pid in orphans:
+        os.kill(pid, 9)
     assert done.timed_out
-    assert done.duration_s < 14
+    assert len(orphans) == 1
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+    except OSError:
+        return []
 
 
 def test_a_slow_poll_does_not_turn_a_finished_process_into_a_timeout() -> None:

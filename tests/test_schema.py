@@ -37,8 +37,6 @@ def test_fios_row_columns_are_the_schemas() -> None:
 def test_the_column_groups_come_from_the_schema() -> None:
     assert points.IDENTITY == schema.group("identity")
     assert points.PLACEMENT == schema.group("placement")
-    assert points.EXTRA == schema.group("run")
-    assert points.STEADY == schema.group("steady")
     assert points.TELEMETRY == schema.group("telemetry")
     assert set(points.ADDED) <= set(schema.group("totals"))
     assert points.TELEMETRY_TEXT == {c for c in points.TELEMETRY if schema.dtype(c) == "string"}

@@ -6,7 +6,7 @@ connection is refused naming the allowed set. Each allowed option takes only a
 value of its own grammar (host names, ports, yes/no, paths only this user or
 root can change, algorithms the installed ssh names): ssh hands some values to
 ``/bin/sh -c`` (a ``ProxyJump``'s command holds ``HostName``). A user's own
-keep-alive and timeouts win over iobench's (:func:`iobench.system.sshoptions.user_overrides`).
+keep-alive and timeouts win over iobench's (:meth:`iobench.system.ssh.Ssh.options`).
 """
 
 from __future__ import annotations
@@ -24,13 +24,11 @@ from iobench.matrix.model import parse_matrix
 from iobench.system.fleet import MAX_HOSTS
 from iobench.system.ssh import Ssh, SshTarget
 from iobench.system.sshoptions import (
-    ALLOWED_SSH_OPTIONS,
     GRAMMARS,
     IOBENCH_SSH_OPTIONS,
     destination_problem,
     ssh_option_problem,
     target_problems,
-    user_overrides,
 )
 
 ACCEPTED = [
@@ -198,7 +196,7 @@ def paths(tmp_path: Path) -> dict[str, str]:
 
 
 def test_every_allowed_option_has_its_table_of_values() -> None:
-    assert {key.lower() for key in VALUES} == set(ALLOWED_SSH_OPTIONS)
+    assert {key.lower() for key in VALUES} == set(GRAMMARS)
     assert all(GRAMMARS[key.lower()][0] == key for key in VALUES)  # spelled as ssh's manual spells them
 
 
@@ -290,7 +288,7 @@ def test_options_that_run_code_listen_or_break_iobench_are_refused(option: str, 
     message, hint = problem
     assert why in message, message
     assert "Port" in hint and "IdentityFile" in hint and "ProxyJump" in hint, hint
-    assert all(key in hint.lower() for key in ALLOWED_SSH_OPTIONS)
+    assert all(key in hint.lower() for key in GRAMMARS)
 
 
 @pytest.mark.parametrize(
@@ -300,7 +298,7 @@ def test_any_spelling_of_a_refused_keyword_is_refused(spelling: str) -> None:
     assert ssh_option_problem(spelling) is not None
 
 
-def test_the_users_keep_alive_and_timeout_win() -> None:
+def test_the_users_keep_alive_and_timeout_win(tmp_path: Path) -> None:
     options = (
         "ConnectTimeout=60",
         "serveraliveinterval 5",
@@ -308,13 +306,23 @@ def test_the_users_keep_alive_and_timeout_win() -> None:
         "Port=22",
         "BatchMode=yes",
     )
-    assert user_overrides(options) == {
-        "connecttimeout",
-        "serveraliveinterval",
-        "serveralivecountmax",
-        "batchmode",
-    }
-    assert user_overrides(("Port=22",)) == set()
+    argv = Ssh(SshTarget("root@h", options), tmp_path / "ctl").options()
+    given = [argv[i + 1] for i in range(0, len(argv), 2)]
+    for key, user in (
+        ("connecttimeout", "ConnectTimeout=60"),
+        ("serveraliveinterval", "serveraliveinterval 5"),
+        ("serveralivecountmax", "ServerAliveCountMax=10"),
+        ("batchmode", "BatchMode=yes"),
+    ):
+        # ssh keeps the first value it reads: the user's must be the only one given.
+        assert [o for o in given if o.lower().startswith(key)] == [user]
+    assert (
+        sum(
+            o.lower().startswith("connecttimeout")
+            for o in Ssh(SshTarget("root@h", ("Port=22",)), tmp_path / "c2").options()
+        )
+        == 1
+    )
 
 
 def test_every_option_iobench_sets_is_classified(tmp_path: Path) -> None:
@@ -323,7 +331,7 @@ def test_every_option_iobench_sets_is_classified(tmp_path: Path) -> None:
         ssh.options(master=m)[i + 1].split("=")[0].lower() for m in (True, False) for i in range(0, 20, 2)
     }
     assert keys <= set(IOBENCH_SSH_OPTIONS), keys - set(IOBENCH_SSH_OPTIONS)
-    assert not set(ALLOWED_SSH_OPTIONS) & {
+    assert not set(GRAMMARS) & {
         "proxycommand",
         "localforward",
         "pkcs11provider",

@@ -100,10 +100,11 @@ def test_direct_reads_on_a_loop_device_with_a_burner_on_cpu_1(
     assert set(disk["metric"]) >= {"read_iops", "read_await_ms", "util_pct", "queue_depth"}
     assert disk[disk["metric"] == "write_iops"]["value"].max() == 0  # fio ran --readonly
 
-    # The window is fio's: t_s ends at the longest job's runtime, the sampler recorded what it cost.
+    # The window is fio's: t_s never runs past the longest job's runtime (it ends there unless the
+    # sampler's first sample came late), and the sampler recorded what it cost.
     table, context = read_point(result.run_dir / "points" / "0001-r1" / FILE_NAME)
     assert context["window"] == "fio" and context["point_cpus"] == sorted(os.sched_getaffinity(0))
-    assert abs(max(table.column("t_s").to_pylist()) - ok["runtime_ms"].max() / 1000) < 0.01
+    assert 0 < max(table.column("t_s").to_pylist()) <= ok["runtime_ms"].max() / 1000 + 1e-6
     assert 0 < context["sampler_cpu_s"] < 1.0 and context["samples"] >= 8
 
     report = write_report(result.run_dir, tmp_path / "report")

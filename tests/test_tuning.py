@@ -135,10 +135,10 @@ def test_tuner_journals_once_then_restores_and_removes_the_journal(tmp_path: Pat
             os.getpid(),
             "runs/1",
         )
-        tuner.apply("sda", readahead_kb=0)
+        effective = tuner.apply("sda", readahead_kb=0)
         # The second change must not overwrite the originals with changed values.
         assert pending_journals()[0].originals == journal.originals
-        assert tuner.applied() == {"sda": {"scheduler": "kyber", "readahead_kb": 0}}
+        assert effective == {"scheduler": "kyber", "readahead_kb": 0}
     assert (queue / "scheduler").read_text() == "mq-deadline"
     assert (queue / "read_ahead_kb").read_text() == "128"
     assert pending_journals() == []
@@ -254,7 +254,7 @@ def test_apply_and_restore_on_a_loop_device(loops: LoopFactory) -> None:
     original, wanted = _other_values(loop)
     with DeviceTuner() as tuner:
         effective = tuner.apply(loop.name, scheduler=str(wanted["scheduler"]), readahead_kb=0)
-        assert read_settings(loop.name) == effective == tuner.applied()[loop.name]
+        assert read_settings(loop.name) == effective
         assert effective["scheduler"] == wanted["scheduler"]
         assert tuner.originals() == {loop.name: original}
     assert read_settings(loop.name) == original
@@ -267,7 +267,7 @@ def test_applied_records_what_the_kernel_kept(loops: LoopFactory) -> None:
     with DeviceTuner() as tuner:
         # readahead is kept in whole pages: 5 KiB becomes 4 KiB.
         assert tuner.apply(loop.name, readahead_kb=5)["readahead_kb"] == 4
-        assert tuner.applied()[loop.name]["readahead_kb"] == 4
+        assert read_settings(loop.name)["readahead_kb"] == 4
 
 
 @pytest.mark.loopdev

@@ -66,7 +66,7 @@ app = typer.Typer(
 
 @functools.cache
 def _err() -> Console:
-    """rich's console on stderr, made when first used: rich takes a tenth of a second to load."""
+    """rich's console on stderr, made when first used: rich is slow to load, and most commands never need it."""
     from rich.console import Console
 
     return Console(stderr=True, highlight=False)

@@ -332,7 +332,7 @@ def find_fio(binary: str | None = None) -> str:
 
 
 def _version(binary: str) -> str:
-    """What ``fio --version`` prints, remembered per binary file (fio takes 40 ms to say it)."""
+    """What ``fio --version`` prints, remembered per binary file (fio is slow to say it)."""
     known = recall(binary, "fio-version")
     if isinstance(known, str) and known.startswith("fio-"):
         return known

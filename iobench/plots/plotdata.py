@@ -23,10 +23,6 @@ from iobench.results.points import parameter_columns as parameter_columns
 from iobench.results.points import point_totals as point_totals
 from iobench.results.points import shared_totals as shared_totals
 
-#: The column that names the machine a row ran on (a sweep across hosts).
-HOST = "host"
-
-
 #: Columns besides the matrix axes that tell points apart, in the order figures consider them.
 CATEGORIES: tuple[str, ...] = (*CONTEXT, "direction", "run_id", "source", "groupid", "point")
 #: Columns of a tidy frame's rows that a point's totals combine away (a point sums its jobs).

@@ -67,8 +67,6 @@ from iobench.results.fioout.jobstats import PERCENTILES
 IDENTITY: tuple[str, ...] = schema.group("identity")
 #: Where and how a point ran, as recorded per row; not parameters.
 PLACEMENT: tuple[str, ...] = schema.group("placement")
-#: Run bookkeeping columns.
-EXTRA: tuple[str, ...] = schema.group("run")
 #: Columns that can differ from point to point: :func:`point_totals` keeps them (the distinct
 #: values joined with ``+`` where a point spans several: ``a+b``, the hosts of a point on two).
 CONTEXT: tuple[str, ...] = ("host", "target", "scheduler", "readahead_kb")
@@ -82,9 +80,6 @@ HOSTS: tuple[str, ...] = schema.group("hosts")
 HOSTS_TEXT: frozenset[str] = frozenset(c for c in HOSTS if schema.dtype(c) == "string")
 #: What :func:`summarize` keeps of them over repeats: the numbers' means, the outliers seen.
 HOSTS_SUMMARY: tuple[str, ...] = ("window_s", "start_skew_ms", "overlap_pct", "host_outliers")
-#: The steady-state verdict of each point × repeat (:mod:`iobench.results.steady`), and the
-#: count :func:`summarize` makes of it: not parameters.
-STEADY: tuple[str, ...] = schema.group("steady")
 #: A point whose IOPS (bandwidth without IOPS) vary over its repeats by a CV above this is noisy:
 #: the summary's ``noisy`` and the validity check of that name (docs/validity.md). Two repeats judge it.
 NOISY_CV = 0.05

@@ -133,7 +133,6 @@ class PointTelemetry:
     sampler: Sampler | HostSamples
     context: dict[str, Any]
     offset: float = field(default_factory=lambda: time.time() - time.monotonic())
-    launched: float = field(default_factory=time.monotonic)
     ended: float | None = None
 
     def stop(self) -> None:

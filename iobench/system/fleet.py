@@ -29,7 +29,6 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Protocol
 
 from iobench.errors import IobenchError
@@ -358,17 +357,8 @@ class Fleet:
     def __enter__(self) -> Fleet:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         self.close()
-
-    def by_name(self) -> dict[str, Host]:
-        """The hosts by frame name."""
-        return {host.name: host for host in self.hosts}
 
     def socket_of(self, host: Host) -> str:
         """Where this machine's end of the host's server forward is (in the run's private folder)."""

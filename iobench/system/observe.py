@@ -42,14 +42,6 @@ def memory_policy(pid: int, proc: str = "/proc") -> str | None:
     return ",".join(policies or ()) or None
 
 
-def observe_group(root: int, proc: str = "/proc", *, policies: bool = True) -> list[Observed]:
-    """``root`` and every process below it, with allowed CPUs, memory nodes and (optionally) policy.
-
-    The policy needs a walk of ``numa_maps``, the costly part; ``policies=False`` skips it.
-    """
-    return _observe(descendants(root, proc), root, SystemRoot(procfs=proc), policies=policies)
-
-
 def _observe(pids: list[int], root: int, system: SystemRoot, *, policies: bool) -> list[Observed]:
     found = []
     for pid in pids:

@@ -290,7 +290,7 @@ class Helper:
     """A helper process that answers one request at a time, kept for this process's life.
 
     For work shared with another CPU (:func:`iobench.parse_fio`'s readers): a
-    Python helper costs its interpreter and imports (about 60 ms) once, not
+    Python helper costs its interpreter and imports once, not
     at every request. ``argv`` gets the path of the helper's answer file
     appended; a request is bytes on the helper's input, and the helper writes
     its answer into that file, then one newline on its output. The answer

@@ -246,12 +246,3 @@ def _online(system: SystemRoot) -> tuple[int, ...]:
     with contextlib.suppress(OSError):
         return tuple(sorted(os.sched_getaffinity(0)))
     return ()
-
-
-def sample_for(
-    seconds: float, watch: Watch, interval: float, system: SystemRoot | None = None
-) -> Sequence[Snapshot]:
-    """Sample ``watch`` for ``seconds`` on the calling thread's behalf (tests, notebooks): every snapshot taken."""
-    sampler = Sampler(watch, interval, system=system or SystemRoot()).start()
-    time.sleep(seconds)
-    return sampler.stop()

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from iobench.errors import IobenchError
 from iobench.system import procfs
@@ -73,10 +73,6 @@ Spawner = Callable[..., "subprocess.Popen[bytes]"]
 
 class HostUnreachable(IobenchError):
     """A host cannot be reached over SSH, or stopped answering."""
-
-
-class RemoteCommandError(IobenchError):
-    """A command on a host failed in a way iobench cannot work around."""
 
 
 @dataclass(frozen=True)
@@ -125,23 +121,6 @@ class SshTarget:
             tuple(str(o) for o in data.get("options") or ()),
             str(data.get("label") or ""),
         )
-
-
-class Transport(Protocol):
-    """Runs commands on one host: :class:`Ssh`, or a fake in tests."""
-
-    @property
-    def target(self) -> SshTarget:
-        """The host."""
-
-    def run(self, argv: Sequence[str], *, timeout: float = COMMAND_TIMEOUT_S) -> Completed:
-        """Run ``argv`` on the host and return what it printed (never raises on a non-zero exit)."""
-
-    def stream(self, argv: Sequence[str], *, stdin: bool = False) -> subprocess.Popen[bytes]:
-        """Start ``argv`` on the host; its output (and, with ``stdin``, its input) a pipe here."""
-
-    def alive(self) -> bool:
-        """Whether the connection still stands."""
 
 
 def ssh_binary() -> str:
@@ -433,7 +412,7 @@ class Ssh:
         Returns
         -------
         str
-            The ``-L`` specification (for :meth:`cancel`).
+            The ``-L`` specification.
 
         Raises
         ------
@@ -451,14 +430,6 @@ class Ssh:
             )
         self.forwards.append(spec)
         return spec
-
-    def cancel(self, spec: str) -> None:
-        """Close one forward made by :meth:`forward`."""
-        argv = [self.binary, "-o", f"ControlPath={self.control_path}", "-O", "cancel", "-L", spec]
-        with contextlib.suppress(IobenchError):
-            self.executor([*argv, self.target.destination], timeout=10, env=ssh_env())
-        with contextlib.suppress(ValueError):
-            self.forwards.remove(spec)
 
     def close(self) -> None:
         """Close the control connection and with it every forward; bounded in time, never raises."""

@@ -352,7 +352,6 @@ GRAMMARS: dict[str, tuple[str, Grammar]] = {
         ("TCPKeepAlive", _FLAG),
     )
 }
-ALLOWED_SSH_OPTIONS = frozenset(GRAMMARS)
 
 _CODE = "it runs a program on this machine (a matrix is data, not code)"
 _LIBRARY = "it loads a library into ssh on this machine (a matrix is data, not code)"
@@ -492,26 +491,6 @@ def host_ssh_options_problem(options: Sequence[str]) -> tuple[str, str] | None:
         "keep UserKnownHostsFile read-only (StrictHostKeyChecking=yes), or let ssh learn the key "
         "in ~/.ssh/known_hosts (drop UserKnownHostsFile)",
     )
-
-
-def user_overrides(options: Sequence[str]) -> set[str]:
-    """Which of iobench's own ssh options a host's (accepted) ``ssh_options`` set, as lower-case keys.
-
-    ssh keeps the first value it reads for a keyword, so iobench leaves these
-    out of its own ``-o`` options: the user's ``ConnectTimeout`` and
-    ``ServerAlive*`` win, and an equal ``BatchMode=yes`` is not given twice.
-
-    Parameters
-    ----------
-    options
-        ``ssh_options`` that :func:`ssh_option_problem` accepted.
-    """
-    found = set()
-    for option in options:
-        match = _OPTION.match(option.strip())
-        if match and match.group(1).lower() in IOBENCH_SSH_OPTIONS:
-            found.add(match.group(1).lower())
-    return found
 
 
 def destination_problem(destination: str) -> str | None:

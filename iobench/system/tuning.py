@@ -24,7 +24,6 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from iobench.errors import IobenchError, TuningError
@@ -830,12 +829,7 @@ class DeviceTuner:
     def __enter__(self) -> DeviceTuner:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, _type: object, exc: BaseException | None, _tb: object) -> None:
         try:
             self.restore()
         except TuningError as problem:
@@ -893,10 +887,6 @@ class DeviceTuner:
         for name, value in wanted.items():
             effective[name] = write_setting(disk, name, value, sysfs=self.sysfs, system=self.system)
         return dict(effective)
-
-    def applied(self) -> dict[str, Settings]:
-        """What each tuned disk had in effect after the writes (read back), by disk."""
-        return {disk: dict(values) for disk, values in self._applied.items()}
 
     def originals(self) -> dict[str, Settings]:
         """The settings each tuned disk had before the first change, by disk."""

@@ -28,7 +28,7 @@ HEAD_START_FILES = 100
 worker has answered (on 3,000 files and 2 CPUs, 100 has both shares end together; 0 to 700 tried)."""
 
 START_FILES = 400
-"""And this many more while a worker starts (about 60 ms of CPU): the first parse that needs it."""
+"""And this many more while a worker starts (its interpreter and imports): the first parse that needs it."""
 
 
 def parse_fio_text(text: str, *, origin: str = "<text>") -> pd.DataFrame:
@@ -198,7 +198,7 @@ def item_origin(item: str | os.PathLike[str]) -> str:
     """The name the frame records for a file: ``str(Path(item))``.
 
     A string Path would not rewrite (no ``//``, no ``.`` component, no trailing
-    slash) is used as it is: a tenth of the cost of building the Path.
+    slash) is used as it is, without the cost of building the Path.
     """
     if isinstance(item, str) and _is_normal(item):
         return item

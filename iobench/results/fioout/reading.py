@@ -6,8 +6,8 @@ and kept (never a fork, nor an import of the caller's ``__main__``): a worker
 reads pickled lists of file names on its standard input and answers each with
 the pickled rows, or the :class:`~iobench.errors.ResultsError` of the first
 file it could not read.
-Importing this module costs a worker about a tenth of a second; pandas and
-pyarrow would cost it a second.
+A worker imports this module alone: pandas and pyarrow would cost it many
+times more (docs/benchmarks.md).
 """
 
 from __future__ import annotations
