@@ -22,7 +22,6 @@ from iobench.matrix.model import Matrix
 from iobench.matrix.slospec import MAX_PROBES_LIMIT, SloSpec
 from iobench.planner.plans import Plan, PlannedRun, SiteFacts, plan_points
 from iobench.store.atomic import atomic_write
-from iobench.store.records import PointMeta, RecordError, read_record
 from iobench.store.rundir import RunDir
 
 #: A group's probes are numbered from ``(group − 1) × SLOTS + 1``: one point per load probed.
@@ -134,11 +133,8 @@ class Probes:
         from iobench.results.validity import behind_finding
 
         directory = self.run_dir.points / planned.key
-        try:
-            meta = read_record(PointMeta, directory / "meta.json")
-        except RecordError:  # a point that could not be saved: no probe, judged failed
-            return Probe(load, None)
-        if meta.status != "ok":
+        meta = self.run_dir.point_meta(planned.key)
+        if meta is None or meta.status != "ok":  # not saved, or not ok: no probe, judged failed
             return Probe(load, None)
         frame = point_frame(directory, meta, self.run_dir.path.name, None)
         probe = measure(frame.assign(status="ok"), self.spec.metric, load)

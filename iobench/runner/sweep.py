@@ -44,7 +44,6 @@ from iobench.planner.plans import (
 )
 from iobench.runner import faults, recording
 from iobench.runner.point import ClientLaunch, Executor, Launch, LocalLaunch, PointOutcome, PointRunner
-from iobench.runner.probes import Probes
 from iobench.runner.sites import HostSite, LocalSite, Site, site_disks
 from iobench.store.records import MachineFacts, Manifest
 from iobench.store.rundir import RunDir, describe_counts, now
@@ -297,6 +296,8 @@ def run(
         todo = [r for r in the_plan.runs if r.key not in kept]
         probes = None
         if matrix.slo is not None:  # the points are decided one after another by the search
+            from iobench.runner.probes import Probes  # numpy and pandas: only for a search
+
             probes = Probes(the_plan, [s.facts for s in sites.values()], run_dir, kept)
             todo = probes.outline()
         manifest = start_manifest(earlier, matrix, the_plan, fleet)

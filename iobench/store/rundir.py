@@ -349,6 +349,13 @@ class RunDir:
                 continue
             yield path, meta
 
+    def point_meta(self, key: str) -> PointMeta | None:
+        """The saved point ``key``'s record, or None when it was not saved or cannot be read."""
+        try:
+            return read_record(PointMeta, self.points / key / "meta.json", self.path)
+        except (RecordError, OSError):
+            return None
+
     def finished_keys(self) -> set[str]:
         """Points that need not run again on resume (``ok`` or ``skipped``)."""
         return {meta.key for _, meta in self.point_metas() if meta.status in FINISHED}
