@@ -119,12 +119,18 @@ def test_an_unreadable_fio_output_makes_its_point_damaged_naming_the_file(
 
 
 @pytest.mark.parametrize("damage", ["fio.json", "meta.json"])
-def test_the_command_given_runs_a_damaged_point_again(copy: Path, damage: str) -> None:
+def test_the_command_given_runs_a_damaged_point_again(real_run: Path, copy: Path, damage: str) -> None:
     (copy / "points" / "0002-r1" / damage).write_text("")
     said = " ".join(cli("report", copy, "-o", copy / "report").output.split())
     argv = shlex.split(said.split("to finish: `")[1].split("`")[0])
+    # As the same user would: its state (the created-files registry) knows the target it made.
+    same_user = {**os.environ, "XDG_STATE_HOME": str(real_run.parents[1] / "state")}
     resumed = subprocess.run(
-        [sys.executable, "-m", "iobench", *argv[1:], "--quiet"], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "iobench", *argv[1:], "--quiet"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=same_user,
     )
     assert resumed.returncode == 0, resumed.stderr
     frame = iobench.load(copy)  # complete and whole again: no warning
