@@ -45,11 +45,18 @@ TIMED = "  bs: 4k\n  runtime: 2\n  time_based: 1\n"
 
 
 def sweep(
-    tmp_path: Path, name: str, target: str, fio: str, matrix: str = "", extra: str = "", base: str = TIMED
+    tmp_path: Path,
+    name: str,
+    target: str,
+    fio: str,
+    matrix: str = "",
+    extra: str = "",
+    base: str = TIMED,
+    allow_write: tuple[str, ...] = (),
 ) -> pd.DataFrame:
     """Run a one-target matrix (``fio``: option lines indented by two, ``extra``: the target's own lines).
 
-    ``base``: the options every point has (4k I/Os for 2 s).
+    ``base``: the options every point has (4k I/Os for 2 s); ``allow_write``: as ``--allow-write``.
     """
     text = (
         f"version: 1\nname: {name}\ntargets:\n  - path: {target}\n{extra}\n"
@@ -60,7 +67,12 @@ def sweep(
         text += "matrix:\n" + textwrap.indent(matrix, "  ")
     path = tmp_path / f"{name}.yaml"
     path.write_text(text)
-    result = run(load_matrix(path), out=tmp_path / "results", progress=NullProgress())
+    result = run(
+        load_matrix(path, allow_write=allow_write),
+        out=tmp_path / "results",
+        progress=NullProgress(),
+        allow_write=allow_write,
+    )
     assert result.exit_code == 0, result.counts
     frame = iobench.load(result.run_dir)
     out = frame.drop_duplicates(["point", "repeat"]).set_index("point")
@@ -269,7 +281,7 @@ def test_buffered_writes_reach_the_device_few_and_large(loops: LoopFactory, tmp_
     loop = direct_io(loop_with_data(loops))
     fio = "  ioengine: psync\n  rw: write\n  size: 32M\n  end_fsync: 1"
     out = sweep(
-        tmp_path, "writeback", loop.path, fio, "direct: [0, 1]\n", "    allow_write: true", base="  bs: 4k\n"
+        tmp_path, "writeback", loop.path, fio, "direct: [0, 1]\n", base="  bs: 4k\n", allow_write=(loop.path,)
     )
     buffered, direct = out.loc[1], out.loc[2]
     assert "device-count" in codes(buffered), buffered["validity_detail"]
