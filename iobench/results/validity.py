@@ -1422,22 +1422,7 @@ def judge_run(
         return {}
     totals = rate_totals(rows)
     keys = ["point", "repeat", "direction"]
-    fio_bw: dict[tuple[Any, ...], float] = {}
-    if "bw_bytes" in totals and "direction" in totals:
-        summed = totals.groupby(keys, dropna=True)["bw_bytes"].sum(min_count=1).reset_index()
-        for point, repeat, direction, bw in zip(
-            summed["point"], summed["repeat"], summed["direction"], summed["bw_bytes"], strict=True
-        ):
-            if not pd.isna(bw):
-                fio_bw[(_value(point), _value(repeat), _value(direction))] = float(bw)
-    fio_iops: dict[tuple[Any, ...], float] = {}
-    if "iops" in totals and "direction" in totals:
-        summed = totals.groupby(keys, dropna=True)["iops"].sum(min_count=1).reset_index()
-        for point, repeat, direction, iops in zip(
-            summed["point"], summed["repeat"], summed["direction"], summed["iops"], strict=True
-        ):
-            if not pd.isna(iops):
-                fio_iops[(_value(point), _value(repeat), _value(direction))] = float(iops)
+    fio_bw, fio_iops = (_summed(totals, keys, column) for column in ("bw_bytes", "iops"))
     dev_bw, dev_iops = device_rates(rows, keys)
     jobs = _jobs(rows)
     point_columns = (
@@ -1493,6 +1478,20 @@ def judge_run(
         )
         out[key] = judge(view)
     return out
+
+
+def _summed(totals: pd.DataFrame, keys: list[str], column: str) -> dict[tuple[Any, ...], float]:
+    """``column`` summed over each point × repeat × direction's jobs (and hosts), NA left out."""
+    if column not in totals or "direction" not in totals:
+        return {}
+    summed = totals.groupby(keys, dropna=True)[column].sum(min_count=1).reset_index()
+    return {
+        (_value(point), _value(repeat), _value(direction)): float(value)
+        for point, repeat, direction, value in zip(
+            summed["point"], summed["repeat"], summed["direction"], summed[column], strict=True
+        )
+        if not pd.isna(value)
+    }
 
 
 def device_rates(
